@@ -1,0 +1,60 @@
+# Every dependency is looked up here, and a missing one stops the configure
+# step with one sentence naming the Debian package or the path to pass.
+
+function(mlpipe_require condition message)
+  if(NOT ${condition})
+    message(FATAL_ERROR "mlpipe: ${message}")
+  endif()
+endfunction()
+
+# --- LLVM and MLIR 22 (Debian: llvm-22-dev libmlir-22-dev mlir-22-tools) ----
+set(MLPIPE_LLVM_ROOT "/usr/lib/llvm-22" CACHE PATH "Root of the LLVM/MLIR 22 install")
+find_package(MLIR 22.1 CONFIG QUIET PATHS ${MLPIPE_LLVM_ROOT}/lib/cmake/mlir NO_DEFAULT_PATH)
+mlpipe_require(MLIR_FOUND
+  "MLIR 22 not found under ${MLPIPE_LLVM_ROOT}: install it with 'apt-get install llvm-22-dev libmlir-22-dev mlir-22-tools' or pass -DMLPIPE_LLVM_ROOT=PATH.")
+# The imported MLIR and LLVM targets carry no include directories or
+# definitions; add them here once for every target.
+include_directories(SYSTEM ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
+separate_arguments(MLPIPE_LLVM_DEFINITIONS NATIVE_COMMAND "${LLVM_DEFINITIONS}")
+add_compile_options(${MLPIPE_LLVM_DEFINITIONS})
+link_directories(${LLVM_LIBRARY_DIR})
+
+set(MLPIPE_LLVM_BIN ${MLPIPE_LLVM_ROOT}/bin)
+find_program(MLPIPE_LIT NAMES lit llvm-lit PATHS ${MLPIPE_LLVM_BIN} NO_DEFAULT_PATH)
+find_program(MLPIPE_FILECHECK FileCheck PATHS ${MLPIPE_LLVM_BIN} NO_DEFAULT_PATH)
+mlpipe_require(MLPIPE_LIT "lit not found in ${MLPIPE_LLVM_BIN}: install it with 'apt-get install llvm-22-tools'.")
+mlpipe_require(MLPIPE_FILECHECK "FileCheck not found in ${MLPIPE_LLVM_BIN}: install it with 'apt-get install llvm-22-tools'.")
+
+# --- Small C++ libraries ----------------------------------------------------
+find_package(CLI11 CONFIG QUIET)
+mlpipe_require(CLI11_FOUND "CLI11 not found: install it with 'apt-get install libcli11-dev'.")
+find_package(fmt CONFIG QUIET)
+mlpipe_require(fmt_FOUND "fmt not found: install it with 'apt-get install libfmt-dev'.")
+find_package(Boost 1.74 QUIET COMPONENTS unit_test_framework)
+mlpipe_require(Boost_FOUND "Boost.Test not found: install it with 'apt-get install libboost-test-dev'.")
+
+# --- BLAS for the CPU target and the float64 reference (Debian: libopenblas-dev)
+find_path(MLPIPE_CBLAS_INCLUDE cblas.h PATH_SUFFIXES x86_64-linux-gnu/openblas-pthread x86_64-linux-gnu openblas)
+find_library(MLPIPE_OPENBLAS openblas)
+mlpipe_require(MLPIPE_OPENBLAS "OpenBLAS not found: install it with 'apt-get install libopenblas-dev'.")
+mlpipe_require(MLPIPE_CBLAS_INCLUDE "cblas.h not found: install it with 'apt-get install libopenblas-dev'.")
+
+# --- CUDA toolkit (ptxas, libdevice); the driver itself is loaded at run time
+if(DEFINED ENV{CUDA_HOME})
+  set(_mlpipe_default_cuda $ENV{CUDA_HOME})
+else()
+  set(_mlpipe_default_cuda /usr/local/cuda)
+endif()
+set(MLPIPE_CUDA_TOOLKIT "${_mlpipe_default_cuda}" CACHE PATH "CUDA toolkit root (ptxas and nvvm/libdevice)")
+if(NOT EXISTS "${MLPIPE_CUDA_TOOLKIT}/bin/ptxas" OR NOT EXISTS "${MLPIPE_CUDA_TOOLKIT}/nvvm/libdevice/libdevice.10.bc")
+  message(FATAL_ERROR "mlpipe: no CUDA toolkit at ${MLPIPE_CUDA_TOOLKIT} (need bin/ptxas and nvvm/libdevice/libdevice.10.bc): install CUDA there or pass -DMLPIPE_CUDA_TOOLKIT=PATH.")
+endif()
+set(MLPIPE_CUDA_INCLUDE ${MLPIPE_CUDA_TOOLKIT}/include)
+
+# --- Link with lld: 0.5 s per tool instead of several with ld.bfd ----------
+find_program(MLPIPE_LLD NAMES ld.lld ld.lld-14)
+if(MLPIPE_LLD)
+  add_link_options(-fuse-ld=lld)
+else()
+  message(STATUS "mlpipe: lld not found (apt-get install lld); linking with the default linker")
+endif()

@@ -1,0 +1,49 @@
+// HostTensor: a dense, C-ordered array in host memory with its element type
+// and shape. It is what .npy files hold, what the reference computes, and
+// what `run` binds to a module's named arguments.
+#pragma once
+
+#include "support/tensor_types.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace mlpipe {
+
+class HostTensor {
+public:
+  HostTensor() = default;
+  // Zero-filled tensor of the given type and shape.
+  HostTensor(DType dtype, Shape shape);
+
+  DType dtype() const { return dtype_; }
+  const Shape &shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  size_t byteSize() const { return bytes_.size(); }
+
+  void *data() { return bytes_.data(); }
+  const void *data() const { return bytes_.data(); }
+  template <typename T> T *as() { return reinterpret_cast<T *>(bytes_.data()); }
+  template <typename T> const T *as() const { return reinterpret_cast<const T *>(bytes_.data()); }
+
+  // Element i (flat, C order) converted to / from double, whatever the dtype.
+  double at(int64_t i) const;
+  void set(int64_t i, double value);
+
+  // Copies of the data as doubles, or built from doubles.
+  std::vector<double> toDoubles() const;
+  static HostTensor fromDoubles(DType dtype, Shape shape, const std::vector<double> &values);
+
+  // "64x256xf32", used in messages.
+  std::string describe() const;
+
+private:
+  DType dtype_ = DType::f32;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::vector<unsigned char> bytes_;
+};
+
+} // namespace mlpipe

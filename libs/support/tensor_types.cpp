@@ -1,0 +1,96 @@
+#include "support/tensor_types.h"
+
+#include "support/error.h"
+
+#include <charconv>
+#include <limits>
+
+namespace mlpipe {
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+  case DType::i32:
+    return 4;
+  case DType::f64:
+  case DType::i64:
+    return 8;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return "f32";
+  case DType::f64:
+    return "f64";
+  case DType::i32:
+    return "i32";
+  case DType::i64:
+    return "i64";
+  }
+  return "?";
+}
+
+std::optional<DType> parseDType(std::string_view name) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+    if (name == dtypeName(dtype))
+      return dtype;
+  return std::nullopt;
+}
+
+bool isFloat(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+
+int64_t numElements(const Shape &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0)
+      fail("shape {} has a negative dimension", formatShape(shape));
+    if (dim != 0 && count > std::numeric_limits<int64_t>::max() / dim)
+      fail("shape {} has more elements than fit in 64 bits", formatShape(shape));
+    count *= dim;
+  }
+  return count;
+}
+
+int64_t byteSize(const Shape &shape, DType dtype) {
+  int64_t count = numElements(shape);
+  int64_t size = static_cast<int64_t>(dtypeSize(dtype));
+  if (count > std::numeric_limits<int64_t>::max() / size)
+    fail("shape {} of {} needs more bytes than fit in 64 bits", formatShape(shape), dtypeName(dtype));
+  return count * size;
+}
+
+std::string formatShape(const Shape &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      text += 'x';
+    text += std::to_string(shape[i]);
+  }
+  return text;
+}
+
+Shape parseShape(std::string_view text) {
+  Shape shape;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find('x', start);
+    std::string_view part = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    int64_t dim = 0;
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), dim);
+    if (part.empty() || ec != std::errc() || ptr != part.data() + part.size() || dim <= 0)
+      fail("bad shape '{}': expected positive dimensions joined by 'x', like 64x256", text);
+    shape.push_back(dim);
+    if (end == std::string_view::npos)
+      break;
+    start = end + 1;
+  }
+  numElements(shape); // refuse overflow here, not at allocation
+  return shape;
+}
+
+} // namespace mlpipe
