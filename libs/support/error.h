@@ -17,6 +17,13 @@ public:
   explicit Error(const std::string &message) : std::runtime_error(message) {}
 };
 
+// An error already in MLIR's "file:line:col: error: message" form. Tools
+// print it as it is, without their own prefix.
+class DiagnosticError : public Error {
+public:
+  using Error::Error;
+};
+
 // Throws mlpipe::Error with a fmt-formatted message.
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args &&...args) {

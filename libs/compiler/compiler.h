@@ -1,0 +1,94 @@
+// The compiler's public face: parse MLIR text, check which stage it is at,
+// run one stage's pipeline, print. Tools and in-process drivers (verify,
+// generate) use only this header; MLIR's own headers stay inside libs/compiler.
+//
+//   MlirModule module = MlirModule::parse(text, "gelu.mlir");
+//   runStage(StageTool::Fuse, module, {});
+//   std::string fused = module.print();
+#pragma once
+
+#include "support/error.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+}
+
+namespace mlpipe {
+
+// How far down the pipeline a module is.
+enum class Stage {
+  Tensor,     // linalg on tensors: trace's output, fuse's input and output
+  Bufferized, // memrefs in destination-passing form: bufferize's output
+  Outlined,   // host code launching gpu.module kernels: outline's output
+  GpuBinary,  // LLVM host code plus gpu.binary objects: lower-nvvm's output
+  CpuLowered, // LLVM code only: lower-cpu's output
+};
+const char *stageName(Stage stage);
+
+class MlirModule {
+public:
+  // Parses and verifies; throws DiagnosticError at file:line:col on bad text.
+  // An empty module, or one with no function, is refused too.
+  static MlirModule parse(std::string_view text, const std::string &bufferName);
+  MlirModule(MlirModule &&) noexcept;
+  MlirModule &operator=(MlirModule &&) noexcept;
+  ~MlirModule();
+
+  std::string print() const;
+  Stage stage() const;
+  mlir::ModuleOp op() const;
+
+private:
+  struct Impl;
+  explicit MlirModule(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The stages as tools. Each checks that its input is at the stage it wants
+// and says in one line what the input looks like otherwise.
+enum class StageTool { Fuse, Bufferize, Outline, LowerNvvm, LowerCpu };
+const char *stageToolName(StageTool tool);
+
+struct StageOptions {
+  std::string pipelineFile; // replaces the built-in pipeline when set
+  std::string chip = "sm_90";
+  int optLevel = 3;
+  std::string format = "isa"; // isa (PTX text), bin (cubin) or fatbin
+  std::string toolkit;        // CUDA toolkit root; empty = the configured default
+};
+
+void runStage(StageTool tool, MlirModule &module, const StageOptions &options);
+
+// The text of a built-in pipeline ("fuse", "bufferize", "outline",
+// "lower-nvvm", "lower-cpu"), comments included.
+std::string builtinPipeline(const std::string &name);
+// The CUDA toolkit used when none is given: $CUDA_HOME, else the one found
+// at configure time.
+std::string defaultCudaToolkit();
+// Refuses chips ptxas would not know: "sm_" then a known compute capability.
+void checkChip(const std::string &chip);
+
+// One line of ptx-check's report.
+struct KernelReport {
+  std::string module; // the gpu.binary symbol
+  std::string kernel; // the .entry name
+  int registers = 0;
+  int sharedBytes = 0;
+  int stackFrameBytes = 0;
+  int spillStoreBytes = 0;
+  int spillLoadBytes = 0;
+};
+
+// Assembles every PTX object of every gpu.binary with ptxas for `chip`.
+// Throws Error naming the kernel and quoting ptxas when one fails.
+std::vector<KernelReport> checkPtx(const MlirModule &module, const std::string &chip, const std::string &toolkit);
+
+// Counts ops by name ("linalg.generic") in a module: structural checks.
+int countOps(const MlirModule &module, std::string_view opName);
+
+} // namespace mlpipe

@@ -1,0 +1,136 @@
+// The process-wide MLIR context, parsing with file:line:col diagnostics,
+// printing, and telling which stage a module is at.
+#include "compiler/compiler.h"
+#include "compiler/diagnostics.h"
+#include "compiler/passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlpipe {
+
+mlir::MLIRContext &compilerContext() {
+  static mlir::MLIRContext *context = [] {
+    mlir::DialectRegistry registry;
+    mlir::registerAllDialects(registry);
+    mlir::registerAllExtensions(registry);
+    // Without the LLVM IR translations, serialising a gpu.module crashes
+    // instead of failing.
+    mlir::registerAllToLLVMIRTranslations(registry);
+    mlir::registerAllPasses();
+    registerMlpipePasses();
+    auto *ctx = new mlir::MLIRContext(registry);
+    ctx->loadAllAvailableDialects();
+    return ctx;
+  }();
+  return *context;
+}
+
+struct MlirModule::Impl {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+MlirModule::MlirModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MlirModule::MlirModule(MlirModule &&) noexcept = default;
+MlirModule &MlirModule::operator=(MlirModule &&) noexcept = default;
+MlirModule::~MlirModule() = default;
+
+mlir::ModuleOp MlirModule::op() const { return *impl_->module; }
+
+MlirModule MlirModule::parse(std::string_view text, const std::string &bufferName) {
+  mlir::MLIRContext &ctx = compilerContext();
+  DiagnosticCollector diagnostics(ctx);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()), bufferName),
+                               llvm::SMLoc());
+  mlir::ParserConfig config(&ctx);
+  auto module = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, config);
+  if (!module)
+    diagnostics.fail(bufferName + ": not valid MLIR");
+  bool hasFunction = false;
+  module->walk([&](mlir::Operation *op) {
+    if (mlir::isa<mlir::func::FuncOp, mlir::LLVM::LLVMFuncOp>(op))
+      hasFunction = true;
+  });
+  if (!hasFunction)
+    fail("{}: the module holds no function", bufferName);
+  auto impl = std::make_unique<Impl>();
+  impl->module = std::move(module);
+  return MlirModule(std::move(impl));
+}
+
+std::string MlirModule::print() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  impl_->module->print(os);
+  os.flush();
+  return text + (text.empty() || text.back() == '\n' ? "" : "\n");
+}
+
+const char *stageName(Stage stage) {
+  switch (stage) {
+  case Stage::Tensor:
+    return "linalg on tensors (what trace and fuse write)";
+  case Stage::Bufferized:
+    return "bufferized memrefs (what bufferize writes)";
+  case Stage::Outlined:
+    return "host code with outlined GPU kernels (what outline writes)";
+  case Stage::GpuBinary:
+    return "LLVM host code with GPU binaries (what lower-nvvm writes)";
+  case Stage::CpuLowered:
+    return "LLVM code for the CPU (what lower-cpu writes)";
+  }
+  return "?";
+}
+
+Stage MlirModule::stage() const {
+  bool binary = false, gpuModule = false, launch = false, tensors = false, funcOps = false;
+  impl_->module->walk([&](mlir::Operation *op) {
+    if (mlir::isa<mlir::gpu::BinaryOp>(op))
+      binary = true;
+    else if (mlir::isa<mlir::gpu::GPUModuleOp>(op))
+      gpuModule = true;
+    else if (mlir::isa<mlir::gpu::LaunchFuncOp>(op))
+      launch = true;
+    if (auto func = mlir::dyn_cast<mlir::func::FuncOp>(op)) {
+      funcOps = true;
+      for (mlir::Type type : func.getFunctionType().getInputs())
+        tensors |= mlir::isa<mlir::TensorType>(type);
+      for (mlir::Type type : func.getFunctionType().getResults())
+        tensors |= mlir::isa<mlir::TensorType>(type);
+    }
+    for (mlir::Type type : op->getResultTypes())
+      tensors |= mlir::isa<mlir::TensorType>(type);
+  });
+  if (binary)
+    return Stage::GpuBinary;
+  if (gpuModule || launch)
+    return Stage::Outlined;
+  if (tensors)
+    return Stage::Tensor;
+  if (funcOps)
+    return Stage::Bufferized;
+  return Stage::CpuLowered;
+}
+
+int countOps(const MlirModule &module, std::string_view opName) {
+  int count = 0;
+  module.op()->walk([&](mlir::Operation *op) {
+    if (op->getName().getStringRef() == llvm::StringRef(opName.data(), opName.size()))
+      ++count;
+  });
+  return count;
+}
+
+} // namespace mlpipe

@@ -1,0 +1,245 @@
+// Running one stage: check the input's level, read the stage's text
+// pipeline (built in, or --pipeline FILE), fill in its options, run it, and
+// check what the stage promises about its output.
+#include "compiler/compiler.h"
+#include "compiler/diagnostics.h"
+#include "compiler/passes.h"
+
+#include "support/output_file.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace mlpipe {
+
+const std::map<std::string, std::string> &embeddedPipelines();
+
+void registerMlpipePasses() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mlir::registerPass(createFillPerUsePass);
+    mlir::registerPass(createTransposedOperandViewsPass);
+    mlir::registerPass(createTiledMatmulsPass);
+    mlir::registerPass(createCopiesAsLinalgPass);
+    mlir::registerPass(createManagedAllocationsPass);
+    mlir::registerPass(createBlasMatmulsPass);
+  });
+}
+
+const char *stageToolName(StageTool tool) {
+  switch (tool) {
+  case StageTool::Fuse:
+    return "fuse";
+  case StageTool::Bufferize:
+    return "bufferize";
+  case StageTool::Outline:
+    return "outline";
+  case StageTool::LowerNvvm:
+    return "lower-nvvm";
+  case StageTool::LowerCpu:
+    return "lower-cpu";
+  }
+  return "?";
+}
+
+std::string builtinPipeline(const std::string &name) {
+  auto &pipelines = embeddedPipelines();
+  auto found = pipelines.find(name);
+  if (found == pipelines.end())
+    fail("no built-in pipeline named '{}'", name);
+  return found->second;
+}
+
+std::string defaultCudaToolkit() {
+  const char *fromEnvironment = std::getenv("CUDA_HOME");
+  if (fromEnvironment && *fromEnvironment)
+    return fromEnvironment;
+  return MLPIPE_DEFAULT_CUDA_TOOLKIT;
+}
+
+void checkChip(const std::string &chip) {
+  static const std::set<std::string> known = {"sm_50",  "sm_52",   "sm_53",  "sm_60",   "sm_61",  "sm_62",
+                                              "sm_70",  "sm_72",   "sm_75",  "sm_80",   "sm_86",  "sm_87",
+                                              "sm_89",  "sm_90",   "sm_90a", "sm_100",  "sm_100a", "sm_101",
+                                              "sm_101a", "sm_103", "sm_103a", "sm_120", "sm_120a", "sm_121",
+                                              "sm_121a"};
+  if (!known.count(chip))
+    fail("unknown chip '{}': expected an NVIDIA compute capability such as sm_75, sm_80 or sm_90", chip);
+}
+
+namespace {
+
+Stage inputStage(StageTool tool) {
+  switch (tool) {
+  case StageTool::Fuse:
+  case StageTool::Bufferize:
+    return Stage::Tensor;
+  case StageTool::Outline:
+  case StageTool::LowerCpu:
+    return Stage::Bufferized;
+  case StageTool::LowerNvvm:
+    return Stage::Outlined;
+  }
+  return Stage::Tensor;
+}
+
+// What to run first when the input is not at the stage a tool wants.
+std::string hint(Stage have, Stage want) {
+  if (static_cast<int>(have) > static_cast<int>(want))
+    return "it is already past that stage";
+  switch (want) {
+  case Stage::Tensor:
+    return "start from trace";
+  case Stage::Bufferized:
+    return "run bufferize first";
+  case Stage::Outlined:
+    return have == Stage::Tensor ? "run bufferize and outline first" : "run outline first";
+  default:
+    return "run the earlier stages first";
+  }
+}
+
+void requireStage(StageTool tool, const MlirModule &module) {
+  Stage want = inputStage(tool), have = module.stage();
+  if (have != want)
+    fail("{}: the input is {}, but {} wants {}: {}", stageToolName(tool), stageName(have), stageToolName(tool),
+         stageName(want), hint(have, want));
+}
+
+std::string stripComments(const std::string &text) {
+  std::string result;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] != '#')
+      result += line + " ";
+    if (end == std::string::npos)
+      break;
+    start = end + 1;
+  }
+  return result;
+}
+
+std::string fillOptions(std::string text, const std::map<std::string, std::string> &values) {
+  for (auto &[key, value] : values) {
+    std::string placeholder = "{" + key + "}";
+    for (size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder, at + value.size()))
+      text.replace(at, placeholder.size(), value);
+  }
+  return text;
+}
+
+std::string checkedToolkit(const StageOptions &options) {
+  std::string toolkit = options.toolkit.empty() ? defaultCudaToolkit() : options.toolkit;
+  std::string libdevice = toolkit + "/nvvm/libdevice/libdevice.10.bc";
+  if (!llvm::sys::fs::exists(libdevice))
+    fail("no CUDA toolkit at {}: {} is missing (pass --toolkit DIR or set CUDA_HOME)", toolkit, libdevice);
+  if (options.format != "isa" && !llvm::sys::fs::exists(toolkit + "/bin/ptxas"))
+    fail("no CUDA toolkit at {}: bin/ptxas, needed for --format {}, is missing", toolkit, options.format);
+  return toolkit;
+}
+
+std::string pipelineText(StageTool tool, const StageOptions &options) {
+  std::string text = options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
+  std::map<std::string, std::string> values;
+  if (tool == StageTool::LowerNvvm) {
+    checkChip(options.chip);
+    if (options.optLevel < 0 || options.optLevel > 3)
+      fail("--opt must be 0, 1, 2 or 3, not {}", options.optLevel);
+    if (options.format != "isa" && options.format != "bin" && options.format != "fatbin")
+      fail("--format must be isa, bin or fatbin, not '{}'", options.format);
+    values = {{"chip", options.chip},
+              {"opt", std::to_string(options.optLevel)},
+              {"format", options.format},
+              {"toolkit", checkedToolkit(options)}};
+  }
+  return fillOptions(stripComments(text), values);
+}
+
+void runPipeline(const std::string &text, const std::string &source, MlirModule &module) {
+  mlir::MLIRContext &ctx = compilerContext();
+  std::string parseErrors;
+  llvm::raw_string_ostream errorStream(parseErrors);
+  auto parsed = mlir::parsePassPipeline(text, errorStream);
+  if (mlir::failed(parsed))
+    fail("bad pass pipeline in {}: {}", source, errorStream.str());
+  mlir::PassManager pm(&ctx);
+  static_cast<mlir::OpPassManager &>(pm) = std::move(*parsed);
+  DiagnosticCollector diagnostics(ctx);
+  if (mlir::failed(pm.run(module.op())))
+    diagnostics.fail(fmt::format("the {} pipeline failed", source));
+}
+
+// outline's promise: host functions only launch kernels and manage memory.
+void checkHostCodeIsOutlined(const MlirModule &module) {
+  for (auto function : module.op().getOps<mlir::func::FuncOp>()) {
+    mlir::Operation *leftover = nullptr;
+    function.walk([&](mlir::Operation *op) {
+      llvm::StringRef dialect = op->getName().getDialectNamespace();
+      if (!leftover && (dialect == "scf" || dialect == "linalg" || mlir::isa<mlir::memref::AllocOp>(op)))
+        leftover = op;
+    });
+    if (leftover)
+      fail("outline left {} in host function @{} at {}: it has no GPU lowering",
+           leftover->getName().getStringRef().str(), function.getName().str(), formatLocation(leftover->getLoc()));
+  }
+}
+
+// lower-nvvm's promise: nothing but binaries and launches left of the gpu
+// dialect, and no PTX that calls a libdevice function it did not link.
+void checkLoweredForGpu(const MlirModule &module) {
+  module.op().walk([&](mlir::Operation *op) {
+    if (op->getName().getDialectNamespace() == "gpu" && !mlir::isa<mlir::gpu::BinaryOp, mlir::gpu::LaunchFuncOp>(op))
+      fail("lower-nvvm left {} unconverted at {}", op->getName().getStringRef().str(), formatLocation(op->getLoc()));
+  });
+  module.op().walk([&](mlir::gpu::BinaryOp binary) {
+    for (mlir::Attribute attribute : binary.getObjects()) {
+      auto object = mlir::cast<mlir::gpu::ObjectAttr>(attribute);
+      llvm::StringRef text = object.getObject().getValue();
+      size_t at = text.find(".extern .func");
+      while (at != llvm::StringRef::npos) {
+        size_t name = text.find("__nv_", at);
+        size_t lineEnd = text.find('\n', at);
+        if (name != llvm::StringRef::npos && name < lineEnd) {
+          size_t nameEnd = text.find_first_of("( \n", name);
+          fail("the PTX of {} calls {}, which libdevice did not resolve: is the CUDA toolkit complete?",
+               binary.getName().str(), text.substr(name, nameEnd - name).str());
+        }
+        at = text.find(".extern .func", lineEnd);
+      }
+    }
+  });
+}
+
+} // namespace
+
+void runStage(StageTool tool, MlirModule &module, const StageOptions &options) {
+  requireStage(tool, module);
+  std::string source = options.pipelineFile.empty() ? std::string("built-in ") + stageToolName(tool) + " pipeline"
+                                                    : options.pipelineFile;
+  runPipeline(pipelineText(tool, options), source, module);
+  if (tool == StageTool::Outline)
+    checkHostCodeIsOutlined(module);
+  if (tool == StageTool::LowerNvvm)
+    checkLoweredForGpu(module);
+}
+
+} // namespace mlpipe

@@ -1,0 +1,20 @@
+// trace: a program name and options in, verified linalg-on-tensors MLIR out.
+#pragma once
+
+#include "models/unit_kernels.h"
+
+#include <string>
+
+namespace mlpipe {
+
+struct TraceRequest {
+  std::string program;   // a unit kernel name (or gpt2)
+  KernelOptions kernel;  // shapes, dtype, batch, heads
+};
+
+// Records the program, emits MLIR and parses it back (so a bug in the
+// emitter shows as an error here, not three stages later). Returns the text
+// as MLIR prints it.
+std::string trace(const TraceRequest &request);
+
+} // namespace mlpipe

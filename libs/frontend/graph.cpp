@@ -1,0 +1,335 @@
+// Recording operations: each call checks its operands' shapes, works out the
+// result shape (NumPy rules) and appends one node.
+#include "frontend/graph.h"
+
+#include "support/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace mlpipe::fe {
+
+namespace {
+
+int64_t normalizeAxis(int64_t axis, int64_t rank, const char *op) {
+  int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized >= rank)
+    fail("{}: axis {} is out of range for a tensor of rank {}", op, axis, rank);
+  return normalized;
+}
+
+// NumPy broadcasting: align from the right; each pair of dimensions must be
+// equal or one of them 1.
+Shape broadcastShapes(const Shape &a, const Shape &b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("cannot broadcast shapes {} and {}", formatShape(a), formatShape(b));
+    result[i] = da == 1 ? db : da;
+  }
+  return result;
+}
+
+} // namespace
+
+// ---- Tensor -------------------------------------------------------------------
+
+const Shape &Tensor::shape() const { return graph_->node(id_).shape; }
+DType Tensor::dtype() const { return graph_->node(id_).dtype; }
+int64_t Tensor::dim(int64_t axis) const { return shape()[normalizeAxis(axis, rank(), "dim")]; }
+
+// ---- Graph --------------------------------------------------------------------
+
+Graph::Graph(std::string name, DType floatType) : name_(std::move(name)), floatType_(floatType) {
+  if (!isFloat(floatType))
+    fail("a graph's float type must be f32 or f64, not {}", dtypeName(floatType));
+}
+
+Tensor Graph::add(Node node) {
+  nodes_.push_back(std::move(node));
+  return Tensor(this, static_cast<int>(nodes_.size()) - 1);
+}
+
+void Graph::checkOwned(Tensor t, const char *what) const {
+  if (&t.graph() != this)
+    fail("{}: operand belongs to another graph", what);
+}
+
+Tensor Graph::input(const std::string &name, Shape shape) { return input(name, std::move(shape), floatType_); }
+
+Tensor Graph::input(const std::string &name, Shape shape, DType dtype) {
+  for (int id : inputs_)
+    if (nodes_[id].name == name)
+      fail("graph '{}' already has an input named '{}'", name_, name);
+  numElements(shape);
+  Node node{OpKind::Input};
+  node.shape = std::move(shape);
+  node.dtype = dtype;
+  node.name = name;
+  Tensor t = add(std::move(node));
+  inputs_.push_back(t.id());
+  return t;
+}
+
+Tensor Graph::indexInput(const std::string &name, Shape shape, int64_t rows) {
+  Tensor t = input(name, std::move(shape), DType::i32);
+  nodes_[t.id()].ints = {rows};
+  return t;
+}
+
+void Graph::output(const std::string &name, Tensor value) {
+  checkOwned(value, "output");
+  for (auto &[existing, id] : outputs_)
+    if (existing == name)
+      fail("graph '{}' already has an output named '{}'", name_, name);
+  outputs_.emplace_back(name, value.id());
+}
+
+void Graph::probe(const std::string &name, Tensor value) {
+  checkOwned(value, "probe");
+  probes_.emplace_back(name, value.id());
+}
+
+Tensor Graph::constant(double value) {
+  Node node{OpKind::Constant};
+  node.dtype = floatType_;
+  node.value = value;
+  return add(std::move(node));
+}
+
+Tensor Graph::triu(int64_t rows, int64_t cols, int64_t k) {
+  Node node{OpKind::Triu};
+  node.shape = {rows, cols};
+  node.dtype = floatType_;
+  node.ints = {k};
+  return add(std::move(node));
+}
+
+double applyUnary(UnaryFn fn, double x) {
+  switch (fn) {
+  case UnaryFn::Neg:
+    return -x;
+  case UnaryFn::Exp:
+    return std::exp(x);
+  case UnaryFn::Tanh:
+    return std::tanh(x);
+  case UnaryFn::Sqrt:
+    return std::sqrt(x);
+  case UnaryFn::Rsqrt:
+    return 1.0 / std::sqrt(x);
+  }
+  return x;
+}
+
+double applyBinary(BinaryFn fn, double a, double b) {
+  switch (fn) {
+  case BinaryFn::Add:
+    return a + b;
+  case BinaryFn::Sub:
+    return a - b;
+  case BinaryFn::Mul:
+    return a * b;
+  case BinaryFn::Div:
+    return a / b;
+  case BinaryFn::Max:
+    return std::max(a, b);
+  case BinaryFn::Min:
+    return std::min(a, b);
+  }
+  return a;
+}
+
+// An elementwise function of constants is folded into a constant, so emitted
+// code never holds scalar arithmetic that fusion would have to clean up.
+Tensor Graph::unary(UnaryFn fn, Tensor x) {
+  checkOwned(x, "unary");
+  if (node(x.id()).kind == OpKind::Constant)
+    return constant(applyUnary(fn, node(x.id()).value));
+  if (!isFloat(x.dtype()))
+    fail("elementwise functions need a float tensor, not {}", dtypeName(x.dtype()));
+  Node node{OpKind::Unary, static_cast<int>(fn), {x.id()}, x.shape(), x.dtype()};
+  return add(std::move(node));
+}
+
+Tensor Graph::binary(BinaryFn fn, Tensor a, Tensor b) {
+  checkOwned(a, "binary");
+  checkOwned(b, "binary");
+  if (node(a.id()).kind == OpKind::Constant && node(b.id()).kind == OpKind::Constant)
+    return constant(applyBinary(fn, node(a.id()).value, node(b.id()).value));
+  if (a.dtype() != b.dtype() || !isFloat(a.dtype()))
+    fail("elementwise arithmetic needs two float tensors of one type, not {} and {}", dtypeName(a.dtype()),
+         dtypeName(b.dtype()));
+  Node node{OpKind::Binary, static_cast<int>(fn), {a.id(), b.id()}, broadcastShapes(a.shape(), b.shape()), a.dtype()};
+  return add(std::move(node));
+}
+
+Tensor Graph::reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims) {
+  checkOwned(x, "reduce");
+  int64_t normalized = normalizeAxis(axis, x.rank(), "reduce");
+  Shape shape = x.shape();
+  if (keepdims)
+    shape[normalized] = 1;
+  else
+    shape.erase(shape.begin() + normalized);
+  Node node{OpKind::Reduce, static_cast<int>(fn), {x.id()}, shape, x.dtype()};
+  node.ints = {normalized, keepdims ? 1 : 0};
+  return add(std::move(node));
+}
+
+Tensor Graph::matmul(Tensor a, Tensor b) {
+  checkOwned(a, "matmul");
+  checkOwned(b, "matmul");
+  if (a.dtype() != b.dtype() || !isFloat(a.dtype()))
+    fail("matmul needs two float tensors of one type");
+  const Shape &sa = a.shape(), &sb = b.shape();
+  Shape result;
+  if (sa.size() >= 2 && sb.size() == 2) {
+    // [..., M, K] x [K, N]
+    if (sa.back() != sb[0])
+      fail("matmul: inner dimensions differ ({} x {})", formatShape(sa), formatShape(sb));
+    result = sa;
+    result.back() = sb[1];
+  } else if (sa.size() == 3 && sb.size() == 3) {
+    // [B, M, K] x [B, K, N]
+    if (sa[0] != sb[0] || sa[2] != sb[1])
+      fail("batched matmul: shapes {} and {} do not chain", formatShape(sa), formatShape(sb));
+    result = {sa[0], sa[1], sb[2]};
+  } else {
+    fail("matmul supports [..,M,K]x[K,N] and [B,M,K]x[B,K,N], not {} x {}", formatShape(sa), formatShape(sb));
+  }
+  Node node{OpKind::MatMul, 0, {a.id(), b.id()}, result, a.dtype()};
+  return add(std::move(node));
+}
+
+Tensor Graph::reshape(Tensor x, Shape shape) {
+  checkOwned(x, "reshape");
+  if (numElements(shape) != numElements(x.shape()))
+    fail("cannot reshape {} into {}", formatShape(x.shape()), formatShape(shape));
+  Node node{OpKind::Reshape, 0, {x.id()}, std::move(shape), x.dtype()};
+  return add(std::move(node));
+}
+
+Tensor Graph::transpose(Tensor x, std::vector<int64_t> permutation) {
+  checkOwned(x, "transpose");
+  std::vector<int64_t> sorted = permutation;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> identity(static_cast<size_t>(x.rank()));
+  std::iota(identity.begin(), identity.end(), 0);
+  if (sorted != identity)
+    fail("transpose: the permutation does not permute the {} axes", x.rank());
+  Shape shape(permutation.size());
+  for (size_t i = 0; i < permutation.size(); ++i)
+    shape[i] = x.shape()[permutation[i]];
+  Node node{OpKind::Transpose, 0, {x.id()}, shape, x.dtype()};
+  node.ints = std::move(permutation);
+  return add(std::move(node));
+}
+
+Tensor Graph::slice(Tensor x, int64_t axis, int64_t start, int64_t length) {
+  checkOwned(x, "slice");
+  int64_t normalized = normalizeAxis(axis, x.rank(), "slice");
+  if (start < 0 || length <= 0 || start + length > x.shape()[normalized])
+    fail("slice [{}, {}) is out of range for axis {} of size {}", start, start + length, axis,
+         x.shape()[normalized]);
+  Shape shape = x.shape();
+  shape[normalized] = length;
+  Node node{OpKind::Slice, 0, {x.id()}, shape, x.dtype()};
+  node.ints = {normalized, start};
+  return add(std::move(node));
+}
+
+Tensor Graph::gather(Tensor table, Tensor ids) {
+  checkOwned(table, "gather");
+  checkOwned(ids, "gather");
+  if (table.rank() != 2)
+    fail("gather: the table must be 2-D, not {}", formatShape(table.shape()));
+  if (ids.dtype() != DType::i32 && ids.dtype() != DType::i64)
+    fail("gather: ids must be i32 or i64, not {}", dtypeName(ids.dtype()));
+  Shape shape = ids.shape();
+  shape.push_back(table.shape()[1]);
+  Node node{OpKind::Gather, 0, {table.id(), ids.id()}, shape, table.dtype()};
+  return add(std::move(node));
+}
+
+// ---- Program ------------------------------------------------------------------
+
+Graph &Program::addFunction(const std::string &name, DType floatType) {
+  for (auto &f : functions)
+    if (f->name() == name)
+      fail("program already has a function named '{}'", name);
+  functions.push_back(std::make_unique<Graph>(name, floatType));
+  return *functions.back();
+}
+
+const Graph &Program::function(const std::string &name) const {
+  for (auto &f : functions)
+    if (f->name() == name)
+      return *f;
+  fail("program has no function named '{}'", name);
+}
+
+// ---- Free functions -----------------------------------------------------------
+
+namespace {
+Tensor scalarLike(Tensor t, double value) { return t.graph().constant(value); }
+} // namespace
+
+Tensor operator+(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Add, a, b); }
+Tensor operator-(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Sub, a, b); }
+Tensor operator*(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Mul, a, b); }
+Tensor operator/(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Div, a, b); }
+Tensor operator-(Tensor a) { return a.graph().unary(UnaryFn::Neg, a); }
+Tensor operator+(Tensor a, double b) { return a + scalarLike(a, b); }
+Tensor operator+(double a, Tensor b) { return scalarLike(b, a) + b; }
+Tensor operator-(Tensor a, double b) { return a - scalarLike(a, b); }
+Tensor operator-(double a, Tensor b) { return scalarLike(b, a) - b; }
+Tensor operator*(Tensor a, double b) { return a * scalarLike(a, b); }
+Tensor operator*(double a, Tensor b) { return scalarLike(b, a) * b; }
+Tensor operator/(Tensor a, double b) { return a / scalarLike(a, b); }
+Tensor operator/(double a, Tensor b) { return scalarLike(b, a) / b; }
+
+Tensor exp(Tensor x) { return x.graph().unary(UnaryFn::Exp, x); }
+Tensor tanh(Tensor x) { return x.graph().unary(UnaryFn::Tanh, x); }
+Tensor sqrt(Tensor x) { return x.graph().unary(UnaryFn::Sqrt, x); }
+Tensor rsqrt(Tensor x) { return x.graph().unary(UnaryFn::Rsqrt, x); }
+Tensor maximum(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Max, a, b); }
+Tensor minimum(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Min, a, b); }
+
+Tensor sum(Tensor x, int64_t axis, bool keepdims) { return x.graph().reduce(ReduceFn::Sum, x, axis, keepdims); }
+Tensor max(Tensor x, int64_t axis, bool keepdims) { return x.graph().reduce(ReduceFn::Max, x, axis, keepdims); }
+Tensor mean(Tensor x, int64_t axis, bool keepdims) {
+  return sum(x, axis, keepdims) / static_cast<double>(x.dim(axis));
+}
+
+Tensor matmul(Tensor a, Tensor b) { return a.graph().matmul(a, b); }
+Tensor reshape(Tensor x, Shape shape) { return x.graph().reshape(x, std::move(shape)); }
+Tensor transpose(Tensor x, std::vector<int64_t> permutation) {
+  return x.graph().transpose(x, std::move(permutation));
+}
+
+Tensor swapLastAxes(Tensor x) {
+  if (x.rank() < 2)
+    fail("swapLastAxes needs at least 2 axes, not {}", x.rank());
+  std::vector<int64_t> permutation(static_cast<size_t>(x.rank()));
+  std::iota(permutation.begin(), permutation.end(), 0);
+  std::swap(permutation[permutation.size() - 1], permutation[permutation.size() - 2]);
+  return transpose(x, permutation);
+}
+
+std::vector<Tensor> split(Tensor x, int64_t sections, int64_t axis) {
+  int64_t size = x.dim(axis);
+  if (sections <= 0 || size % sections != 0)
+    fail("split: axis of size {} does not divide into {} equal parts", size, sections);
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < sections; ++i)
+    parts.push_back(x.graph().slice(x, axis, i * (size / sections), size / sections));
+  return parts;
+}
+
+Tensor take(Tensor table, Tensor ids) { return table.graph().gather(table, ids); }
+
+} // namespace mlpipe::fe

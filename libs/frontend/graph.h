@@ -1,0 +1,175 @@
+// The tensor front end: a small NumPy-like API that records operations into a
+// graph instead of computing them.
+//
+// Model code is written once against this API:
+//
+//   Graph g("gelu", DType::f32);
+//   Tensor x = g.input("x", {64, 256});
+//   Tensor y = 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+//   g.output("y", y);
+//
+// and the same graph is then either emitted as linalg-on-tensors MLIR
+// (frontend/mlir_emitter.h) or evaluated eagerly in float64 as the reference
+// (reference/evaluator.h). Shapes are static and checked as operations are
+// recorded, with NumPy's broadcasting rules.
+#pragma once
+
+#include "support/tensor_types.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlpipe::fe {
+
+enum class OpKind {
+  Input,     // a named function argument
+  Constant,  // a float scalar, broadcast wherever it is used
+  Triu,      // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
+  Unary,     // elementwise function of one tensor
+  Binary,    // elementwise function of two tensors, broadcasting
+  Reduce,    // sum or max over one axis, optionally keeping it as size 1
+  MatMul,    // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
+  Reshape,   // same elements, new shape
+  Transpose, // permutation of the axes
+  Slice,     // a contiguous range along one axis
+  Gather,    // rows of a table picked by integer ids
+};
+
+enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt };
+enum class BinaryFn { Add, Sub, Mul, Div, Max, Min };
+enum class ReduceFn { Sum, Max };
+
+// The scalar meaning of each elementwise function, in float64: the reference
+// evaluates with these and the recorder folds constants with them.
+double applyUnary(UnaryFn fn, double x);
+double applyBinary(BinaryFn fn, double a, double b);
+
+struct Node {
+  OpKind kind;
+  int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
+  std::vector<int> operands;  // node ids
+  Shape shape;
+  DType dtype;
+  std::vector<int64_t> ints;  // axis+keepdims, permutation, slice {axis, start}, triu k,
+                              // and for an index Input the number of rows it indexes
+  double value = 0;           // Constant
+  std::string name;           // Input
+};
+
+class Graph;
+
+// A handle on one recorded value. Cheap to copy.
+class Tensor {
+public:
+  Tensor() = default;
+  Tensor(Graph *graph, int id) : graph_(graph), id_(id) {}
+
+  Graph &graph() const { return *graph_; }
+  int id() const { return id_; }
+  const Shape &shape() const;
+  DType dtype() const;
+  int64_t rank() const { return static_cast<int64_t>(shape().size()); }
+  int64_t dim(int64_t axis) const; // negative axes count from the end
+
+private:
+  Graph *graph_ = nullptr;
+  int id_ = -1;
+};
+
+// One function: named inputs, recorded operations, named outputs, and named
+// probes (intermediate values the reference can report but the compiled
+// function does not return).
+class Graph {
+public:
+  Graph(std::string name, DType floatType);
+
+  const std::string &name() const { return name_; }
+  DType floatType() const { return floatType_; }
+
+  // A named argument. `dtype` defaults to the graph's float type.
+  Tensor input(const std::string &name, Shape shape);
+  Tensor input(const std::string &name, Shape shape, DType dtype);
+  // An i32 input of row ids into a table of `rows` rows; random test inputs
+  // for it are drawn from [0, rows).
+  Tensor indexInput(const std::string &name, Shape shape, int64_t rows);
+  void output(const std::string &name, Tensor value);
+  void probe(const std::string &name, Tensor value);
+
+  Tensor constant(double value);
+  // triu(ones(rows, cols), k): 1 where column - row >= k, else 0.
+  Tensor triu(int64_t rows, int64_t cols, int64_t k);
+
+  Tensor unary(UnaryFn fn, Tensor x);
+  Tensor binary(BinaryFn fn, Tensor a, Tensor b);
+  Tensor reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims);
+  Tensor matmul(Tensor a, Tensor b);
+  Tensor reshape(Tensor x, Shape shape);
+  Tensor transpose(Tensor x, std::vector<int64_t> permutation);
+  Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t length);
+  Tensor gather(Tensor table, Tensor ids);
+
+  const std::vector<Node> &nodes() const { return nodes_; }
+  const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }
+  const std::vector<int> &inputs() const { return inputs_; }
+  const std::vector<std::pair<std::string, int>> &outputs() const { return outputs_; }
+  const std::vector<std::pair<std::string, int>> &probes() const { return probes_; }
+
+private:
+  Tensor add(Node node);
+  void checkOwned(Tensor t, const char *what) const;
+
+  std::string name_;
+  DType floatType_;
+  std::vector<Node> nodes_;
+  std::vector<int> inputs_;
+  std::vector<std::pair<std::string, int>> outputs_;
+  std::vector<std::pair<std::string, int>> probes_;
+};
+
+// A module: one or more functions compiled together (GPT-2's sublayer mode
+// has four).
+struct Program {
+  std::vector<std::unique_ptr<Graph>> functions;
+
+  Graph &addFunction(const std::string &name, DType floatType);
+  const Graph &function(const std::string &name) const;
+};
+
+// ---- NumPy-style free functions ---------------------------------------------
+Tensor operator+(Tensor a, Tensor b);
+Tensor operator-(Tensor a, Tensor b);
+Tensor operator*(Tensor a, Tensor b);
+Tensor operator/(Tensor a, Tensor b);
+Tensor operator-(Tensor a);
+Tensor operator+(Tensor a, double b);
+Tensor operator+(double a, Tensor b);
+Tensor operator-(Tensor a, double b);
+Tensor operator-(double a, Tensor b);
+Tensor operator*(Tensor a, double b);
+Tensor operator*(double a, Tensor b);
+Tensor operator/(Tensor a, double b);
+Tensor operator/(double a, Tensor b);
+
+Tensor exp(Tensor x);
+Tensor tanh(Tensor x);
+Tensor sqrt(Tensor x);
+Tensor rsqrt(Tensor x);
+Tensor maximum(Tensor a, Tensor b);
+Tensor minimum(Tensor a, Tensor b);
+
+Tensor sum(Tensor x, int64_t axis, bool keepdims = false);
+Tensor max(Tensor x, int64_t axis, bool keepdims = false);
+Tensor mean(Tensor x, int64_t axis, bool keepdims = false);
+
+Tensor matmul(Tensor a, Tensor b);
+Tensor reshape(Tensor x, Shape shape);
+Tensor transpose(Tensor x, std::vector<int64_t> permutation);
+// Swaps the last two axes (x.T for a matrix, x.transpose(0, 2, 1) for a batch).
+Tensor swapLastAxes(Tensor x);
+// np.split(x, sections, axis): equal parts.
+std::vector<Tensor> split(Tensor x, int64_t sections, int64_t axis);
+// table[ids]: one row of `table` per id.
+Tensor take(Tensor table, Tensor ids);
+
+} // namespace mlpipe::fe

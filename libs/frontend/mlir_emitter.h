@@ -1,0 +1,33 @@
+// Emits a recorded Program as linalg-on-tensors MLIR text.
+//
+// One node becomes one small group of ops:
+//   elementwise (Unary, Binary)  -> linalg.generic, broadcasting through its indexing maps
+//   Reduce                       -> linalg.fill + linalg.reduce (+ tensor.expand_shape for keepdims)
+//   MatMul                       -> linalg.fill + linalg.matmul / linalg.batch_matmul
+//   Reshape                      -> tensor.expand_shape / tensor.collapse_shape
+//   Transpose                    -> linalg.transpose
+//   Slice                        -> tensor.extract_slice
+//   Gather                       -> linalg.generic reading the table with tensor.extract
+//   Triu                         -> linalg.generic over linalg.index
+// Scalar constants are arith.constant values captured by the generic bodies.
+//
+// Each function carries its contract with `run`: the argument and result
+// attributes {mlpipe.name = "..."} and the function attributes
+//   mlpipe.inputs  = [{name = "x", type = tensor<64x256xf32>}, ...]
+//   mlpipe.outputs = [{name = "y", type = tensor<64x256xf32>}]
+// which survive every stage down to the lowered module, and
+// llvm.emit_c_interface, so the JIT can call it with memref descriptors.
+#pragma once
+
+#include "frontend/graph.h"
+
+#include <string>
+
+namespace mlpipe::fe {
+
+std::string emitMlir(const Program &program);
+
+// The MLIR spelling of a tensor type: tensor<64x256xf32>, tensor<f32>.
+std::string tensorType(const Shape &shape, DType dtype);
+
+} // namespace mlpipe::fe

@@ -1,0 +1,66 @@
+#include "models/nn.h"
+
+#include "support/error.h"
+
+#include <cmath>
+
+namespace mlpipe::nn {
+
+using namespace fe;
+
+Tensor gelu(Tensor x) {
+  const double sqrtTwoOverPi = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + tanh(sqrtTwoOverPi * (x + 0.044715 * x * x * x)));
+}
+
+Tensor softmax(Tensor x) {
+  Tensor shifted = exp(x - max(x, -1, /*keepdims=*/true));
+  return shifted / sum(shifted, -1, /*keepdims=*/true);
+}
+
+Tensor layerNorm(Tensor x, Tensor weight, Tensor bias, double eps) {
+  Tensor centered = x - mean(x, -1, /*keepdims=*/true);
+  Tensor variance = mean(centered * centered, -1, /*keepdims=*/true);
+  return centered / sqrt(variance + eps) * weight + bias;
+}
+
+Tensor linear(Tensor x, Tensor weight, Tensor bias) { return matmul(x, weight) + bias; }
+
+Tensor causalMask(Graph &graph, int64_t length) { return graph.triu(length, length, 1) * -1e10; }
+
+namespace {
+
+// [T, C] -> [H, T, C/H]
+Tensor splitHeads(Tensor x, int64_t heads) {
+  int64_t length = x.dim(0), width = x.dim(1);
+  return transpose(reshape(x, {length, heads, width / heads}), {1, 0, 2});
+}
+
+// [T, C] -> [H, C/H, T]: the keys already transposed for q @ k^T, in one
+// permutation rather than two.
+Tensor splitHeadsTransposed(Tensor x, int64_t heads) {
+  int64_t length = x.dim(0), width = x.dim(1);
+  return transpose(reshape(x, {length, heads, width / heads}), {1, 2, 0});
+}
+
+// [H, T, D] -> [T, H*D]
+Tensor mergeHeads(Tensor x) {
+  int64_t heads = x.dim(0), length = x.dim(1), headWidth = x.dim(2);
+  return reshape(transpose(x, {1, 0, 2}), {length, heads * headWidth});
+}
+
+} // namespace
+
+Tensor causalAttention(Tensor q, Tensor k, Tensor v, int64_t heads) {
+  if (q.rank() != 2 || q.shape() != k.shape() || q.shape() != v.shape())
+    fail("attention needs q, k and v of one 2-D shape [T, C]");
+  if (heads <= 0 || q.dim(1) % heads != 0)
+    fail("attention: width {} does not split into {} heads", q.dim(1), heads);
+  int64_t length = q.dim(0);
+  double scale = 1.0 / std::sqrt(static_cast<double>(q.dim(1) / heads));
+  Tensor qh = splitHeads(q, heads), khT = splitHeadsTransposed(k, heads), vh = splitHeads(v, heads);
+  Tensor scores = matmul(qh, khT) * scale + causalMask(q.graph(), length);
+  return mergeHeads(matmul(softmax(scores), vh));
+}
+
+} // namespace mlpipe::nn

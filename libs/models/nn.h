@@ -1,0 +1,27 @@
+// Neural-network layers written once over the tensor front end, NumPy
+// style. The unit kernels and GPT-2 are built from these, and the float64
+// reference evaluates exactly the same graphs.
+#pragma once
+
+#include "frontend/graph.h"
+
+namespace mlpipe::nn {
+
+using fe::Tensor;
+
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(Tensor x);
+// Softmax over the last axis, with the row maximum subtracted first.
+Tensor softmax(Tensor x);
+// Layer norm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
+Tensor layerNorm(Tensor x, Tensor weight, Tensor bias, double eps = 1e-5);
+// x @ weight + bias, with weight stored [in, out] (GPT-2's Conv1D layout).
+Tensor linear(Tensor x, Tensor weight, Tensor bias);
+// (1 - tri(T)) * -1e10: added to attention scores, it hides future tokens.
+Tensor causalMask(fe::Graph &graph, int64_t length);
+// Causal multi-head attention of q, k, v, each [T, C]; returns [T, C].
+// Heads are batched: [T, C] -> [H, T, C/H], so the two products are
+// batched matmuls.
+Tensor causalAttention(Tensor q, Tensor k, Tensor v, int64_t heads);
+
+} // namespace mlpipe::nn

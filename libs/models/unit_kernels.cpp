@@ -1,0 +1,104 @@
+#include "models/unit_kernels.h"
+
+#include "models/nn.h"
+#include "support/error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace mlpipe {
+
+using namespace fe;
+
+const std::vector<UnitKernel> &unitKernels() {
+  static const std::vector<UnitKernel> kernels = {
+      {"gelu", "GELU (tanh form) of x", {"x"}, {{64, 256}}},
+      {"softmax", "softmax of x over the last axis", {"x"}, {{64, 256}}},
+      {"layernorm", "layer norm of x over the last axis, with weight and bias, eps 1e-5", {"x"}, {{64, 256}}},
+      {"matmul", "a @ b (a batched matmul with --batch N)", {"a", "b"}, {{64, 128}, {128, 96}}},
+      {"gather", "rows of table picked by i32 ids", {"table", "ids"}, {{512, 64}, {32}}},
+      {"attention", "causal multi-head attention of q, k, v ([T, C]; --heads)", {"q"}, {{64, 128}}},
+  };
+  return kernels;
+}
+
+bool isUnitKernel(const std::string &name) {
+  for (auto &kernel : unitKernels())
+    if (kernel.name == name)
+      return true;
+  return false;
+}
+
+namespace {
+
+const UnitKernel &findKernel(const std::string &name) {
+  std::vector<std::string> names;
+  for (auto &kernel : unitKernels()) {
+    if (kernel.name == name)
+      return kernel;
+    names.push_back(kernel.name);
+  }
+  fail("unknown kernel '{}': expected one of {}", name, fmt::join(names, ", "));
+}
+
+// The shapes --shape gave, or the defaults; the count must match.
+std::vector<Shape> resolveShapes(const UnitKernel &kernel, const KernelOptions &options) {
+  if (options.shapes.empty())
+    return kernel.defaultShapes;
+  if (options.shapes.size() != kernel.inputNames.size())
+    fail("{} takes {} --shape (for {}), not {}", kernel.name, kernel.inputNames.size(),
+         fmt::join(kernel.inputNames, ", "), options.shapes.size());
+  return options.shapes;
+}
+
+void requireRank(const UnitKernel &kernel, const Shape &shape, size_t rank, const std::string &input) {
+  if (shape.size() != rank)
+    fail("{}: --shape for {} must have {} dimensions, not {}", kernel.name, input, rank, formatShape(shape));
+}
+
+} // namespace
+
+Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
+  const UnitKernel &kernel = findKernel(name);
+  std::vector<Shape> shapes = resolveShapes(kernel, options);
+  if (options.batch < 0)
+    fail("--batch must be positive, not {}", options.batch);
+  if (options.batch > 0 && name != "matmul")
+    fail("--batch applies to matmul only");
+  if (!isFloat(options.dtype))
+    fail("--dtype must be f32 or f64, not {}", dtypeName(options.dtype));
+
+  Program program;
+  Graph &g = program.addFunction(name, options.dtype);
+  if (name == "gelu") {
+    g.output("y", nn::gelu(g.input("x", shapes[0])));
+  } else if (name == "softmax") {
+    g.output("y", nn::softmax(g.input("x", shapes[0])));
+  } else if (name == "layernorm") {
+    Shape featureShape{shapes[0].back()};
+    Tensor x = g.input("x", shapes[0]);
+    g.output("y", nn::layerNorm(x, g.input("weight", featureShape), g.input("bias", featureShape)));
+  } else if (name == "matmul") {
+    requireRank(kernel, shapes[0], 2, "a");
+    requireRank(kernel, shapes[1], 2, "b");
+    if (shapes[0][1] != shapes[1][0])
+      fail("matmul: a is {} and b is {}; a's columns must equal b's rows", formatShape(shapes[0]),
+           formatShape(shapes[1]));
+    if (options.batch > 0) {
+      shapes[0].insert(shapes[0].begin(), options.batch);
+      shapes[1].insert(shapes[1].begin(), options.batch);
+    }
+    g.output("y", matmul(g.input("a", shapes[0]), g.input("b", shapes[1])));
+  } else if (name == "gather") {
+    requireRank(kernel, shapes[0], 2, "table");
+    Tensor table = g.input("table", shapes[0]);
+    g.output("y", take(table, g.indexInput("ids", shapes[1], shapes[0][0])));
+  } else if (name == "attention") {
+    requireRank(kernel, shapes[0], 2, "q");
+    Tensor q = g.input("q", shapes[0]), k = g.input("k", shapes[0]), v = g.input("v", shapes[0]);
+    g.output("y", nn::causalAttention(q, k, v, options.heads));
+  }
+  return program;
+}
+
+} // namespace mlpipe

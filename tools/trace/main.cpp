@@ -1,0 +1,32 @@
+// trace: print a program as linalg-on-tensors MLIR.
+#include "driver/trace.h"
+#include "support/error.h"
+#include "support/output_file.h"
+#include "support/tool.h"
+
+#include <CLI/CLI.hpp>
+
+int main(int argc, char **argv) {
+  CLI::App app{"Trace a tensor program to linalg-on-tensors MLIR.\n"
+               "Programs: gelu softmax layernorm matmul gather attention."};
+  app.footer("Examples:\n"
+             "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
+             "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
+             "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir");
+  mlpipe::TraceRequest request;
+  std::vector<std::string> shapes;
+  std::string dtype = "f32", output = "-";
+  app.add_option("program", request.program, "What to trace")->required();
+  app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
+  app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");
+  app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
+  app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return mlpipe::runTool("trace", [&] {
+    for (const std::string &shape : shapes)
+      request.kernel.shapes.push_back(mlpipe::parseShape(shape));
+    request.kernel.dtype = *mlpipe::parseDType(dtype);
+    mlpipe::writeOutput(output, mlpipe::trace(request));
+  });
+}
