@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <new>
 #include <random>
 
@@ -441,4 +442,61 @@ BOOST_AUTO_TEST_CASE(writes_replace_the_old_file_atomically) {
   std::vector<std::string> names = dir.names();
   std::sort(names.begin(), names.end());
   BOOST_TEST(names == (std::vector<std::string>{"old.npy", "x.npy"}));
+}
+
+// The committed fuzzing seeds in testdata/npy load or are refused as their
+// README says, and every seed there is listed here.
+BOOST_AUTO_TEST_CASE(seed_files_load_or_are_refused_as_documented) {
+  struct Valid {
+    DType dtype;
+    Shape shape;
+    bool versionOne; // written by np.save, so our writer gives the same bytes
+  };
+  std::map<std::string, Valid> valid = {
+      {"valid_f32.npy", {DType::f32, {3, 4}, true}},
+      {"valid_f64.npy", {DType::f64, {5}, true}},
+      {"valid_i32.npy", {DType::i32, {2, 3}, true}},
+      {"valid_i64.npy", {DType::i64, {2, 2, 2}, true}},
+      {"valid_scalar_f64.npy", {DType::f64, {}, true}},
+      {"valid_empty_f32.npy", {DType::f32, {0, 3}, true}},
+      {"valid_v2_f32.npy", {DType::f32, {2, 2}, false}},
+      {"valid_v3_i64.npy", {DType::i64, {3}, false}},
+  };
+  std::map<std::string, std::string> refused = {
+      {"bad_magic.npy", "is not a .npy file"},
+      {"bad_version.npy", "has .npy format version 4.0"},
+      {"bad_truncated_header.npy", "is truncated: its preamble announces a 118-byte header but only 30 bytes follow"},
+      {"bad_truncated_data.npy", "needs 48 bytes of data but the file holds 43"},
+      {"bad_trailing_data.npy", "needs 48 bytes of data but the file holds 52"},
+      {"bad_dict.npy", "header is not a valid .npy header dict"},
+      {"bad_fortran.npy", "is in Fortran order"},
+      {"bad_big_endian.npy", "is big-endian ('>f4')"},
+      {"bad_dtype_f16.npy", "has dtype '<f2'"},
+      {"bad_huge_shape.npy", "needs more than 2^63 bytes"},
+  };
+  size_t seen = 0;
+  for (const auto &entry : fs::directory_iterator(fs::path(MLPIPE_TESTDATA) / "npy")) {
+    std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".npy")
+      continue;
+    ++seen;
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_TEST(fs::file_size(entry.path()) < 1024u);
+      std::string path = entry.path().string();
+      if (auto it = valid.find(name); it != valid.end()) {
+        HostTensor tensor = readNpy(path);
+        BOOST_TEST(std::string(dtypeName(tensor.dtype())) == dtypeName(it->second.dtype));
+        BOOST_TEST(tensor.shape() == it->second.shape);
+        if (it->second.versionOne)
+          BOOST_TEST(serializeNpy(tensor) == fileContents(entry.path()));
+      } else if (auto bad = refused.find(name); bad != refused.end()) {
+        std::string message = messageOf([&] { readNpy(path); });
+        BOOST_TEST(contains(message, path));
+        BOOST_TEST(contains(message, bad->second));
+      } else {
+        BOOST_ERROR("seed " << name << " is not listed in this test");
+      }
+    }
+  }
+  BOOST_TEST(seen == valid.size() + refused.size());
 }
