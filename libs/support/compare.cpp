@@ -4,8 +4,10 @@
 
 #include "support/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace mlpipe {
 namespace {

@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <optional>
 
 namespace mlpipe {
 namespace {
