@@ -206,9 +206,10 @@ void checkLaunchShape(std::string_view name, const intptr_t (&dims)[6], int32_t 
   for (intptr_t v : dims)
     ok = ok && v >= 1 && static_cast<uintmax_t>(v) <= UINT_MAX;
   if (!ok)
-    fail("invalid launch of kernel '{}': grid {}x{}x{}, block {}x{}x{}, {} bytes of dynamic "
-         "shared memory (each dimension must be 1 to {})",
-         name, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], smem, UINT_MAX);
+    fail("invalid launch of {}: grid {}x{}x{}, block {}x{}x{}, {} bytes of dynamic shared "
+         "memory (each dimension must be 1 to {})",
+         name.empty() ? std::string("a kernel") : "kernel '" + std::string(name) + "'", dims[0],
+         dims[1], dims[2], dims[3], dims[4], dims[5], smem, UINT_MAX);
 }
 
 // Dynamic shared memory beyond the default limit must be opted into per
@@ -347,10 +348,12 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
     std::string kernel = name ? name : "";
     CUfunction f = nullptr;
     check(driver().cuModuleGetFunction(&f, m, kernel.c_str()), "cuModuleGetFunction", kernel);
+    // Generated code asks again before every launch and gets the same
+    // handle, so only the first answer is recorded.
     Registry &reg = registry();
     std::lock_guard lock(reg.mutex);
-    reg.kernelNames[f] = kernel;
-    reg.moduleFunctions[m].push_back(f);
+    if (reg.kernelNames.emplace(f, kernel).second)
+      reg.moduleFunctions[m].push_back(f);
     return static_cast<void *>(f);
   });
 }
