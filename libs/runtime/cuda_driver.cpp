@@ -54,9 +54,13 @@ bool CudaDriver::resolve(void *&slot, const char *symbol, bool required) {
   slot = dlsym(library_, symbol);
   if (slot || !required)
     return true;
-  reason_ = "the NVIDIA GPU driver is too old for mlpipe: its libcuda.so.1 (" +
-            driverVersionText(*this) + ") has no " + symbol + "; install a newer driver";
+  reason_ = missingEntryPoint(symbol);
   return false;
+}
+
+std::string CudaDriver::missingEntryPoint(const char *symbol) {
+  return "the NVIDIA GPU driver is too old for mlpipe: its libcuda.so.1 (" +
+         driverVersionText(*this) + ") has no " + symbol + "; install a newer driver";
 }
 
 void CudaDriver::load() {
@@ -91,8 +95,7 @@ void CudaDriver::load() {
   if (!slot)
     slot = dlsym(library_, "cuEventElapsedTime");
   if (!slot) {
-    reason_ = "the NVIDIA GPU driver is too old for mlpipe: its libcuda.so.1 (" +
-              driverVersionText(*this) + ") has no cuEventElapsedTime; install a newer driver";
+    reason_ = missingEntryPoint("cuEventElapsedTime");
     return;
   }
   cuEventElapsedTime = reinterpret_cast<decltype(cuEventElapsedTime)>(slot);

@@ -120,6 +120,7 @@ private:
   CudaDriver() = default;
   void load();
   bool resolve(void *&slot, const char *symbol, bool required);
+  std::string missingEntryPoint(const char *symbol);
   void createContext();
 
   std::once_flag loadOnce_;

@@ -180,8 +180,10 @@ CUmodule loadModule(const void *image, const int *optLevel) {
   char errorLog[8192] = {};
   CUjit_option options[3] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                              CU_JIT_OPTIMIZATION_LEVEL};
-  // Option values are passed in pointer-sized slots, integers by value.
-  void *values[3] = {errorLog, reinterpret_cast<void *>(uintptr_t(sizeof(errorLog))), nullptr};
+  // Option values are passed in pointer-sized slots, integers by value. The
+  // last byte of the log is kept for the terminating NUL.
+  void *values[3] = {errorLog, reinterpret_cast<void *>(uintptr_t(sizeof(errorLog) - 1)),
+                     nullptr};
   unsigned count = 2;
   if (optLevel) {
     // The driver accepts levels 0-4 only; MLIR passes the pipeline's -O.
