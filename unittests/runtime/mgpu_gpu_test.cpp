@@ -1,0 +1,563 @@
+// The mgpu* C ABI on a real GPU, driven the way JIT-compiled code drives it:
+// hand-written PTX kernels loaded with mgpuModuleLoadJIT, launched on runtime
+// streams over runtime memory, and checked against the host on fresh random
+// data. Fatal errors are checked in child processes. Without a GPU the suite
+// prints why and exits 77, which ctest shows as Skipped.
+#define BOOST_TEST_MODULE mgpu_gpu
+#define BOOST_TEST_NO_MAIN
+#include <boost/test/unit_test.hpp>
+
+#include "child_process.h"
+#include "runtime/mgpu_runtime.h"
+#include "support/error.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+using namespace mlpipe;
+
+namespace {
+
+// PTX for sm_75 (it assembles for every later chip too), checked with ptxas
+// -arch=sm_75 and -arch=sm_90.
+const char *const kKernelsPtx = R"PTX(
+.version 7.8
+.target sm_75
+.address_size 64
+
+// y[i] = a * x[i] + y[i] for i < n, one element per thread.
+.visible .entry saxpy(
+    .param .u64 saxpy_x,
+    .param .u64 saxpy_y,
+    .param .f32 saxpy_a,
+    .param .u32 saxpy_n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<8>;
+
+    ld.param.u64 %rd1, [saxpy_x];
+    ld.param.u64 %rd2, [saxpy_y];
+    ld.param.f32 %f1, [saxpy_a];
+    ld.param.u32 %r1, [saxpy_n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    add.s64 %rd7, %rd4, %rd5;
+    ld.global.f32 %f2, [%rd6];
+    ld.global.f32 %f3, [%rd7];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    st.global.f32 [%rd7], %f4;
+DONE:
+    ret;
+}
+
+// Reverses each block's slice of x into y through dynamic shared memory,
+// staged from float index `base` on, so that the top of a large dynamic
+// allocation is written and read.
+.extern .shared .align 16 .b8 dynamic_shared[];
+
+.visible .entry reverse_in_shared(
+    .param .u64 reverse_in_shared_x,
+    .param .u64 reverse_in_shared_y,
+    .param .u32 reverse_in_shared_base)
+{
+    .reg .b32 %r<12>;
+    .reg .f32 %f<3>;
+    .reg .b64 %rd<9>;
+
+    ld.param.u64 %rd1, [reverse_in_shared_x];
+    ld.param.u64 %rd2, [reverse_in_shared_y];
+    ld.param.u32 %r1, [reverse_in_shared_base];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.f32 %f1, [%rd6];
+    mov.u32 %r6, dynamic_shared;
+    add.s32 %r7, %r1, %r4;
+    shl.b32 %r8, %r7, 2;
+    add.s32 %r9, %r6, %r8;
+    st.shared.f32 [%r9], %f1;
+    bar.sync 0;
+    sub.s32 %r10, %r3, %r4;
+    add.s32 %r10, %r10, -1;
+    add.s32 %r10, %r10, %r1;
+    shl.b32 %r10, %r10, 2;
+    add.s32 %r11, %r6, %r10;
+    ld.shared.f32 %f2, [%r11];
+    add.s64 %rd7, %rd4, %rd5;
+    st.global.f32 [%rd7], %f2;
+    ret;
+}
+
+// Stores 1.0 at a raw address: given a bad one, the kernel faults.
+.visible .entry store_to(
+    .param .u64 store_to_address)
+{
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<2>;
+
+    ld.param.u64 %rd1, [store_to_address];
+    mov.f32 %f1, 0f3F800000;
+    st.global.f32 [%rd1], %f1;
+    ret;
+}
+)PTX";
+
+// Fails to assemble: an instruction PTX does not have.
+const char *const kBrokenPtx = R"PTX(
+.version 7.8
+.target sm_75
+.address_size 64
+
+.visible .entry broken()
+{
+    .reg .f32 %f<2>;
+    frobnicate.f32 %f1;
+    ret;
+}
+)PTX";
+
+constexpr int kBlock = 256;
+
+// Fresh data on every run, never zero: values in ±[0.5, 2).
+std::mt19937 &generator() {
+  static std::mt19937 g = [] {
+    unsigned seed = std::random_device{}();
+    BOOST_TEST_MESSAGE("random seed " << seed);
+    return std::mt19937(seed);
+  }();
+  return g;
+}
+
+float randomNonZero() {
+  std::uniform_real_distribution<float> magnitude(0.5f, 2.0f);
+  std::bernoulli_distribution negative(0.5);
+  float v = magnitude(generator());
+  return negative(generator()) ? -v : v;
+}
+
+void fillRandom(float *data, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    data[i] = randomNonZero();
+}
+
+std::vector<float> randomVector(size_t n) {
+  std::vector<float> v(n);
+  fillRandom(v.data(), n);
+  return v;
+}
+
+// The test module and its kernels, unloaded at the end of each test.
+struct Kernels {
+  void *module = nullptr;
+  void *saxpy = nullptr;
+  void *reverseInShared = nullptr;
+  void *storeTo = nullptr;
+
+  explicit Kernels(bool viaModuleLoad = false) {
+    module = viaModuleLoad ? mgpuModuleLoad(const_cast<char *>(kKernelsPtx),
+                                            std::strlen(kKernelsPtx) + 1)
+                           : mgpuModuleLoadJIT(const_cast<char *>(kKernelsPtx), 2);
+    saxpy = mgpuModuleGetFunction(module, "saxpy");
+    reverseInShared = mgpuModuleGetFunction(module, "reverse_in_shared");
+    storeTo = mgpuModuleGetFunction(module, "store_to");
+  }
+  ~Kernels() { mgpuModuleUnload(module); }
+  Kernels(const Kernels &) = delete;
+  Kernels &operator=(const Kernels &) = delete;
+};
+
+// y = a * x + y on `stream`, as gpu-to-llvm would launch it: params[i]
+// points at the i-th argument's value.
+void launchSaxpy(const Kernels &k, float *x, float *y, float a, uint32_t n, void *stream) {
+  void *xArg = x, *yArg = y;
+  float aArg = a;
+  uint32_t nArg = n;
+  void *params[] = {&xArg, &yArg, &aArg, &nArg};
+  mgpuLaunchKernel(k.saxpy, (n + kBlock - 1) / kBlock, 1, 1, kBlock, 1, 1, 0, stream, params,
+                   nullptr, 4);
+}
+
+// Elements where y differs from fma(a, x, y0), which fma.rn.f32 computes
+// exactly (both round once, to nearest even).
+size_t saxpyMismatches(const float *y, const std::vector<float> &x, const std::vector<float> &y0,
+                       float a) {
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    bad += y[i] != std::fma(a, x[i], y0[i]);
+  return bad;
+}
+
+float *managedFloats(size_t n, void *stream) {
+  return static_cast<float *>(mgpuMemAlloc(n * sizeof(float), stream, /*isHostShared=*/1));
+}
+
+// A child's stderr must be exactly one line.
+bool isOneLine(const std::string &text) {
+  return !text.empty() && text.find('\n') == text.size() - 1;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(saxpy_in_managed_memory_matches_the_host) {
+  const size_t before = gpu::liveAllocationCount();
+  const uint32_t n = 100003; // not a multiple of the block: the tail is guarded
+  Kernels k;
+  void *stream = mgpuStreamCreate();
+  float *x = managedFloats(n, stream);
+  float *y = managedFloats(n, stream);
+  BOOST_TEST(gpu::liveAllocationCount() == before + 2);
+  BOOST_TEST(gpu::liveAllocationBytes() >= 2 * n * sizeof(float));
+  fillRandom(x, n);
+  fillRandom(y, n);
+  std::vector<float> x0(x, x + n), y0(y, y + n);
+  const float a = randomNonZero();
+
+  launchSaxpy(k, x, y, a, n, stream);
+  mgpuStreamSynchronize(stream);
+
+  BOOST_TEST(saxpyMismatches(y, x0, y0, a) == 0u);
+  BOOST_TEST(std::memcmp(x, x0.data(), n * sizeof(float)) == 0); // x only read
+  mgpuMemFree(x, stream);
+  mgpuMemFree(y, stream);
+  mgpuStreamDestroy(stream);
+  BOOST_TEST(gpu::liveAllocationCount() == before);
+}
+
+BOOST_AUTO_TEST_CASE(module_load_takes_nul_terminated_ptx_too) {
+  const uint32_t n = 4096;
+  Kernels k(/*viaModuleLoad=*/true);
+  void *stream = mgpuStreamCreate();
+  float *x = managedFloats(n, stream);
+  float *y = managedFloats(n, stream);
+  fillRandom(x, n);
+  fillRandom(y, n);
+  std::vector<float> x0(x, x + n), y0(y, y + n);
+  const float a = randomNonZero();
+  launchSaxpy(k, x, y, a, n, stream);
+  mgpuStreamSynchronize(stream);
+  BOOST_TEST(saxpyMismatches(y, x0, y0, a) == 0u);
+  mgpuMemFree(x, stream);
+  mgpuMemFree(y, stream);
+  mgpuStreamDestroy(stream);
+}
+
+BOOST_AUTO_TEST_CASE(saxpy_in_device_memory_through_memcpy) {
+  const size_t before = gpu::liveAllocationCount();
+  const uint32_t n = 65537;
+  const size_t bytes = n * sizeof(float);
+  Kernels k;
+  void *stream = mgpuStreamCreate();
+  std::vector<float> x0 = randomVector(n), y0 = randomVector(n);
+  auto *x = static_cast<float *>(mgpuMemAlloc(bytes, stream, /*isHostShared=*/0));
+  auto *y = static_cast<float *>(mgpuMemAlloc(bytes, stream, /*isHostShared=*/0));
+  const float a = randomNonZero();
+
+  mgpuMemcpy(x, x0.data(), bytes, stream);
+  mgpuMemcpy(y, y0.data(), bytes, stream);
+  launchSaxpy(k, x, y, a, n, stream);
+  std::vector<float> result(n, std::numeric_limits<float>::quiet_NaN());
+  mgpuMemcpy(result.data(), y, bytes, stream);
+  mgpuStreamSynchronize(stream);
+
+  BOOST_TEST(saxpyMismatches(result.data(), x0, y0, a) == 0u);
+  mgpuMemFree(x, stream);
+  mgpuMemFree(y, stream);
+  mgpuStreamDestroy(stream);
+  BOOST_TEST(gpu::liveAllocationCount() == before);
+}
+
+BOOST_AUTO_TEST_CASE(memcpy_between_managed_and_device_buffers) {
+  const size_t n = 12345;
+  const size_t bytes = n * sizeof(float);
+  void *stream = mgpuStreamCreate();
+  float *source = managedFloats(n, stream);
+  float *target = managedFloats(n, stream);
+  auto *device = static_cast<float *>(mgpuMemAlloc(bytes, stream, 0));
+  fillRandom(source, n);
+  for (size_t i = 0; i < n; ++i)
+    target[i] = std::numeric_limits<float>::quiet_NaN();
+
+  mgpuMemcpy(device, source, bytes, stream); // managed -> device
+  mgpuMemcpy(target, device, bytes, stream); // device -> managed
+  mgpuStreamSynchronize(stream);
+  BOOST_TEST(std::memcmp(target, source, bytes) == 0);
+
+  mgpuMemcpy(target, source, 0, stream); // nothing to copy
+  mgpuMemFree(device, stream);
+  mgpuMemFree(source, stream);
+  mgpuMemFree(target, stream);
+  mgpuStreamDestroy(stream);
+}
+
+BOOST_AUTO_TEST_CASE(memset32_and_memset16_set_exactly_count_words) {
+  const size_t n = 10007;
+  void *stream = mgpuStreamCreate();
+  auto *words = static_cast<uint32_t *>(mgpuMemAlloc(n * 4, stream, 1));
+  auto *halves = static_cast<uint16_t *>(mgpuMemAlloc(n * 2, stream, 1));
+  for (size_t i = 0; i < n; ++i) {
+    words[i] = 0x01010101u;
+    halves[i] = 0x0202u;
+  }
+  // The last three of each stay as they were.
+  mgpuMemset32(words, 0xDEADBEEFu, n - 3, stream);
+  mgpuMemset16(halves, 0xBEEF, n - 3, stream);
+  mgpuStreamSynchronize(stream);
+
+  size_t badWords = 0, badHalves = 0;
+  for (size_t i = 0; i < n; ++i) {
+    badWords += words[i] != (i < n - 3 ? 0xDEADBEEFu : 0x01010101u);
+    badHalves += halves[i] != (i < n - 3 ? uint16_t(0xBEEF) : uint16_t(0x0202));
+  }
+  BOOST_TEST(badWords == 0u);
+  BOOST_TEST(badHalves == 0u);
+  mgpuMemFree(words, stream);
+  mgpuMemFree(halves, stream);
+  mgpuStreamDestroy(stream);
+}
+
+BOOST_AUTO_TEST_CASE(dynamic_shared_memory_above_48_kib) {
+  const int blocks = 64;
+  const uint32_t n = blocks * kBlock;
+  const int32_t sharedBytes = 64 * 1024; // past the 48 KiB default: needs the opt-in
+  Kernels k;
+  void *stream = mgpuStreamCreate();
+  float *x = managedFloats(n, stream);
+  float *y = managedFloats(n, stream);
+  fillRandom(x, n);
+  for (uint32_t i = 0; i < n; ++i)
+    y[i] = std::numeric_limits<float>::quiet_NaN();
+
+  void *xArg = x, *yArg = y;
+  uint32_t base = sharedBytes / 4 - kBlock; // the top kBlock floats
+  void *params[] = {&xArg, &yArg, &base};
+  mgpuLaunchKernel(k.reverseInShared, blocks, 1, 1, kBlock, 1, 1, sharedBytes, stream, params,
+                   nullptr, 3);
+  // Again, now that the limit has been raised once for this function.
+  mgpuLaunchKernel(k.reverseInShared, blocks, 1, 1, kBlock, 1, 1, sharedBytes, stream, params,
+                   nullptr, 3);
+  mgpuStreamSynchronize(stream);
+
+  size_t bad = 0;
+  for (uint32_t b = 0; b < uint32_t(blocks); ++b)
+    for (uint32_t t = 0; t < uint32_t(kBlock); ++t)
+      bad += y[b * kBlock + t] != x[b * kBlock + (kBlock - 1 - t)];
+  BOOST_TEST(bad == 0u);
+  mgpuMemFree(x, stream);
+  mgpuMemFree(y, stream);
+  mgpuStreamDestroy(stream);
+}
+
+BOOST_AUTO_TEST_CASE(an_event_orders_two_streams) {
+  const uint32_t n = 1u << 22;
+  Kernels k;
+  void *first = mgpuStreamCreate();
+  void *second = mgpuStreamCreate();
+  float *x = managedFloats(n, first);
+  float *y = managedFloats(n, first);
+  fillRandom(x, n);
+  fillRandom(y, n);
+  std::vector<float> x0(x, x + n), y0(y, y + n);
+  const float a = randomNonZero();
+
+  // y = a*x + y on the first stream, then again on the second, which must
+  // wait for the first through the event.
+  launchSaxpy(k, x, y, a, n, first);
+  void *event = mgpuEventCreate();
+  mgpuEventRecord(event, first);
+  mgpuStreamWaitEvent(second, event);
+  launchSaxpy(k, x, y, a, n, second);
+  mgpuEventSynchronize(event);
+  mgpuStreamSynchronize(second);
+
+  std::vector<float> once(n);
+  for (uint32_t i = 0; i < n; ++i)
+    once[i] = std::fma(a, x0[i], y0[i]);
+  BOOST_TEST(saxpyMismatches(y, x0, once, a) == 0u);
+  mgpuEventDestroy(event);
+  mgpuMemFree(x, second);
+  mgpuMemFree(y, second);
+  mgpuStreamDestroy(first);
+  mgpuStreamDestroy(second);
+}
+
+BOOST_AUTO_TEST_CASE(event_timer_measures_a_positive_time) {
+  const uint32_t n = 1u << 24; // 64 MiB per buffer: more than L2
+  Kernels k;
+  void *stream = mgpuStreamCreate();
+  float *x = managedFloats(n, stream);
+  float *y = managedFloats(n, stream);
+  fillRandom(x, n);
+  fillRandom(y, n);
+  gpu::prefetchToDevice(x, n * sizeof(float));
+  gpu::prefetchToDevice(y, n * sizeof(float));
+  gpu::synchronize();
+
+  gpu::EventTimer timer;
+  timer.start();
+  for (int i = 0; i < 5; ++i)
+    launchSaxpy(k, x, y, 0.5f, n, stream);
+  timer.stop();
+  float ms = timer.milliseconds();
+  BOOST_TEST_MESSAGE("5 saxpy launches over 2 x 64 MiB: " << ms << " ms");
+  BOOST_TEST(ms > 0.0f);
+  BOOST_TEST(ms < 10000.0f);
+  gpu::synchronize();
+  mgpuMemFree(x, stream);
+  mgpuMemFree(y, stream);
+  mgpuStreamDestroy(stream);
+}
+
+BOOST_AUTO_TEST_CASE(host_memref_registers_and_unregisters) {
+  // A 2x3x4 f32 memref in page-aligned host memory, so the registered pages
+  // hold nothing else.
+  const size_t n = 2 * 3 * 4, bytes = n * sizeof(float);
+  auto *host = static_cast<float *>(std::aligned_alloc(4096, 4096));
+  BOOST_REQUIRE(host != nullptr);
+  fillRandom(host, n);
+  struct {
+    void *allocated, *aligned;
+    int64_t offset, sizes[3], strides[3];
+  } descriptor = {host, host, 0, {2, 3, 4}, {12, 4, 1}};
+  mgpuMemHostRegisterMemRef(3, &descriptor, sizeof(float));
+
+  void *stream = mgpuStreamCreate();
+  auto *device = static_cast<float *>(mgpuMemAlloc(bytes, stream, 0));
+  std::vector<float> back(n, std::numeric_limits<float>::quiet_NaN());
+  mgpuMemcpy(device, host, bytes, stream);
+  mgpuMemcpy(back.data(), device, bytes, stream);
+  mgpuStreamSynchronize(stream);
+  BOOST_TEST(std::memcmp(back.data(), host, bytes) == 0);
+
+  mgpuMemHostUnregisterMemRef(3, &descriptor, sizeof(float));
+  // Registered again and released again: the first release was complete.
+  mgpuMemHostRegisterMemRef(3, &descriptor, sizeof(float));
+  mgpuMemHostUnregisterMemRef(3, &descriptor, sizeof(float));
+  mgpuMemFree(device, stream);
+  mgpuStreamDestroy(stream);
+  std::free(host);
+}
+
+BOOST_AUTO_TEST_CASE(host_api_reports_errors_by_throwing) {
+  const size_t before = gpu::liveAllocationCount();
+  BOOST_TEST(!gpu::deviceName().empty());
+  BOOST_TEST_MESSAGE("device: " << gpu::deviceName());
+  try {
+    gpu::allocateManaged(size_t(1) << 60); // an exbibyte
+    BOOST_ERROR("allocating 1 EiB did not fail");
+  } catch (const Error &e) {
+    BOOST_TEST_MESSAGE(e.what());
+    BOOST_TEST(std::string(e.what()).starts_with("CUDA error in cuMemAllocManaged: CUDA_ERROR_"));
+  }
+  float onTheStack = 1.0f;
+  BOOST_CHECK_THROW(gpu::freeManaged(&onTheStack), Error);
+  BOOST_TEST(gpu::liveAllocationCount() == before);
+  // Choosing the device already in use is allowed at any time.
+  mgpuSetDefaultDevice(0);
+}
+
+// Each scenario runs in a child process and must end it with status 1 and
+// one line on stderr.
+BOOST_AUTO_TEST_CASE(broken_ptx_exits_with_the_jit_log) {
+  test::ChildResult child = test::runScenario("broken-ptx");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(isOneLine(child.stderrText));
+  BOOST_TEST(child.stderrText.starts_with(
+      "mlpipe: CUDA error in cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX ("));
+  BOOST_TEST(child.stderrText.find("; JIT log: ") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_kernel_exits_naming_it) {
+  test::ChildResult child = test::runScenario("missing-kernel");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(isOneLine(child.stderrText));
+  BOOST_TEST(child.stderrText.starts_with("mlpipe: CUDA error in cuModuleGetFunction for kernel "
+                                          "'no_such_kernel': CUDA_ERROR_NOT_FOUND ("));
+}
+
+BOOST_AUTO_TEST_CASE(a_faulting_kernel_is_named_at_stream_synchronize) {
+  test::ChildResult child = test::runScenario("fault");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(isOneLine(child.stderrText));
+  BOOST_TEST(child.stderrText.starts_with(
+      "mlpipe: CUDA error in cuStreamSynchronize for kernel 'store_to': CUDA_ERROR_"));
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_grid_exits_naming_the_kernel) {
+  test::ChildResult child = test::runScenario("empty-grid");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(child.stderrText ==
+             "mlpipe: invalid launch of kernel 'saxpy': grid 0x1x1, block 256x1x1, 0 bytes of "
+             "dynamic shared memory (each dimension must be 1 to 4294967295)\n");
+}
+
+BOOST_AUTO_TEST_CASE(switching_device_after_gpu_work_exits) {
+  test::ChildResult child = test::runScenario("switch-device");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(isOneLine(child.stderrText));
+  BOOST_TEST(child.stderrText.starts_with(
+      "mlpipe: cannot switch the GPU runtime to device 1: it already runs on device 0"));
+}
+
+// The child-process side of the scenarios above. Returning at all is a
+// failure: the runtime should have ended the process.
+static int runScenario(const std::string &name) {
+  if (name == "broken-ptx") {
+    mgpuModuleLoadJIT(const_cast<char *>(kBrokenPtx), 2);
+  } else if (name == "missing-kernel") {
+    void *module = mgpuModuleLoadJIT(const_cast<char *>(kKernelsPtx), 2);
+    mgpuModuleGetFunction(module, "no_such_kernel");
+  } else if (name == "fault") {
+    Kernels k;
+    void *stream = mgpuStreamCreate();
+    void *address = reinterpret_cast<void *>(uintptr_t(8)); // in the never-mapped first page
+    void *params[] = {&address};
+    mgpuLaunchKernel(k.storeTo, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr, 1);
+    mgpuStreamSynchronize(stream);
+  } else if (name == "empty-grid") {
+    Kernels k;
+    void *x = nullptr, *y = nullptr;
+    float a = 1;
+    uint32_t n = 0;
+    void *params[] = {&x, &y, &a, &n};
+    mgpuLaunchKernel(k.saxpy, 0, 1, 1, kBlock, 1, 1, 0, nullptr, params, nullptr, 4);
+  } else if (name == "switch-device") {
+    mgpuMemFree(mgpuMemAlloc(64, nullptr, 1), nullptr); // starts the runtime on device 0
+    mgpuSetDefaultDevice(1);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (std::string scenario = test::scenarioFrom(argc, argv); !scenario.empty())
+    return runScenario(scenario);
+  if (!gpu::available()) {
+    std::printf("SKIPPED: no GPU (%s)\n", gpu::unavailableReason().c_str());
+    return 77;
+  }
+  return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}
