@@ -1,3 +1,4 @@
+// GPT-2 hyper-parameters from config.json or by name; see gpt2_config.h.
 #include "models/gpt2_config.h"
 
 #include "models/json_text.h"

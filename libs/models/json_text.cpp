@@ -1,3 +1,4 @@
+// JSON parsing with a nesting limit and file-naming errors; see json_text.h.
 #include "models/json_text.h"
 
 #include "support/error.h"

@@ -1,3 +1,4 @@
+// .safetensors header checks and tensor reads; see safetensors.h.
 #include "models/safetensors.h"
 
 #include "models/json_text.h"

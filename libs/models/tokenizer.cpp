@@ -1,3 +1,4 @@
+// GPT-2 byte-level BPE: the byte alphabet, the pre-tokeniser and the merges; see tokenizer.h.
 #include "models/tokenizer.h"
 
 #include "models/json_text.h"

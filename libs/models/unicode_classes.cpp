@@ -1,3 +1,4 @@
+// UTF-8 decoding and letter/number/whitespace classes; see unicode_classes.h.
 #include "models/unicode_classes.h"
 
 #include <algorithm>

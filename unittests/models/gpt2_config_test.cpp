@@ -1,3 +1,4 @@
+// Gpt2Config: the published 124M config.json, the named configs, and refused keys and sizes.
 #define BOOST_TEST_MODULE gpt2_config
 #include <boost/test/unit_test.hpp>
 

@@ -1,3 +1,4 @@
+// SafetensorsFile on files built in memory: every dtype read back, every malformed header refused.
 #define BOOST_TEST_MODULE safetensors
 #include <boost/test/unit_test.hpp>
 

@@ -1,3 +1,4 @@
+// Gpt2Tokenizer against the published GPT-2 files (ci/fetch-tokenizer.sh) and small made-up ones.
 #define BOOST_TEST_MODULE tokenizer
 #include <boost/test/unit_test.hpp>
 
@@ -197,7 +198,11 @@ BOOST_AUTO_TEST_CASE(decodes_tokens_that_split_utf8_sequences) {
   for (int32_t id : ids)
     streamed += tokenizer.decodeToken(id);
   BOOST_TEST(streamed == "日");
-  BOOST_TEST(tokenizer.decodeToken(ids.front()) == std::string("日").substr(0, tokenizer.decodeToken(ids.front()).size()));
+  // The first token alone is a proper prefix of the character's bytes.
+  std::string first = tokenizer.decodeToken(ids.front());
+  BOOST_TEST(!first.empty());
+  BOOST_TEST(first.size() < 3u);
+  BOOST_TEST(std::string("日").starts_with(first));
   // The token of a lone lead byte decodes to that byte.
   Ids lone = tokenizer.encode("\xE6");
   BOOST_TEST(lone.size() == 1u);
