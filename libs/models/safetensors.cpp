@@ -1,0 +1,279 @@
+// .safetensors header checks and tensor reads; see safetensors.h.
+#include "models/safetensors.h"
+
+#include "models/json_text.h"
+#include "support/error.h"
+
+#include <llvm/Support/MemoryBuffer.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace mlpipe {
+namespace {
+
+// The data section is little-endian and is copied as it is.
+static_assert(std::endian::native == std::endian::little, "SafetensorsFile assumes a little-endian host");
+
+// Element sizes of the dtypes the format defines (sub-byte ones excepted).
+// Knowing them lets every header entry be checked, even for dtypes read()
+// refuses.
+std::optional<uint64_t> elementSize(std::string_view dtype) {
+  static const std::pair<std::string_view, uint64_t> sizes[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},     {"U32", 4},
+      {"F32", 4},  {"I64", 8}, {"U64", 8},  {"F64", 8},     {"C64", 8}};
+  for (const auto &[name, size] : sizes)
+    if (dtype == name)
+      return size;
+  return std::nullopt;
+}
+
+uint64_t readLittleEndian64(const char *bytes) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | static_cast<unsigned char>(bytes[i]);
+  return value;
+}
+
+// IEEE half precision to single; every half value is exact in a float.
+float halfToFloat(uint16_t half) {
+  bool negative = half & 0x8000;
+  uint32_t exponent = (half >> 10) & 0x1F;
+  uint32_t mantissa = half & 0x3FF;
+  if (exponent == 0) { // zero or subnormal: mantissa * 2^-24
+    float value = std::ldexp(static_cast<float>(mantissa), -24);
+    return negative ? -value : value;
+  }
+  uint32_t bits = (negative ? 0x80000000u : 0u) | (mantissa << 13);
+  if (exponent == 0x1F)
+    bits |= 0x7F800000u; // infinity or NaN, keeping the payload
+  else
+    bits |= (exponent + 127 - 15) << 23;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// bfloat16 is the top half of a float.
+float bfloat16ToFloat(uint16_t bf16) {
+  uint32_t bits = static_cast<uint32_t>(bf16) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+template <typename Narrow, typename Convert>
+void widenToFloat(const char *bytes, HostTensor &tensor, Convert convert) {
+  float *out = tensor.as<float>();
+  for (int64_t i = 0; i < tensor.numel(); ++i) {
+    Narrow value;
+    std::memcpy(&value, bytes + i * sizeof(Narrow), sizeof value);
+    out[i] = convert(value);
+  }
+}
+
+// ---- Header entries -----------------------------------------------------------
+
+std::string describeOffsets(uint64_t begin, uint64_t end) { return fmt::format("[{}, {}]", begin, end); }
+
+Shape parseShapeEntry(const llvm::json::Value &value, const std::string &source, const std::string &name) {
+  const llvm::json::Array *dims = value.getAsArray();
+  if (!dims)
+    fail("{}: tensor '{}' has a shape that is {}, not an array", source, name, jsonKindName(value));
+  Shape shape;
+  for (const llvm::json::Value &dim : *dims) {
+    std::optional<uint64_t> size = jsonUnsigned(dim);
+    if (!size || *size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail("{}: tensor '{}' has a shape dimension that is not a non-negative 64-bit integer", source, name);
+    shape.push_back(static_cast<int64_t>(*size));
+  }
+  return shape;
+}
+
+std::pair<uint64_t, uint64_t> parseOffsetsEntry(const llvm::json::Value &value, const std::string &source,
+                                                const std::string &name) {
+  const llvm::json::Array *offsets = value.getAsArray();
+  std::optional<uint64_t> begin, end;
+  if (offsets && offsets->size() == 2)
+    begin = jsonUnsigned((*offsets)[0]), end = jsonUnsigned((*offsets)[1]);
+  if (!begin || !end)
+    fail("{}: tensor '{}' has data_offsets that are not two non-negative integers", source, name);
+  return {*begin, *end};
+}
+
+SafetensorsFile::TensorInfo parseTensorEntry(const llvm::json::Value &value, const std::string &source,
+                                             const std::string &name, uint64_t dataSize) {
+  const llvm::json::Object *entry = value.getAsObject();
+  if (!entry)
+    fail("{}: entry '{}' is {}, not an object", source, name, jsonKindName(value));
+  auto field = [&](const char *key) -> const llvm::json::Value & {
+    const llvm::json::Value *found = entry->get(key);
+    if (!found)
+      fail("{}: tensor '{}' has no {}", source, name, key);
+    return *found;
+  };
+
+  SafetensorsFile::TensorInfo info;
+  const llvm::json::Value &dtype = field("dtype");
+  if (!dtype.getAsString())
+    fail("{}: tensor '{}' has a dtype that is {}, not a string", source, name, jsonKindName(dtype));
+  info.dtype = dtype.getAsString()->str();
+  info.shape = parseShapeEntry(field("shape"), source, name);
+  std::tie(info.begin, info.end) = parseOffsetsEntry(field("data_offsets"), source, name);
+
+  std::optional<uint64_t> size = elementSize(info.dtype);
+  if (!size)
+    fail("{}: tensor '{}' has unknown dtype '{}'", source, name, info.dtype);
+  if (info.end < info.begin)
+    fail("{}: tensor '{}' has data_offsets {}, which end before they begin", source, name,
+         describeOffsets(info.begin, info.end));
+  if (info.end > dataSize)
+    fail("{}: tensor '{}' has data_offsets {} beyond the data section of {} bytes", source, name,
+         describeOffsets(info.begin, info.end), dataSize);
+
+  // The element count cannot overflow once checked by numElements; the byte
+  // count is checked here because the element size is the file's, not a DType's.
+  int64_t count;
+  try {
+    count = numElements(info.shape);
+  } catch (const Error &) {
+    fail("{}: tensor '{}' has shape {}, with more elements than fit in 64 bits", source, name,
+         formatShape(info.shape));
+  }
+  uint64_t elements = static_cast<uint64_t>(count);
+  if (elements > std::numeric_limits<uint64_t>::max() / *size || elements * *size != info.end - info.begin)
+    fail("{}: tensor '{}' of shape {} and dtype {} needs {} bytes, but its data_offsets {} hold {}", source,
+         name, formatShape(info.shape), info.dtype,
+         elements > std::numeric_limits<uint64_t>::max() / *size ? std::string("more than 2^64")
+                                                                  : std::to_string(elements * *size),
+         describeOffsets(info.begin, info.end), info.end - info.begin);
+  return info;
+}
+
+std::map<std::string, std::string> parseMetadata(const llvm::json::Value &value, const std::string &source) {
+  const llvm::json::Object *object = value.getAsObject();
+  if (!object)
+    fail("{}: __metadata__ is {}, not an object", source, jsonKindName(value));
+  std::map<std::string, std::string> metadata;
+  for (const auto &[key, entry] : *object) {
+    std::optional<llvm::StringRef> text = entry.getAsString();
+    if (!text)
+      fail("{}: __metadata__ entry '{}' is {}, not a string", source, key.str(), jsonKindName(entry));
+    metadata.emplace(key.str(), text->str());
+  }
+  return metadata;
+}
+
+} // namespace
+
+SafetensorsFile::Header SafetensorsFile::parseHeader(std::string_view bytes, const std::string &source) {
+  if (bytes.size() < 8)
+    fail("{}: file holds {} bytes, too few for the 8-byte header length", source, bytes.size());
+  uint64_t headerSize = readLittleEndian64(bytes.data());
+  uint64_t afterLength = bytes.size() - 8;
+  if (headerSize > afterLength)
+    fail("{}: header claims {} bytes but the file holds {} after the length", source, headerSize, afterLength);
+
+  Header header;
+  header.dataStart = 8 + headerSize;
+  uint64_t dataSize = bytes.size() - header.dataStart;
+  llvm::json::Value root = parseJson(bytes.substr(8, headerSize), source + " header");
+  const llvm::json::Object *entries = root.getAsObject();
+  if (!entries)
+    fail("{}: header is {}, not a JSON object", source, jsonKindName(root));
+  for (const auto &[key, value] : *entries) {
+    std::string name = key.str();
+    if (name == "__metadata__")
+      header.metadata = parseMetadata(value, source);
+    else
+      header.tensors.emplace(name, parseTensorEntry(value, source, name, dataSize));
+  }
+  return header;
+}
+
+SafetensorsFile::SafetensorsFile(std::shared_ptr<const void> storage, std::string_view bytes, std::string source)
+    : storage_(std::move(storage)), source_(std::move(source)) {
+  Header header = parseHeader(bytes, source_);
+  data_ = bytes.substr(header.dataStart);
+  tensors_ = std::move(header.tensors);
+  metadata_ = std::move(header.metadata);
+}
+
+SafetensorsFile SafetensorsFile::open(const std::string &path) {
+  // Mapped, not read: GPT-2's weights are hundreds of megabytes and only the
+  // tensors asked for are touched.
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    fail("cannot read {}: {}", path, buffer.getError().message());
+  std::shared_ptr<const llvm::MemoryBuffer> storage = std::move(*buffer);
+  std::string_view bytes(storage->getBufferStart(), storage->getBufferSize());
+  return SafetensorsFile(storage, bytes, path);
+}
+
+SafetensorsFile SafetensorsFile::fromBytes(std::string bytes, std::string source) {
+  auto storage = std::make_shared<const std::string>(std::move(bytes));
+  std::string_view view(*storage);
+  return SafetensorsFile(storage, view, std::move(source));
+}
+
+bool SafetensorsFile::contains(const std::string &name) const { return tensors_.count(name) != 0; }
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> names;
+  for (const auto &entry : tensors_)
+    names.push_back(entry.first);
+  return names;
+}
+
+const SafetensorsFile::TensorInfo &SafetensorsFile::info(const std::string &name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    fail("{} has no tensor '{}'", source_, name);
+  return it->second;
+}
+
+HostTensor SafetensorsFile::read(const std::string &name) const {
+  const TensorInfo &tensorInfo = info(name);
+  // The header check guarantees [begin, end) lies in the data section and
+  // holds exactly the shape's elements.
+  const char *bytes = data_.data() + tensorInfo.begin;
+  const std::string &dtype = tensorInfo.dtype;
+  auto copied = [&](DType type) {
+    HostTensor tensor(type, tensorInfo.shape);
+    if (tensor.byteSize())
+      std::memcpy(tensor.data(), bytes, tensor.byteSize());
+    return tensor;
+  };
+  if (dtype == "F32")
+    return copied(DType::f32);
+  if (dtype == "F64")
+    return copied(DType::f64);
+  if (dtype == "I32")
+    return copied(DType::i32);
+  if (dtype == "I64")
+    return copied(DType::i64);
+  if (dtype == "F16" || dtype == "BF16") {
+    HostTensor tensor(DType::f32, tensorInfo.shape);
+    if (dtype == "F16")
+      widenToFloat<uint16_t>(bytes, tensor, halfToFloat);
+    else
+      widenToFloat<uint16_t>(bytes, tensor, bfloat16ToFloat);
+    return tensor;
+  }
+  fail("{}: tensor '{}' has dtype {}, which mlpipe cannot read (it reads F32, F16, BF16, F64, I32 and I64)",
+       source_, name, dtype);
+}
+
+HostTensor SafetensorsFile::readExpecting(const std::string &name, const Shape &expected) const {
+  const TensorInfo &tensorInfo = info(name);
+  if (tensorInfo.shape != expected)
+    fail("{}: tensor '{}' has shape {}, expected {}", source_, name, formatShape(tensorInfo.shape),
+         formatShape(expected));
+  return read(name);
+}
+
+} // namespace mlpipe
