@@ -112,13 +112,13 @@ std::vector<KernelReport> checkPtx(const MlirModule &module, const std::string &
   if (!llvm::sys::fs::can_execute(ptxas))
     fail("no ptxas at {} (pass --toolkit DIR or set CUDA_HOME)", ptxas);
   if (module.stage() != Stage::GpuBinary)
-    fail("ptx-check: the input is {}, but ptx-check wants {}", stageName(module.stage()), stageName(Stage::GpuBinary));
+    fail("the input is {}, but ptx-check wants {}", stageName(module.stage()), stageName(Stage::GpuBinary));
   std::vector<KernelReport> reports;
   module.op().walk([&](mlir::gpu::BinaryOp binary) {
     for (mlir::Attribute attribute : binary.getObjects()) {
       auto object = mlir::cast<mlir::gpu::ObjectAttr>(attribute);
       if (object.getFormat() != mlir::gpu::CompilationTarget::Assembly)
-        fail("ptx-check: {} holds a binary, not PTX: lower it with lower-nvvm --format isa", binary.getName().str());
+        fail("{} holds a binary, not PTX: lower it with lower-nvvm --format isa", binary.getName().str());
       auto found = assemble(binary.getName().str(), object.getObject().getValue(), chip, ptxas);
       reports.insert(reports.end(), found.begin(), found.end());
     }

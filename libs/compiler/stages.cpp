@@ -118,8 +118,8 @@ std::string hint(Stage have, Stage want) {
 void requireStage(StageTool tool, const MlirModule &module) {
   Stage want = inputStage(tool), have = module.stage();
   if (have != want)
-    fail("{}: the input is {}, but {} wants {}: {}", stageToolName(tool), stageName(have), stageToolName(tool),
-         stageName(want), hint(have, want));
+    fail("the input is {}, but {} wants {}: {}", stageName(have), stageToolName(tool), stageName(want),
+         hint(have, want));
 }
 
 std::string stripComments(const std::string &text) {

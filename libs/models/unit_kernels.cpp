@@ -76,8 +76,11 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
     g.output("y", nn::softmax(g.input("x", shapes[0])));
   } else if (name == "layernorm") {
     Shape featureShape{shapes[0].back()};
+    // One statement per input: argument order fixes the signature's order.
     Tensor x = g.input("x", shapes[0]);
-    g.output("y", nn::layerNorm(x, g.input("weight", featureShape), g.input("bias", featureShape)));
+    Tensor weight = g.input("weight", featureShape);
+    Tensor bias = g.input("bias", featureShape);
+    g.output("y", nn::layerNorm(x, weight, bias));
   } else if (name == "matmul") {
     requireRank(kernel, shapes[0], 2, "a");
     requireRank(kernel, shapes[1], 2, "b");
@@ -88,14 +91,19 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
       shapes[0].insert(shapes[0].begin(), options.batch);
       shapes[1].insert(shapes[1].begin(), options.batch);
     }
-    g.output("y", matmul(g.input("a", shapes[0]), g.input("b", shapes[1])));
+    Tensor a = g.input("a", shapes[0]);
+    Tensor b = g.input("b", shapes[1]);
+    g.output("y", matmul(a, b));
   } else if (name == "gather") {
     requireRank(kernel, shapes[0], 2, "table");
     Tensor table = g.input("table", shapes[0]);
-    g.output("y", take(table, g.indexInput("ids", shapes[1], shapes[0][0])));
+    Tensor ids = g.indexInput("ids", shapes[1], shapes[0][0]);
+    g.output("y", take(table, ids));
   } else if (name == "attention") {
     requireRank(kernel, shapes[0], 2, "q");
-    Tensor q = g.input("q", shapes[0]), k = g.input("k", shapes[0]), v = g.input("v", shapes[0]);
+    Tensor q = g.input("q", shapes[0]);
+    Tensor k = g.input("k", shapes[0]);
+    Tensor v = g.input("v", shapes[0]);
     g.output("y", nn::causalAttention(q, k, v, options.heads));
   }
   return program;

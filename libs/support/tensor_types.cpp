@@ -89,7 +89,11 @@ Shape parseShape(std::string_view text) {
       break;
     start = end + 1;
   }
-  numElements(shape); // refuse overflow here, not at allocation
+  try {
+    numElements(shape); // refuse overflow here, not at allocation
+  } catch (const Error &) {
+    fail("bad shape '{}': it has more elements than fit in 64 bits", text);
+  }
   return shape;
 }
 

@@ -1,0 +1,29 @@
+# lit configuration for mlpipe's tool and pipeline tests.
+import os
+import subprocess
+
+import lit.formats
+
+config.name = "mlpipe"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "run-if-gpu.sh"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mlpipe_binary_dir, "test")
+
+path = [config.mlpipe_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])]
+config.environment["PATH"] = os.pathsep.join(path)
+for variable in ["HOME", "CUDA_HOME", "LD_LIBRARY_PATH", "MLPIPE_TOKENIZER_DIR"]:
+    if variable in os.environ:
+        config.environment[variable] = os.environ[variable]
+
+config.substitutions.append(("%testdata", os.path.join(config.mlpipe_source_dir, "testdata")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
+
+# "gpu" when the run tool finds a usable GPU (it loads the driver itself).
+run_tool = os.path.join(config.mlpipe_tools_dir, "run")
+if os.path.exists(run_tool):
+    probe = subprocess.run([run_tool, "--gpu-info"], capture_output=True, env=config.environment)
+    if probe.returncode == 0:
+        config.available_features.add("gpu")
