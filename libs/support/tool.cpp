@@ -8,7 +8,7 @@
 
 namespace mlpipe {
 
-int runTool(const char *tool, const std::function<void()> &body) {
+int runTool(const char *tool, const std::function<void()> &body, int errorStatus) {
   try {
     body();
     return 0;
@@ -22,7 +22,7 @@ int runTool(const char *tool, const std::function<void()> &body) {
     std::cerr << tool << ": error: " << error.what() << "\n";
   }
   std::cout.flush();
-  return 1;
+  return errorStatus;
 }
 
 } // namespace mlpipe

@@ -7,6 +7,8 @@
 
 namespace mlpipe {
 
-int runTool(const char *tool, const std::function<void()> &body);
+// `errorStatus` is the exit status for a failure (verify uses 2, keeping 1
+// for a comparison that fails).
+int runTool(const char *tool, const std::function<void()> &body, int errorStatus = 1);
 
 } // namespace mlpipe

@@ -1,0 +1,149 @@
+#include "driver/run_module.h"
+
+#include "driver/stage_tool.h"
+#include "runtime/executable.h"
+#include "runtime/mgpu_runtime.h"
+#include "support/bindings.h"
+#include "support/error.h"
+#include "support/npy.h"
+#include "support/output_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <map>
+
+namespace mlpipe {
+
+namespace {
+
+std::string names(const std::vector<TensorSpec> &specs) {
+  std::vector<std::string> list;
+  for (auto &spec : specs)
+    list.push_back(spec.name);
+  return list.empty() ? "none" : fmt::format("{}", fmt::join(list, ", "));
+}
+
+// Parses NAME=@FILE bindings and checks each NAME is one of `specs`, once.
+std::map<std::string, std::string> bindTo(const std::vector<std::string> &texts, const std::vector<TensorSpec> &specs,
+                                          const char *flag, const char *kind, const std::string &entry) {
+  std::map<std::string, std::string> bound;
+  for (const std::string &text : texts) {
+    Binding binding = parseBinding(text, flag);
+    bool known = std::any_of(specs.begin(), specs.end(), [&](auto &spec) { return spec.name == binding.name; });
+    if (!known)
+      fail("{} has no {} named '{}': its {}s are {}", entry, kind, binding.name, kind, names(specs));
+    if (!bound.emplace(binding.name, binding.path).second)
+      fail("{} {} is given twice", flag, binding.name);
+  }
+  return bound;
+}
+
+HostTensor readInputFor(const TensorSpec &spec, const std::string &path, const std::string &entry) {
+  HostTensor tensor = readNpy(path);
+  if (tensor.dtype() != spec.dtype || tensor.shape() != spec.shape)
+    fail("input '{}' from {} is {}, but {} wants {}", spec.name, path, tensor.describe(), entry, spec.describe());
+  return tensor;
+}
+
+// NaN in every float output, so an element the program never writes shows.
+void poison(void *data, const TensorSpec &spec) {
+  int64_t count = numElements(spec.shape);
+  if (spec.dtype == DType::f32)
+    std::fill_n(static_cast<float *>(data), count, NAN);
+  else if (spec.dtype == DType::f64)
+    std::fill_n(static_cast<double *>(data), count, NAN);
+  else
+    std::memset(data, 0xA5, static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Milliseconds of one call: CUDA events on the GPU, the host clock on the CPU.
+double timeCall(const Executable &executable, const EntrySignature &entry, const std::vector<void *> &buffers) {
+  if (executable.target() == Target::Gpu) {
+    gpu::EventTimer timer;
+    timer.start();
+    executable.call(entry, buffers);
+    timer.stop();
+    return timer.milliseconds();
+  }
+  auto start = std::chrono::steady_clock::now();
+  executable.call(entry, buffers);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+} // namespace
+
+std::string gpuInfo() {
+  if (!gpu::available())
+    fail("{}", gpu::unavailableReason());
+  return gpu::deviceName();
+}
+
+void runModule(const RunRequest &request) {
+  MlirModule module = MlirModule::parse(readInput(request.module), bufferName(request.module));
+  std::vector<EntrySignature> entries = entrySignatures(module);
+  if (entries.empty())
+    fail("the module has no entry function (one with mlpipe.inputs, as trace writes)");
+  EntrySignature entry = selectEntry(entries, request.entry);
+
+  // Bindings first: a misnamed input is reported before any compilation.
+  auto inputPaths = bindTo(request.inputs, entry.inputs, "--input", "input", entry.name);
+  auto outputPaths = bindTo(request.outputs, entry.outputs, "--output", "output", entry.name);
+  for (const TensorSpec &spec : entry.inputs)
+    if (!inputPaths.count(spec.name))
+      fail("missing --input {}=@FILE: {} takes {}", spec.name, entry.name, names(entry.inputs));
+  std::vector<HostTensor> inputs;
+  for (const TensorSpec &spec : entry.inputs)
+    inputs.push_back(readInputFor(spec, inputPaths.at(spec.name), entry.name));
+
+  size_t liveBefore = gpu::liveAllocationCount();
+  std::vector<HostTensor> results;
+  {
+    Executable executable = Executable::load(std::move(module));
+    std::vector<TargetBuffer> buffers;
+    std::vector<void *> pointers;
+    for (const HostTensor &input : inputs) {
+      buffers.emplace_back(executable.target(), input.byteSize());
+      std::memcpy(buffers.back().data(), input.data(), input.byteSize());
+    }
+    for (const TensorSpec &spec : entry.outputs) {
+      buffers.emplace_back(executable.target(), static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
+      poison(buffers.back().data(), spec);
+    }
+    for (auto &buffer : buffers)
+      pointers.push_back(buffer.data());
+
+    executable.call(entry, pointers);
+    for (size_t i = 0; i < entry.outputs.size(); ++i) {
+      HostTensor result(entry.outputs[i].dtype, entry.outputs[i].shape);
+      std::memcpy(result.data(), pointers[inputs.size() + i], result.byteSize());
+      results.push_back(std::move(result));
+    }
+    if (request.repeat > 0) {
+      std::vector<double> times;
+      for (int i = 0; i < request.repeat; ++i)
+        times.push_back(timeCall(executable, entry, pointers));
+      std::cout << fmt::format("{}: median {:.4f} ms over {} runs on the {} ({})\n", entry.name, median(times),
+                               request.repeat, targetName(executable.target()),
+                               executable.target() == Target::Gpu ? "CUDA events" : "host clock");
+    }
+  }
+  if (gpu::liveAllocationCount() != liveBefore)
+    fail("{} GPU allocations were not freed", gpu::liveAllocationCount() - liveBefore);
+  for (size_t i = 0; i < entry.outputs.size(); ++i)
+    if (auto path = outputPaths.find(entry.outputs[i].name); path != outputPaths.end())
+      writeNpy(path->second, results[i]);
+}
+
+} // namespace mlpipe

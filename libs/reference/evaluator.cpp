@@ -1,0 +1,255 @@
+#include "reference/evaluator.h"
+
+#include "support/error.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace mlpipe::ref {
+
+using fe::Node;
+using fe::OpKind;
+
+ArrayPtr fromHost(const HostTensor &tensor) {
+  auto array = std::make_shared<Array>();
+  array->shape = tensor.shape();
+  array->data = tensor.toDoubles();
+  return array;
+}
+
+HostTensor toHost(const Array &array, DType dtype) { return HostTensor::fromDoubles(dtype, array.shape, array.data); }
+
+namespace {
+
+std::vector<int64_t> rowMajorStrides(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+// Strides that read `in` while walking `out` with NumPy broadcasting:
+// right-aligned, and 0 along broadcast dimensions.
+std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> inStrides = rowMajorStrides(in), strides(out.size(), 0);
+  size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    strides[offset + i] = in[i] == 1 ? 0 : inStrides[i];
+  return strides;
+}
+
+// Calls visit(flatOut, offsetA, offsetB) for every output element, walking
+// the multi-index incrementally.
+template <typename Visit>
+void forEachBroadcast(const Shape &out, const std::vector<int64_t> &stridesA, const std::vector<int64_t> &stridesB,
+                      Visit visit) {
+  int64_t count = numElements(out);
+  size_t rank = out.size();
+  std::vector<int64_t> index(rank, 0);
+  int64_t a = 0, b = 0;
+  for (int64_t flat = 0; flat < count; ++flat) {
+    visit(flat, a, b);
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < out[d]) {
+        a += stridesA[d];
+        b += stridesB[d];
+        break;
+      }
+      a -= stridesA[d] * (out[d] - 1);
+      b -= stridesB[d] * (out[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
+Array elementwise(const Node &node, const std::vector<const Array *> &operands, const std::vector<double> &constants) {
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  auto operandOrConstant = [&](size_t i, int64_t offset) {
+    return operands[i] ? operands[i]->data[offset] : constants[i];
+  };
+  auto strides = [&](size_t i) {
+    return operands[i] ? broadcastStrides(operands[i]->shape, node.shape) : std::vector<int64_t>(node.shape.size(), 0);
+  };
+  if (node.kind == OpKind::Unary) {
+    auto fn = static_cast<fe::UnaryFn>(node.fn);
+    forEachBroadcast(node.shape, strides(0), strides(0), [&](int64_t flat, int64_t a, int64_t) {
+      result.data[flat] = fe::applyUnary(fn, operandOrConstant(0, a));
+    });
+  } else {
+    auto fn = static_cast<fe::BinaryFn>(node.fn);
+    forEachBroadcast(node.shape, strides(0), strides(1), [&](int64_t flat, int64_t a, int64_t b) {
+      result.data[flat] = fe::applyBinary(fn, operandOrConstant(0, a), operandOrConstant(1, b));
+    });
+  }
+  return result;
+}
+
+Array reduce(const Node &node, const Array &x) {
+  int64_t axis = node.ints[0];
+  int64_t outer = 1, inner = 1, length = x.shape[axis];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (size_t d = axis + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  bool isSum = static_cast<fe::ReduceFn>(node.fn) == fe::ReduceFn::Sum;
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), isSum ? 0.0 : -INFINITY)};
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < length; ++r)
+      for (int64_t i = 0; i < inner; ++i) {
+        double v = x.data[(o * length + r) * inner + i];
+        double &acc = result.data[o * inner + i];
+        acc = isSum ? acc + v : std::max(acc, v);
+      }
+  return result;
+}
+
+// C = A B for row-major A [M,K] and B [K,N], batched over `batches`.
+void gemm(const double *a, const double *b, double *c, int64_t batches, int64_t m, int64_t k, int64_t n,
+          bool batchedB) {
+  for (int64_t i = 0; i < batches; ++i)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0, a + i * m * k, static_cast<int>(k), b + (batchedB ? i * k * n : 0),
+                static_cast<int>(n), 0.0, c + i * m * n, static_cast<int>(n));
+}
+
+Array matmul(const Node &node, const Array &a, const Array &b) {
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  if (a.shape.size() == 3 && b.shape.size() == 3) {
+    gemm(a.data.data(), b.data.data(), result.data.data(), a.shape[0], a.shape[1], a.shape[2], b.shape[2], true);
+  } else {
+    // [..., M, K] x [K, N]: the leading dimensions fold into M.
+    int64_t k = a.shape.back(), m = numElements(a.shape) / k, n = b.shape[1];
+    gemm(a.data.data(), b.data.data(), result.data.data(), 1, m, k, n, false);
+  }
+  return result;
+}
+
+Array transpose(const Node &node, const Array &x) {
+  Array result{node.shape, std::vector<double>(x.data.size())};
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape), walk(node.shape.size());
+  for (size_t i = 0; i < node.shape.size(); ++i)
+    walk[i] = inStrides[node.ints[i]];
+  forEachBroadcast(node.shape, walk, walk, [&](int64_t flat, int64_t in, int64_t) { result.data[flat] = x.data[in]; });
+  return result;
+}
+
+Array slice(const Node &node, const Array &x) {
+  int64_t axis = node.ints[0], start = node.ints[1];
+  int64_t outer = 1, inner = 1, length = node.shape[axis], full = x.shape[axis];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (size_t d = axis + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  Array result{node.shape, {}};
+  result.data.reserve(static_cast<size_t>(outer * length * inner));
+  for (int64_t o = 0; o < outer; ++o) {
+    auto begin = x.data.begin() + (o * full + start) * inner;
+    result.data.insert(result.data.end(), begin, begin + length * inner);
+  }
+  return result;
+}
+
+// Ids outside the table are clamped into it, as the compiled gather does.
+Array gather(const Node &node, const Array &table, const Array &ids) {
+  int64_t rows = table.shape[0], width = table.shape[1];
+  Array result{node.shape, {}};
+  result.data.reserve(static_cast<size_t>(numElements(node.shape)));
+  for (double id : ids.data) {
+    int64_t row = std::clamp(static_cast<int64_t>(id), int64_t(0), rows - 1);
+    auto begin = table.data.begin() + row * width;
+    result.data.insert(result.data.end(), begin, begin + width);
+  }
+  return result;
+}
+
+Array triu(const Node &node) {
+  int64_t rows = node.shape[0], cols = node.shape[1], k = node.ints[0];
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(rows * cols))};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      result.data[i * cols + j] = j - i >= k ? 1.0 : 0.0;
+  return result;
+}
+
+} // namespace
+
+Values evaluate(const fe::Graph &graph, const Values &inputs) {
+  const auto &nodes = graph.nodes();
+  // The last node reading each value, so it can be freed after that.
+  std::vector<int> lastUse(nodes.size(), -1);
+  for (size_t id = 0; id < nodes.size(); ++id)
+    for (int operand : nodes[id].operands)
+      lastUse[operand] = static_cast<int>(id);
+  std::vector<bool> kept(nodes.size(), false);
+  for (auto &[name, id] : graph.outputs())
+    kept[id] = true;
+  for (auto &[name, id] : graph.probes())
+    kept[id] = true;
+
+  std::vector<ArrayPtr> values(nodes.size());
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const Node &node = nodes[id];
+    auto operand = [&](size_t i) -> const Array & { return *values[node.operands[i]]; };
+    switch (node.kind) {
+    case OpKind::Input: {
+      auto found = inputs.find(node.name);
+      if (found == inputs.end())
+        fail("reference: no value for input '{}' of '{}'", node.name, graph.name());
+      if (found->second->shape != node.shape)
+        fail("reference: input '{}' is {}, but '{}' wants {}", node.name, formatShape(found->second->shape),
+             graph.name(), formatShape(node.shape));
+      values[id] = found->second;
+      break;
+    }
+    case OpKind::Constant:
+      values[id] = std::make_shared<Array>(Array{{}, {node.value}});
+      break;
+    case OpKind::Triu:
+      values[id] = std::make_shared<Array>(triu(node));
+      break;
+    case OpKind::Unary:
+    case OpKind::Binary: {
+      std::vector<const Array *> arrays;
+      std::vector<double> constants;
+      for (int input : node.operands) {
+        bool constant = nodes[input].kind == OpKind::Constant;
+        arrays.push_back(constant ? nullptr : values[input].get());
+        constants.push_back(constant ? nodes[input].value : 0.0);
+      }
+      values[id] = std::make_shared<Array>(elementwise(node, arrays, constants));
+      break;
+    }
+    case OpKind::Reduce:
+      values[id] = std::make_shared<Array>(reduce(node, operand(0)));
+      break;
+    case OpKind::MatMul:
+      values[id] = std::make_shared<Array>(matmul(node, operand(0), operand(1)));
+      break;
+    case OpKind::Reshape:
+      values[id] = std::make_shared<Array>(Array{node.shape, operand(0).data});
+      break;
+    case OpKind::Transpose:
+      values[id] = std::make_shared<Array>(transpose(node, operand(0)));
+      break;
+    case OpKind::Slice:
+      values[id] = std::make_shared<Array>(slice(node, operand(0)));
+      break;
+    case OpKind::Gather:
+      values[id] = std::make_shared<Array>(gather(node, operand(0), operand(1)));
+      break;
+    }
+    for (int input : node.operands)
+      if (lastUse[input] == static_cast<int>(id) && !kept[input])
+        values[input].reset();
+  }
+  Values results;
+  for (auto &[name, id] : graph.outputs())
+    results[name] = values[id];
+  for (auto &[name, id] : graph.probes())
+    results[name] = values[id];
+  return results;
+}
+
+} // namespace mlpipe::ref

@@ -1,0 +1,38 @@
+// The reference: a recorded graph evaluated eagerly in float64.
+//
+// The same front-end graph that trace emits as MLIR is walked node by node
+// here with double arithmetic (matmuls through OpenBLAS's dgemm), so every
+// compiled result can be checked against an independent float64 answer:
+//
+//   ref::Values out = ref::evaluate(graph, {{"x", ref::fromHost(x)}});
+//   HostTensor y = ref::toHost(*out.at("y"), DType::f64);
+#pragma once
+
+#include "frontend/graph.h"
+#include "support/host_tensor.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlpipe::ref {
+
+// A dense C-ordered float64 array. Integer inputs (ids) are held as doubles
+// too: they are exact below 2^53.
+struct Array {
+  Shape shape;
+  std::vector<double> data;
+};
+using ArrayPtr = std::shared_ptr<const Array>;
+using Values = std::map<std::string, ArrayPtr>;
+
+ArrayPtr fromHost(const HostTensor &tensor);
+HostTensor toHost(const Array &array, DType dtype);
+
+// Evaluates `graph` on inputs given by name (every input must be given, with
+// its declared shape). Returns every output and probe by name.
+// Intermediate values are freed after their last use.
+Values evaluate(const fe::Graph &graph, const Values &inputs);
+
+} // namespace mlpipe::ref

@@ -1,0 +1,67 @@
+// verify: compare two .npy files, or check compiled kernels against the
+// float64 reference on fresh random inputs.
+#include "driver/verify.h"
+#include "runtime/mgpu_runtime.h"
+#include "support/error.h"
+#include "support/tool.h"
+
+#include <CLI/CLI.hpp>
+
+int main(int argc, char **argv) {
+  CLI::App app{"Check results.\n"
+               "  verify A.npy B.npy       compare two arrays (numpy allclose): PASS or FAIL\n"
+               "  verify KERNEL...         compile each kernel, run it on fresh random inputs and compare\n"
+               "                           with the float64 reference (KERNEL may be 'all')\n"
+               "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
+  app.footer("Examples:\n"
+             "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
+             "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
+             "  verify all --target cpu");
+  std::vector<std::string> what;
+  double rtol = 1e-5, atol = 1e-8;
+  std::vector<std::string> shapes;
+  std::string dtype = "f32", target;
+  mlpipe::KernelVerifyRequest request;
+  uint64_t seed = 0;
+  double tolerance = 0;
+  app.add_option("what", what, "Two .npy files, or kernel names")->required();
+  app.add_option("--rtol", rtol, "Files: relative tolerance")->capture_default_str();
+  app.add_option("--atol", atol, "Files: absolute tolerance")->capture_default_str();
+  app.add_option("--shape", shapes, "Kernels: shape of each input in order");
+  app.add_option("--dtype", dtype, "Kernels: float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  app.add_option("--batch", request.options.batch, "matmul: batch size");
+  app.add_option("--heads", request.options.heads, "attention: heads")->capture_default_str();
+  app.add_option("--target", target, "Kernels: gpu or cpu (default: gpu when there is one)")
+      ->check(CLI::IsMember({"gpu", "cpu"}));
+  app.add_option("--chip", request.chip, "Kernels on the GPU: chip to compile for")->capture_default_str();
+  app.add_option("--save", request.saveDirectory,
+                 "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
+  auto *seedOption = app.add_option("--seed", seed, "Kernels: seed of the random inputs (default: fresh)");
+  auto *toleranceOption = app.add_option("--tolerance", tolerance, "Kernels: bound on ||out-ref||/||ref||");
+  CLI11_PARSE(app, argc, argv);
+
+  bool pass = false;
+  int status = mlpipe::runTool(
+      "verify",
+      [&] {
+        bool files = what.size() == 2 && what[0].ends_with(".npy") && what[1].ends_with(".npy");
+        if (files) {
+          pass = mlpipe::verifyFiles(what[0], what[1], rtol, atol);
+          return;
+        }
+        request.kernels = what;
+        for (const std::string &shape : shapes)
+          request.options.shapes.push_back(mlpipe::parseShape(shape));
+        request.options.dtype = *mlpipe::parseDType(dtype);
+        if (target.empty())
+          target = mlpipe::gpu::available() ? "gpu" : "cpu";
+        request.target = target == "gpu" ? mlpipe::Target::Gpu : mlpipe::Target::Cpu;
+        if (*seedOption)
+          request.seed = seed;
+        if (*toleranceOption)
+          request.tolerance = tolerance;
+        pass = mlpipe::verifyKernels(request);
+      },
+      /*errorStatus=*/2);
+  return status != 0 ? status : (pass ? 0 : 1);
+}
