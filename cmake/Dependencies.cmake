@@ -33,12 +33,6 @@ mlpipe_require(fmt_FOUND "fmt not found: install it with 'apt-get install libfmt
 find_package(Boost 1.74 QUIET COMPONENTS unit_test_framework)
 mlpipe_require(Boost_FOUND "Boost.Test not found: install it with 'apt-get install libboost-test-dev'.")
 
-# --- BLAS for the CPU target and the float64 reference (Debian: libopenblas-dev)
-find_path(MLPIPE_CBLAS_INCLUDE cblas.h PATH_SUFFIXES x86_64-linux-gnu/openblas-pthread x86_64-linux-gnu openblas)
-find_library(MLPIPE_OPENBLAS openblas)
-mlpipe_require(MLPIPE_OPENBLAS "OpenBLAS not found: install it with 'apt-get install libopenblas-dev'.")
-mlpipe_require(MLPIPE_CBLAS_INCLUDE "cblas.h not found: install it with 'apt-get install libopenblas-dev'.")
-
 # --- CUDA toolkit (ptxas, libdevice); the driver itself is loaded at run time
 if(DEFINED ENV{CUDA_HOME})
   set(_mlpipe_default_cuda $ENV{CUDA_HOME})

@@ -1,8 +1,7 @@
 #include "reference/evaluator.h"
 
+#include "support/blas.h"
 #include "support/error.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -109,8 +108,8 @@ Array reduce(const Node &node, const Array &x) {
 void gemm(const double *a, const double *b, double *c, int64_t batches, int64_t m, int64_t k, int64_t n,
           bool batchedB) {
   for (int64_t i = 0; i < batches; ++i)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0, a + i * m * k, static_cast<int>(k), b + (batchedB ? i * k * n : 0),
+    blas::dgemm()(blas::kRowMajor, blas::kNoTrans, blas::kNoTrans, static_cast<int>(m), static_cast<int>(n),
+                  static_cast<int>(k), 1.0, a + i * m * k, static_cast<int>(k), b + (batchedB ? i * k * n : 0),
                 static_cast<int>(n), 0.0, c + i * m * n, static_cast<int>(n));
 }
 

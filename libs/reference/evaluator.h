@@ -1,7 +1,7 @@
 // The reference: a recorded graph evaluated eagerly in float64.
 //
 // The same front-end graph that trace emits as MLIR is walked node by node
-// here with double arithmetic (matmuls through OpenBLAS's dgemm), so every
+// here with double arithmetic (matmuls through CBLAS dgemm), so every
 // compiled result can be checked against an independent float64 answer:
 //
 //   ref::Values out = ref::evaluate(graph, {{"x", ref::fromHost(x)}});

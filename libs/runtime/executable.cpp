@@ -4,6 +4,7 @@
 #include "runtime/executable.h"
 
 #include "runtime/mgpu_runtime.h"
+#include "support/blas.h"
 #include "support/error.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -16,7 +17,6 @@
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/TargetSelect.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -139,8 +139,8 @@ Executable Executable::load(MlirModule module) {
     };
     for (auto &[name, address] : gpu::runtimeSymbols())
       add(name, address);
-    add("cblas_sgemm", reinterpret_cast<void *>(&cblas_sgemm));
-    add("cblas_dgemm", reinterpret_cast<void *>(&cblas_dgemm));
+    add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
+    add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
     return symbols;
   });
   // Runs the global constructors: for a GPU module, loading its kernels.

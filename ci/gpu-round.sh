@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One round on the GPU host: correctness first, then timings, a short table
+# last. Run it there after packing here (ci/pack-device.sh):
+#   source .device/setup.sh && ci/gpu-round.sh
+# Full logs go to $OUT (the device tool's output folder) or /tmp/mlpipe-round.
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+logs=${OUT:-/tmp/mlpipe-round}
+work=$(mktemp -d)
+mkdir -p "$logs"
+export PATH=$root/.device/llvm-tools:$PATH
+export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+summary=()
+
+# step NAME COMMAND...: runs it with output in $logs/NAME.log, records PASS/FAIL.
+step() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  if "$@" >"$logs/$name.log" 2>&1; then
+    summary+=("$(printf '%-28s PASS  %4ds' "$name" $((SECONDS - start)))")
+  else
+    summary+=("$(printf '%-28s FAIL  %4ds  (see %s.log)' "$name" $((SECONDS - start)) "$name")")
+    tail -5 "$logs/$name.log"
+  fi
+}
+
+# lit on the host needs a site config pointing at the packed tools.
+mkdir -p "$work/test"
+cat >"$work/test/lit.site.cfg.py" <<SITE
+import os
+config.mlpipe_source_dir = "$root"
+config.mlpipe_binary_dir = "$work"
+config.mlpipe_tools_dir = "$root/.device/bin"
+config.llvm_tools_dir = "$root/.device/llvm-tools"
+config.cuda_toolkit = "$CUDA_HOME"
+lit_config.load_config(config, os.path.join(config.mlpipe_source_dir, "test", "lit.cfg.py"))
+SITE
+
+echo "== GPU: $(run --gpu-info)"
+# 1. Correctness.
+step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
+step lit.all lit -sv -j 8 "$work/test"
+step verify.kernels.sm_90 verify all --target gpu --chip sm_90
+step verify.kernels.sm_75 verify all --target gpu --chip sm_75
+step verify.kernels.f64 verify all --target gpu --dtype f64
+
+# 2. Memory: every GPU allocation freed, no bad access (compute-sanitizer).
+sanitize() {
+  verify gelu matmul --target cpu --save "$work/data" >/dev/null || return 1
+  trace gelu | fuse | bufferize | outline | lower-nvvm -o "$work/gelu.gpu.mlir" || return 1
+  trace matmul | fuse | bufferize | outline | lower-nvvm -o "$work/matmul.gpu.mlir" || return 1
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+    run "$work/gelu.gpu.mlir" --input x=@"$work/data/gelu/x.npy" --output y=@"$work/gelu.y.npy" || return 1
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+    run "$work/matmul.gpu.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
+    --output y=@"$work/matmul.y.npy" || return 1
+  verify "$work/gelu.y.npy" "$work/data/gelu/y.reference.npy" --rtol 1e-5 --atol 1e-6 &&
+    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
+}
+step compute-sanitizer sanitize
+
+# 3. Timings (GPU time from CUDA events, median).
+timings() {
+  for kernel in gelu softmax layernorm matmul attention; do
+    trace "$kernel" | fuse | bufferize | outline | lower-nvvm -o "$work/$kernel.t.mlir" || return 1
+  done
+  verify all --target cpu --save "$work/t" >/dev/null || return 1
+  run "$work/gelu.t.mlir" --input x=@"$work/t/gelu/x.npy" --repeat 200
+  run "$work/softmax.t.mlir" --input x=@"$work/t/softmax/x.npy" --repeat 200
+  run "$work/layernorm.t.mlir" --input x=@"$work/t/layernorm/x.npy" --input weight=@"$work/t/layernorm/weight.npy" \
+    --input bias=@"$work/t/layernorm/bias.npy" --repeat 200
+  run "$work/matmul.t.mlir" --input a=@"$work/t/matmul/a.npy" --input b=@"$work/t/matmul/b.npy" --repeat 200
+  run "$work/attention.t.mlir" --input q=@"$work/t/attention/q.npy" --input k=@"$work/t/attention/k.npy" \
+    --input v=@"$work/t/attention/v.npy" --repeat 200
+}
+step timings.kernels timings
+
+echo
+cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
+echo
+grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
+echo
+printf '%s\n' "${summary[@]}"
+rm -rf "$work"

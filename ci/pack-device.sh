@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packs what a round on the GPU host needs into .device/ (git-ignored):
+# the LLVM/MLIR runtime and the built binaries (../shared/device/pack.sh),
+# plus what mlpipe's binaries use that the host lacks: Debian's fmt and
+# Boost.Test libraries, lit and FileCheck for the GPU lit tests, and the
+# GPT-2 tokenizer files. (No BLAS: the host has none and OpenBLAS is 36 MB;
+# there mlpipe's own threaded loops do the CPU-side gemms.)
+#   cmake --build build && ci/pack-device.sh build
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+build=$(realpath "${1:-build}")
+cd "$root"
+"$(realpath "$root/../shared/device/pack.sh")" "$build"
+
+device=$root/.device
+libdir=/usr/lib/x86_64-linux-gnu
+cp -L "$libdir/libfmt.so.9" "$libdir/libboost_unit_test_framework.so.1.74.0" "$device/lib/"
+
+tools=$device/llvm-tools
+rm -rf "$tools" && mkdir -p "$tools"
+cp /usr/lib/llvm-22/bin/FileCheck /usr/lib/llvm-22/bin/not "$tools/"
+strip --strip-unneeded "$tools/FileCheck" "$tools/not"
+mkdir -p "$tools/litpkg"
+cp -r /usr/lib/llvm-22/utils/lit/lit "$tools/litpkg/lit"
+find "$tools/litpkg" -name __pycache__ -prune -exec rm -rf {} +
+cat > "$tools/lit" <<'LIT'
+#!/usr/bin/env python3
+import os, sys
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.realpath(__file__)), "litpkg"))
+from lit.main import main
+main()
+LIT
+chmod +x "$tools/lit"
+
+if [[ -d .cache/gpt2-tokenizer ]]; then
+  rm -rf "$device/tokenizer" && cp -r .cache/gpt2-tokenizer "$device/tokenizer"
+fi
+du -sh "$device" | awk '{print "packed .device with extras: " $1}'
