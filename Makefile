@@ -2,7 +2,9 @@
 #
 #   make            build everything into build/
 #   make test       build, then run every test (ctest: unit, lit; GPU tests skip without a GPU)
-#   make demo       the main job (below)
+#   make demo       the main job: GPT-2 generates from a prompt, on the GPU when
+#                   there is one, else on the CPU; synthetic 124M weights unless
+#                   WEIGHTS=path/to/model.safetensors (config.json beside it)
 #   make kernels    the six unit kernels through the pipeline to PTX checked by ptxas
 #
 # The kernel recipes are the tools' own shell pipelines.
@@ -15,6 +17,11 @@ BIN := $(abspath $(BUILD))/bin
 export PATH := $(BIN):$(PATH)
 
 KERNELS := gelu softmax layernorm matmul gather attention
+PROMPT ?= The meaning of life is
+TOKENS ?= 20
+WEIGHTS ?= synthetic
+MODE ?= sublayer
+CONFIG ?=
 
 .PHONY: all build test demo kernels clean
 
@@ -29,7 +36,8 @@ build: $(BUILD)/build.ninja
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-demo: kernels
+demo: build
+	generate "$(PROMPT)" --tokens $(TOKENS) --weights $(WEIGHTS) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG))
 
 kernels: build $(foreach k,$(KERNELS),$(OUT)/$(k).$(CHIP).ptx-check)
 	@cat $(foreach k,$(KERNELS),$(OUT)/$(k).$(CHIP).ptx-check)
@@ -41,6 +49,8 @@ $(OUT)/%.$(CHIP).mlir: build
 
 $(OUT)/%.$(CHIP).ptx-check: $(OUT)/%.$(CHIP).mlir
 	ptx-check --chip $(CHIP) $< > $@.tmp && mv $@.tmp $@
+
+.PRECIOUS: $(OUT)/%.$(CHIP).mlir
 
 clean:
 	rm -rf $(BUILD)

@@ -62,7 +62,16 @@ sanitize() {
 }
 step compute-sanitizer sanitize
 
-# 3. Timings (GPU time from CUDA events, median).
+# 3. GPT-2 124M (synthetic weights): verify both modes, generate, with a
+#    fresh compile cache so compile times are real.
+export MLPIPE_CACHE_DIR=$work/cache
+step gpt2.verify.sublayer verify gpt2 --steps 10 --mode sublayer --target gpu --weights synthetic --config 124M
+step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weights synthetic --config 124M
+rm -rf "$MLPIPE_CACHE_DIR"
+step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
+step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
+
+# 4. Timings (GPU time from CUDA events, median).
 timings() {
   for kernel in gelu softmax layernorm matmul attention; do
     trace "$kernel" | fuse | bufferize | outline | lower-nvvm -o "$work/$kernel.t.mlir" || return 1
@@ -77,9 +86,16 @@ timings() {
     --input v=@"$work/t/attention/v.npy" --repeat 200
 }
 step timings.kernels timings
+step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
 
 echo
 cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
+echo
+tail -4 "$logs/gpt2.verify.sublayer.log" "$logs/gpt2.verify.fused.log" 2>/dev/null
+echo
+tail -6 "$logs/gpt2.generate.sublayer.log" "$logs/gpt2.generate.fused.log" 2>/dev/null
+echo
+cat "$logs/bench.gpt2.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo

@@ -1,11 +1,27 @@
 #include "driver/compile.h"
 
 #include "frontend/mlir_emitter.h"
+#include "support/output_file.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 namespace mlpipe {
 
-MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options) {
-  MlirModule module = MlirModule::parse(fe::emitMlir(program), name);
+namespace {
+
+// FNV-1a over the text: cheap, and a collision would need the same
+// 64-bit hash from two different programs.
+uint64_t hashText(const std::string &text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text)
+    hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+MlirModule lower(MlirModule module, const CompileOptions &options) {
   StageOptions stage;
   stage.chip = options.chip;
   stage.toolkit = options.toolkit;
@@ -16,6 +32,53 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
     runStage(StageTool::LowerNvvm, module, stage);
   } else {
     runStage(StageTool::LowerCpu, module, stage);
+  }
+  return module;
+}
+
+} // namespace
+
+std::string compileCacheDirectory() {
+  std::filesystem::path directory;
+  if (const char *configured = std::getenv("MLPIPE_CACHE_DIR"); configured && *configured)
+    directory = configured;
+  else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    directory = std::filesystem::path(xdg) / "mlpipe";
+  else if (const char *home = std::getenv("HOME"); home && *home)
+    directory = std::filesystem::path(home) / ".cache" / "mlpipe";
+  else
+    return "";
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  return error ? "" : directory.string();
+}
+
+MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options) {
+  std::string traced = fe::emitMlir(program);
+  std::string cached;
+  if (options.diskCache) {
+    std::string directory = compileCacheDirectory();
+    if (!directory.empty()) {
+      std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
+                        builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
+                        options.chip + options.toolkit;
+      cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, hashText(key));
+    }
+  }
+  if (!cached.empty() && std::filesystem::exists(cached)) {
+    try {
+      return MlirModule::parse(readInput(cached), cached);
+    } catch (const Error &) {
+      // A damaged cache entry is recompiled and rewritten.
+    }
+  }
+  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options);
+  if (!cached.empty()) {
+    try {
+      writeOutput(cached, module.print());
+    } catch (const Error &) {
+      // The cache is an optimisation: a full disk must not stop the run.
+    }
   }
   return module;
 }

@@ -2,11 +2,30 @@
 
 #include "compiler/compiler.h"
 #include "frontend/mlir_emitter.h"
+#include "models/gpt2.h"
+#include "models/gpt2_weights.h"
+#include "support/error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mlpipe {
 
 std::string trace(const TraceRequest &request) {
-  fe::Program program = traceUnitKernel(request.program, request.kernel);
+  fe::Program program;
+  if (request.program == "gpt2") {
+    if (!request.kernel.shapes.empty())
+      fail("gpt2 takes --seq and --config, not --shape");
+    program = traceGpt2(resolveGpt2Config(request.config), parseGpt2Mode(request.mode), request.seq,
+                        request.kernel.dtype);
+  } else if (isUnitKernel(request.program)) {
+    program = traceUnitKernel(request.program, request.kernel);
+  } else {
+    std::vector<std::string> names;
+    for (auto &kernel : unitKernels())
+      names.push_back(kernel.name);
+    fail("unknown program '{}': expected one of {}, gpt2", request.program, fmt::join(names, ", "));
+  }
   MlirModule module = MlirModule::parse(fe::emitMlir(program), request.program + ".traced.mlir");
   return module.print();
 }

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace mlpipe::fe {
 
@@ -181,8 +182,12 @@ private:
       if (live_[id])
         continue;
       live_[id] = true;
-      for (int operand : graph_.node(id).operands)
-        work.push_back(operand);
+      // A reshape of a transpose reads the transpose's source itself.
+      if (auto source = transposeUnderReshape(id))
+        work.push_back(*source);
+      else
+        for (int operand : graph_.node(id).operands)
+          work.push_back(operand);
     }
   }
 
@@ -281,6 +286,8 @@ private:
     case OpKind::MatMul:
       return emitMatMul(id);
     case OpKind::Reshape: {
+      if (transposeUnderReshape(id))
+        return emitTransposingReshape(id);
       const Node &source = graph_.node(node.operands[0]);
       names_[id] = reshapeValue(value(node.operands[0]), source.shape, node.shape, node.dtype);
       return;
@@ -292,6 +299,80 @@ private:
     case OpKind::Gather:
       return emitGather(id);
     }
+  }
+
+  // For reshape(transpose(x)) whose reshape only merges or splits
+  // neighbouring dimensions: the id of x. Such a pair is emitted as one
+  // linalg.generic that reads x through div/mod indexing, never as a
+  // transpose plus tensor.collapse_shape: elementwise fusion would fold that
+  // collapse into a consuming matmul and turn the matmul into a generic
+  // contraction.
+  std::optional<int> transposeUnderReshape(int id) const {
+    const Node &node = graph_.node(id);
+    if (node.kind != OpKind::Reshape || graph_.node(node.operands[0]).kind != OpKind::Transpose)
+      return std::nullopt;
+    const Node &transpose = graph_.node(node.operands[0]);
+    Reassociation groups;
+    bool regroups = transpose.shape.size() > node.shape.size() ? groupDimensions(node.shape, transpose.shape, groups)
+                                                               : groupDimensions(transpose.shape, node.shape, groups);
+    if (!regroups || transpose.shape.size() == node.shape.size())
+      return std::nullopt;
+    return transpose.operands[0];
+  }
+
+  // out = reshape(transpose(x, perm), shape) as one generic over out's
+  // dimensions: each transposed index is a div/mod of out's indices (or a
+  // sum of them), and x's index is that index permuted back.
+  void emitTransposingReshape(int id) {
+    const Node &node = graph_.node(id);
+    const Node &transpose = graph_.node(node.operands[0]);
+    int source = transpose.operands[0];
+    const Shape &mid = transpose.shape, &out = node.shape;
+    std::vector<std::string> midIndex(mid.size());
+    Reassociation groups;
+    if (mid.size() > out.size()) { // merging: out dim g covers mid dims groups[g]
+      groupDimensions(out, mid, groups);
+      for (size_t g = 0; g < groups.size(); ++g) {
+        int64_t after = 1;
+        for (size_t i = groups[g].size(); i-- > 0;) {
+          int64_t dim = groups[g][i];
+          std::string expr = after == 1 ? fmt::format("d{}", g) : fmt::format("(d{} floordiv {})", g, after);
+          midIndex[dim] = i == 0 ? expr : fmt::format("{} mod {}", expr, mid[dim]);
+          after *= mid[dim];
+        }
+      }
+    } else { // splitting: mid dim g is covered by out dims groups[g]
+      groupDimensions(mid, out, groups);
+      for (size_t g = 0; g < groups.size(); ++g) {
+        int64_t after = 1;
+        std::vector<std::string> terms;
+        for (size_t i = groups[g].size(); i-- > 0;) {
+          int64_t dim = groups[g][i];
+          terms.push_back(after == 1 ? fmt::format("d{}", dim) : fmt::format("d{} * {}", dim, after));
+          after *= out[dim];
+        }
+        midIndex[g] = fmt::format("{}", fmt::join(terms, " + "));
+      }
+    }
+    // mid dim i is source dim perm[i].
+    std::vector<std::string> sourceIndex(mid.size());
+    for (size_t i = 0; i < mid.size(); ++i)
+      sourceIndex[transpose.ints[i]] = midIndex[i];
+    std::vector<std::string> dims;
+    for (size_t i = 0; i < out.size(); ++i)
+      dims.push_back(fmt::format("d{}", i));
+    std::string sourceMap =
+        fmt::format("affine_map<({}) -> ({})>", fmt::join(dims, ", "), fmt::join(sourceIndex, ", "));
+    std::string init = emptyTensor(out, node.dtype);
+    std::string name = fresh(), in = fresh(), outArg = fresh();
+    std::string et = elementType(id);
+    line("{} = linalg.generic {{indexing_maps = [{}, {}], iterator_types = {}}} ins({} : {}) outs({} : {}) {{", name,
+         sourceMap, identityMap(out.size()), parallelIterators(out.size()), value(source), type(source), init,
+         type(id));
+    line("^bb0({}: {}, {}: {}):", in, et, outArg, et);
+    line("  linalg.yield {} : {}", in, et);
+    line("}} -> {}", type(id));
+    names_[id] = name;
   }
 
   void emitElementwise(int id) {

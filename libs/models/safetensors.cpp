@@ -1,6 +1,8 @@
 // .safetensors header checks and tensor reads; see safetensors.h.
 #include "models/safetensors.h"
 
+#include "support/output_file.h"
+
 #include "models/json_text.h"
 #include "support/error.h"
 
@@ -274,6 +276,55 @@ HostTensor SafetensorsFile::readExpecting(const std::string &name, const Shape &
     fail("{}: tensor '{}' has shape {}, expected {}", source_, name, formatShape(tensorInfo.shape),
          formatShape(expected));
   return read(name);
+}
+
+namespace {
+
+const char *safetensorsDtype(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return "F32";
+  case DType::f64:
+    return "F64";
+  case DType::i32:
+    return "I32";
+  case DType::i64:
+    return "I64";
+  }
+  return "";
+}
+
+} // namespace
+
+void writeSafetensors(const std::string &path, const std::map<std::string, HostTensor> &tensors) {
+  auto aligned = [](uint64_t offset) { return (offset + 7) / 8 * 8; };
+  std::string header = "{";
+  uint64_t offset = 0;
+  for (auto &[name, tensor] : tensors) {
+    std::string shape;
+    for (int64_t dim : tensor.shape())
+      shape += (shape.empty() ? "" : ",") + std::to_string(dim);
+    offset = aligned(offset);
+    header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                          header.size() > 1 ? "," : "", name, safetensorsDtype(tensor.dtype()), shape, offset,
+                          offset + tensor.byteSize());
+    offset += tensor.byteSize();
+  }
+  header += "}";
+  // Spaces pad the header so the data section starts 8-byte aligned.
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  uint64_t length = header.size();
+  for (int i = 0; i < 8; ++i)
+    file[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  file += header;
+  size_t dataStart = file.size();
+  file.reserve(dataStart + offset);
+  for (auto &[name, tensor] : tensors) {
+    file.resize(dataStart + aligned(file.size() - dataStart), '\0');
+    file.append(static_cast<const char *>(tensor.data()), tensor.byteSize());
+  }
+  writeOutput(path, file);
 }
 
 } // namespace mlpipe

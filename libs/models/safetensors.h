@@ -66,4 +66,8 @@ private:
   std::map<std::string, std::string> metadata_;
 };
 
+// Writes tensors (f32, f64, i32, i64) as a .safetensors file, atomically,
+// names in sorted order and each tensor's data 8-byte aligned.
+void writeSafetensors(const std::string &path, const std::map<std::string, HostTensor> &tensors);
+
 } // namespace mlpipe

@@ -8,11 +8,12 @@
 
 int main(int argc, char **argv) {
   CLI::App app{"Trace a tensor program to linalg-on-tensors MLIR.\n"
-               "Programs: gelu softmax layernorm matmul gather attention."};
+               "Programs: gelu softmax layernorm matmul gather attention, and gpt2."};
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
-             "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir");
+             "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
+             "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm");
   mlpipe::TraceRequest request;
   std::vector<std::string> shapes;
   std::string dtype = "f32", output = "-";
@@ -21,6 +22,11 @@ int main(int argc, char **argv) {
   app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
+  app.add_option("--mode", request.mode, "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project)")
+      ->check(CLI::IsMember({"fused", "sublayer"}))
+      ->capture_default_str();
+  app.add_option("--config", request.config, "gpt2: tiny, 124M or a config.json")->capture_default_str();
+  app.add_option("--seq", request.seq, "gpt2: token positions")->capture_default_str();
   app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return mlpipe::runTool("trace", [&] {

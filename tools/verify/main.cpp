@@ -1,6 +1,8 @@
 // verify: compare two .npy files, or check compiled kernels against the
 // float64 reference on fresh random inputs.
+#include "driver/model_options.h"
 #include "driver/verify.h"
+#include "driver/verify_gpt2.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
 #include "support/tool.h"
@@ -12,11 +14,14 @@ int main(int argc, char **argv) {
                "  verify A.npy B.npy       compare two arrays (numpy allclose): PASS or FAIL\n"
                "  verify KERNEL...         compile each kernel, run it on fresh random inputs and compare\n"
                "                           with the float64 reference (KERNEL may be 'all')\n"
+               "  verify gpt2              greedy steps after a prompt, each compared with the float64\n"
+               "                           reference: embedding, block residuals, logits and token\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
   app.footer("Examples:\n"
              "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
              "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
-             "  verify all --target cpu");
+             "  verify all --target cpu\n"
+             "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
   std::vector<std::string> what;
   double rtol = 1e-5, atol = 1e-8;
   std::vector<std::string> shapes;
@@ -24,7 +29,7 @@ int main(int argc, char **argv) {
   mlpipe::KernelVerifyRequest request;
   uint64_t seed = 0;
   double tolerance = 0;
-  app.add_option("what", what, "Two .npy files, or kernel names")->required();
+  app.add_option("what", what, "Two .npy files, kernel names, or gpt2")->required();
   app.add_option("--rtol", rtol, "Files: relative tolerance")->capture_default_str();
   app.add_option("--atol", atol, "Files: absolute tolerance")->capture_default_str();
   app.add_option("--shape", shapes, "Kernels: shape of each input in order");
@@ -36,8 +41,16 @@ int main(int argc, char **argv) {
   app.add_option("--chip", request.chip, "Kernels on the GPU: chip to compile for")->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
-  auto *seedOption = app.add_option("--seed", seed, "Kernels: seed of the random inputs (default: fresh)");
+  auto *seedOption = app.add_option("--seed", seed, "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)");
   auto *toleranceOption = app.add_option("--tolerance", tolerance, "Kernels: bound on ||out-ref||/||ref||");
+  mlpipe::Gpt2VerifyRequest gpt2;
+  std::string gpt2Mode = "sublayer";
+  app.add_option("--steps", gpt2.steps, "gpt2: greedy steps")->capture_default_str();
+  app.add_option("--mode", gpt2Mode, "gpt2: sublayer or fused")->check(CLI::IsMember({"sublayer", "fused"}))->capture_default_str();
+  app.add_option("--weights", gpt2.model.weights, "gpt2: synthetic or a model.safetensors")->capture_default_str();
+  app.add_option("--config", gpt2.model.config, "gpt2: tiny, 124M or a config.json");
+  app.add_option("--prompt", gpt2.model.prompt, "gpt2: the prompt (default: ten tokens)");
+  app.add_option("--save-weights", gpt2.saveWeights, "gpt2: also write the weights used as .safetensors");
   CLI11_PARSE(app, argc, argv);
 
   bool pass = false;
@@ -47,6 +60,15 @@ int main(int argc, char **argv) {
         bool files = what.size() == 2 && what[0].ends_with(".npy") && what[1].ends_with(".npy");
         if (files) {
           pass = mlpipe::verifyFiles(what[0], what[1], rtol, atol);
+          return;
+        }
+        if (what.size() == 1 && what[0] == "gpt2") {
+          mlpipe::ModelFlags flags{target, gpt2Mode};
+          gpt2.model.run.compile.chip = request.chip;
+          if (*seedOption)
+            gpt2.model.seed = seed;
+          mlpipe::applyModelFlags(gpt2.model, flags);
+          pass = mlpipe::verifyGpt2(gpt2);
           return;
         }
         request.kernels = what;

@@ -1,0 +1,74 @@
+#include "driver/bench.h"
+
+#include "runtime/mgpu_runtime.h"
+#include "support/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+
+namespace mlpipe {
+
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+} // namespace
+
+void benchGpt2(const BenchRequest &request) {
+  if (request.repeat <= 0 || request.warmup < 0)
+    fail("--repeat must be positive and --warmup not negative");
+  Gpt2Weights weights = loadGpt2Weights(request.model.weights, request.model.config, request.model.seed);
+  const Gpt2Config &config = weights.config();
+  Target target = request.model.run.compile.target;
+  std::cout << fmt::format("bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up\n",
+                           config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description(),
+                           targetName(target), target == Target::Gpu ? " (" + gpu::deviceName() + ")" : "",
+                           request.repeat, request.warmup);
+  std::cout << fmt::format("{:<9} {:>6} {:>12} {:>12} {:>12}\n", "mode", "T", "median ms", "min ms", "compile ms");
+  std::mt19937 generator(12345);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
+  for (Gpt2Mode mode : request.modes) {
+    Gpt2RunOptions options = request.model.run;
+    options.mode = mode;
+    std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, options);
+    for (int64_t length : request.lengths) {
+      if (length > config.nCtx)
+        fail("T={} is longer than the model's context of {}", length, config.nCtx);
+      std::vector<int32_t> tokens(static_cast<size_t>(length));
+      for (int32_t &id : tokens)
+        id = token(generator);
+      double compileBefore = runner->timing().compileMs;
+      runner->prepare(length);
+      double compileMs = runner->timing().compileMs - compileBefore;
+      for (int i = 0; i < request.warmup; ++i)
+        runner->forward(tokens, false, false);
+      std::vector<double> times;
+      for (int i = 0; i < request.repeat; ++i) {
+        if (target == Target::Gpu) {
+          gpu::EventTimer timer;
+          timer.start();
+          runner->forward(tokens, false, false);
+          timer.stop();
+          times.push_back(timer.milliseconds());
+        } else {
+          auto start = std::chrono::steady_clock::now();
+          runner->forward(tokens, false, false);
+          times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        }
+      }
+      std::cout << fmt::format("{:<9} {:>6} {:>12.3f} {:>12.3f} {:>12.0f}\n",
+                               mode == Gpt2Mode::Fused ? "fused" : "sublayer", length, median(times),
+                               *std::min_element(times.begin(), times.end()), compileMs);
+    }
+  }
+}
+
+} // namespace mlpipe

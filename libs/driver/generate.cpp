@@ -1,0 +1,69 @@
+#include "driver/generate.h"
+
+#include "models/tokenizer.h"
+#include "support/error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+
+namespace mlpipe {
+
+std::vector<int32_t> promptTokens(const std::string &prompt, int64_t continuation, const Gpt2Config &config) {
+  if (prompt.empty())
+    fail("the prompt is empty: give some text to continue");
+  Gpt2Tokenizer tokenizer = Gpt2Tokenizer::fromDirectory(Gpt2Tokenizer::defaultDirectory());
+  std::vector<int32_t> ids = tokenizer.encode(prompt);
+  int64_t count = static_cast<int64_t>(ids.size());
+  if (count > config.nCtx)
+    fail("the prompt is {} tokens, longer than the model's context of {}", count, config.nCtx);
+  if (count + continuation > config.nCtx)
+    fail("the prompt's {} tokens and {} more would not fit the model's context of {}", count, continuation,
+         config.nCtx);
+  for (int32_t id : ids)
+    if (id >= config.vocabSize)
+      fail("the prompt has token {}, outside the model's vocabulary of {}", id, config.vocabSize);
+  return ids;
+}
+
+int32_t greedyToken(const HostTensor &logits, int64_t row) {
+  int64_t width = logits.shape().back();
+  const float *values = logits.as<float>() + row * width;
+  int64_t best = 0;
+  for (int64_t i = 1; i < width; ++i)
+    if (values[i] > values[best])
+      best = i;
+  return static_cast<int32_t>(best);
+}
+
+void generate(const GenerateRequest &request, std::ostream &out) {
+  if (request.tokens < 0)
+    fail("--tokens must not be negative");
+  auto start = std::chrono::steady_clock::now();
+  Gpt2Weights weights = loadGpt2Weights(request.weights, request.config, request.seed);
+  std::vector<int32_t> tokens = promptTokens(request.prompt, request.tokens, weights.config());
+  Gpt2Tokenizer tokenizer = Gpt2Tokenizer::fromDirectory(Gpt2Tokenizer::defaultDirectory());
+  double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, request.run);
+  out << request.prompt << std::flush;
+  for (int64_t step = 0; step < request.tokens; ++step) {
+    int32_t next = greedyToken(runner->forward(tokens, /*everyRow=*/false, /*capture=*/false).logits, 0);
+    tokens.push_back(next);
+    out << tokenizer.decodeToken(next) << std::flush;
+  }
+  const Gpt2Timing &timing = runner->timing();
+  out << "\n\n"
+      << fmt::format("{} tokens, {} mode on the {}, {}\n", request.tokens,
+                     request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer",
+                     targetName(request.run.compile.target), weights.description())
+      << fmt::format("  compile {:9.1f} ms  ({} shape{}: {})\n", timing.compileMs, timing.compiledLengths.size(),
+                     timing.compiledLengths.size() == 1 ? "" : "s", fmt::join(timing.compiledLengths, ", "))
+      << fmt::format("  run     {:9.1f} ms  ({:.2f} ms per token)\n", timing.runMs,
+                     timing.forwards ? timing.runMs / timing.forwards : 0.0)
+      << fmt::format("  weights {:9.1f} ms  (loading {:.1f} ms, to the {} {:.1f} ms)\n", loadMs + timing.uploadMs,
+                     loadMs, targetName(request.run.compile.target), timing.uploadMs);
+}
+
+} // namespace mlpipe

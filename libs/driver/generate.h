@@ -1,0 +1,31 @@
+// generate's body: greedy decoding from a prompt, printing the text as it
+// goes, then a timing summary that splits compiling from running.
+#pragma once
+
+#include "driver/gpt2_runner.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace mlpipe {
+
+struct GenerateRequest {
+  std::string prompt;
+  int64_t tokens = 10;
+  Gpt2RunOptions run;
+  std::string weights = "synthetic"; // or a model.safetensors path
+  std::string config;                // tiny, 124M, a config.json; default: 124M or beside the weights
+  uint64_t seed = 1;                 // synthetic weights
+};
+
+void generate(const GenerateRequest &request, std::ostream &out);
+
+// The prompt's token ids, refusing an empty prompt and one that, with
+// `continuation` more tokens, does not fit the context.
+std::vector<int32_t> promptTokens(const std::string &prompt, int64_t continuation, const Gpt2Config &config);
+
+// argmax of one row of logits (the first maximum on ties).
+int32_t greedyToken(const HostTensor &logits, int64_t row);
+
+} // namespace mlpipe

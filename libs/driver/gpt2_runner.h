@@ -1,0 +1,62 @@
+// Running GPT-2 forward passes, one strategy per trace mode behind a
+// factory (as XLA picks an emitter per fusion):
+//
+//   SublayerRunner  embed, attend, feedforward and project compiled once per
+//                   sequence length; a host loop calls attend/feedforward
+//                   per block with that block's weights, the residual
+//                   staying in target memory between calls, so every
+//                   block's residual can be captured;
+//   FusedRunner     the whole forward pass as one compiled function taking
+//                   every parameter; only the logits come back.
+//
+// Both pad the token ids to paddedLength() (the next power of two), compile
+// each padded length once (and keep it on disk), and upload the weights to
+// the target once.
+#pragma once
+
+#include "driver/compile.h"
+#include "models/gpt2.h"
+#include "models/gpt2_weights.h"
+#include "support/host_tensor.h"
+
+#include <memory>
+#include <vector>
+
+namespace mlpipe {
+
+struct Gpt2RunOptions {
+  Gpt2Mode mode = Gpt2Mode::Sublayer;
+  CompileOptions compile;
+};
+
+struct ForwardResult {
+  HostTensor logits;                // [rows, vocab]: every real position, or the last one
+  std::vector<HostTensor> captured; // with capture, sublayer mode: embedding, then each block's residual [T, C]
+};
+
+struct Gpt2Timing {
+  double compileMs = 0;  // tracing, compiling and loading modules
+  double runMs = 0;      // forward passes, host wall clock
+  double uploadMs = 0;   // copying the weights to the target
+  std::vector<int64_t> compiledLengths;
+  int forwards = 0;
+};
+
+class Gpt2Runner {
+public:
+  virtual ~Gpt2Runner() = default;
+  // The logits of the last token, or with `everyRow` of every token; with
+  // `capture` (sublayer mode) also the embedding and the block residuals.
+  virtual ForwardResult forward(const std::vector<int32_t> &tokens, bool everyRow, bool capture) = 0;
+  // Compiles the module for this many tokens now (benchmarks keep compile
+  // time out of their numbers this way).
+  virtual void prepare(int64_t tokens) = 0;
+  const Gpt2Timing &timing() const { return timing_; }
+
+protected:
+  Gpt2Timing timing_;
+};
+
+std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Weights &weights, const Gpt2RunOptions &options);
+
+} // namespace mlpipe

@@ -1,0 +1,34 @@
+#include "driver/model_options.h"
+
+#include "runtime/mgpu_runtime.h"
+
+namespace mlpipe {
+
+void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags, bool withMode) {
+  app.add_option("--weights", request.weights, "synthetic, or a Hugging Face GPT-2 model.safetensors")
+      ->capture_default_str();
+  app.add_option("--config", request.config,
+                 "tiny, 124M or a config.json (default: 124M, or the config.json beside --weights)");
+  app.add_option("--seed", request.seed, "Seed of the synthetic weights")->capture_default_str();
+  app.add_option("--target", flags.target, "gpu or cpu (default: gpu when there is one)")
+      ->check(CLI::IsMember({"gpu", "cpu"}));
+  app.add_option("--chip", request.run.compile.chip, "GPU to compile for")->capture_default_str();
+  if (withMode)
+    app.add_option("--mode", flags.mode, "sublayer (a host loop over compiled blocks) or fused (one function)")
+        ->check(CLI::IsMember({"sublayer", "fused"}))
+        ->capture_default_str();
+}
+
+Target resolveTarget(const std::string &target) {
+  if (target.empty())
+    return gpu::available() ? Target::Gpu : Target::Cpu;
+  return target == "gpu" ? Target::Gpu : Target::Cpu;
+}
+
+void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
+  request.run.mode = parseGpt2Mode(flags.mode);
+  request.run.compile.target = resolveTarget(flags.target);
+  request.run.compile.diskCache = true;
+}
+
+} // namespace mlpipe

@@ -1,0 +1,50 @@
+// GPT-2, written once as a NumPy-style forward pass over the front end.
+//
+//   x = wte[ids] + wpe[:T]                                  embed
+//   for each block:
+//     x = x + c_proj(attention(split_heads(c_attn(ln_1(x)))))  attend
+//     x = x + mlp.c_proj(gelu(c_fc(ln_2(x))))                  feedforward
+//   logits = ln_f(x) @ wte^T                                project
+//
+// The same functions build every form it is traced in:
+//   fused     one function "gpt2" taking ids and every parameter by its
+//             Hugging Face name (h.3.attn.c_attn.weight, ...), returning the
+//             logits of every position;
+//   sublayer  four functions, embed, attend, feedforward and project, each
+//             compiled once and called from a host loop over the blocks;
+//   reference the fused graph with probes on the embedding and every
+//             block's residual, evaluated in float64.
+#pragma once
+
+#include "frontend/graph.h"
+#include "models/gpt2_config.h"
+
+#include <string>
+#include <vector>
+
+namespace mlpipe {
+
+struct ParameterSpec {
+  std::string name; // Hugging Face name, e.g. "h.0.ln_1.weight"
+  Shape shape;      // Conv1D weights are [in, out]
+};
+
+// Every parameter of the model in a fixed order: wte, wpe, the blocks, ln_f.
+std::vector<ParameterSpec> gpt2Parameters(const Gpt2Config &config);
+// The parameters of one block, without the "h.N." prefix ("ln_1.weight", ...).
+std::vector<ParameterSpec> blockParameters(const Gpt2Config &config);
+
+// The program forms; `length` is the (padded) number of token positions.
+enum class Gpt2Mode { Fused, Sublayer };
+Gpt2Mode parseGpt2Mode(const std::string &name); // "fused" | "sublayer"
+fe::Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType dtype = DType::f32);
+
+// The fused graph with probes "embedding" and "blocks.N.residual", for the
+// reference.
+fe::Program traceGpt2Reference(const Gpt2Config &config, int64_t length);
+
+// The next power of two >= length, at most the context: the sequence length
+// compiled for `length` tokens, so generation compiles few shapes.
+int64_t paddedLength(int64_t length, const Gpt2Config &config);
+
+} // namespace mlpipe
