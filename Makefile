@@ -6,6 +6,10 @@
 #                   there is one, else on the CPU; synthetic 124M weights unless
 #                   WEIGHTS=path/to/model.safetensors (config.json beside it)
 #   make kernels    the six unit kernels through the pipeline to PTX checked by ptxas
+#   make test-sanitized  the CPU test suite built with AddressSanitizer and
+#                   UndefinedBehaviorSanitizer (in build-sanitized/)
+#   make fuzz       every fuzz target for FUZZ_SECONDS each (clang, libFuzzer;
+#                   in build-fuzz/)
 #
 # The kernel recipes are the tools' own shell pipelines.
 
@@ -23,7 +27,12 @@ WEIGHTS ?= synthetic
 MODE ?= sublayer
 CONFIG ?=
 
-.PHONY: all build test demo kernels clean
+SANITIZED ?= build-sanitized
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZERS := npy safetensors gpt2_config bpe_loader tokenizer_encode cli_syntax
+
+.PHONY: all build test demo kernels test-sanitized fuzz clean
 
 all: build
 
@@ -50,7 +59,29 @@ $(OUT)/%.$(CHIP).mlir: build
 $(OUT)/%.$(CHIP).ptx-check: $(OUT)/%.$(CHIP).mlir
 	ptx-check --chip $(CHIP) $< > $@.tmp && mv $@.tmp $@
 
+# Everything but the GPU tests, built with ASan and UBSan: the CPU path,
+# the JIT included, runs instrumented.
+test-sanitized:
+	cmake -S . -B $(SANITIZED) -G Ninja -DMLPIPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(SANITIZED) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(SANITIZED) --output-on-failure -j $(JOBS) -LE gpu
+
+# Each fuzz target for FUZZ_SECONDS, starting from its corpus in
+# testdata/fuzz (new inputs go to a scratch copy, not the source tree).
+fuzz:
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DMLPIPE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@for target in $(FUZZERS); do \
+	  rm -rf $(FUZZ_BUILD)/corpus/$$target && mkdir -p $(FUZZ_BUILD)/corpus/$$target $(FUZZ_BUILD)/crashes && \
+	  echo "fuzz-$$target: $(FUZZ_SECONDS) s" && \
+	  $(FUZZ_BUILD)/bin/fuzz-$$target -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crashes/$$target- $(FUZZ_BUILD)/corpus/$$target testdata/fuzz/$$target \
+	    2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY|Test unit written" || true; \
+	  if ls $(FUZZ_BUILD)/crashes/$$target-* >/dev/null 2>&1; then echo "fuzz-$$target found a crash"; exit 1; fi; \
+	done
+
 .PRECIOUS: $(OUT)/%.$(CHIP).mlir
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SANITIZED) $(FUZZ_BUILD)

