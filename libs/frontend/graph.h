@@ -46,6 +46,9 @@ double applyUnary(UnaryFn fn, double x);
 double applyBinary(BinaryFn fn, double a, double b);
 
 struct Node {
+  Node(OpKind kind, int fn = 0, std::vector<int> operands = {}, Shape shape = {}, DType dtype = DType::f32)
+      : kind(kind), fn(fn), operands(std::move(operands)), shape(std::move(shape)), dtype(dtype) {}
+
   OpKind kind;
   int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
   std::vector<int> operands;  // node ids

@@ -116,7 +116,8 @@ Executable Executable::load(MlirModule module) {
   if (stage != Stage::GpuBinary && stage != Stage::CpuLowered)
     fail("the module is {}, but running needs a lowered module (what lower-nvvm or lower-cpu writes)",
          stageName(stage));
-  auto impl = std::make_unique<Impl>(Impl{std::move(module), stage == Stage::GpuBinary ? Target::Gpu : Target::Cpu});
+  auto impl = std::make_unique<Impl>(
+      Impl{std::move(module), stage == Stage::GpuBinary ? Target::Gpu : Target::Cpu, {}, nullptr});
   impl->entries = entrySignatures(impl->module);
   if (impl->entries.empty())
     fail("the module has no entry function (one with mlpipe.inputs, as trace writes)");
