@@ -21,6 +21,9 @@ config.substitutions.append(("%testdata", os.path.join(config.mlpipe_source_dir,
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
 
+if os.path.exists(os.path.join(config.llvm_tools_dir, "llvm-as")):
+    config.available_features.add("llvm-as")
+
 # "gpu" when the run tool finds a usable GPU (it loads the driver itself).
 run_tool = os.path.join(config.mlpipe_tools_dir, "run")
 if os.path.exists(run_tool):

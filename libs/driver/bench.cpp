@@ -2,25 +2,15 @@
 
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
+#include "support/statistics.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <random>
 
 namespace mlpipe {
-
-namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-} // namespace
 
 void benchGpt2(const BenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0)
@@ -51,19 +41,8 @@ void benchGpt2(const BenchRequest &request) {
       for (int i = 0; i < request.warmup; ++i)
         runner->forward(tokens, false, false);
       std::vector<double> times;
-      for (int i = 0; i < request.repeat; ++i) {
-        if (target == Target::Gpu) {
-          gpu::EventTimer timer;
-          timer.start();
-          runner->forward(tokens, false, false);
-          timer.stop();
-          times.push_back(timer.milliseconds());
-        } else {
-          auto start = std::chrono::steady_clock::now();
-          runner->forward(tokens, false, false);
-          times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-        }
-      }
+      for (int i = 0; i < request.repeat; ++i)
+        times.push_back(timeOnTarget(target, [&] { runner->forward(tokens, false, false); }));
       std::cout << fmt::format("{:<9} {:>6} {:>12.3f} {:>12.3f} {:>12.0f}\n",
                                mode == Gpt2Mode::Fused ? "fused" : "sublayer", length, median(times),
                                *std::min_element(times.begin(), times.end()), compileMs);

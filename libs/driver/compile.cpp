@@ -2,6 +2,7 @@
 
 #include "frontend/mlir_emitter.h"
 #include "support/output_file.h"
+#include "support/statistics.h"
 
 #include <fmt/format.h>
 
@@ -11,15 +12,6 @@
 namespace mlpipe {
 
 namespace {
-
-// FNV-1a over the text: cheap, and a collision would need the same
-// 64-bit hash from two different programs.
-uint64_t hashText(const std::string &text) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text)
-    hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
 
 MlirModule lower(MlirModule module, const CompileOptions &options) {
   StageOptions stage;
@@ -62,7 +54,7 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
                         options.chip + options.toolkit;
-      cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, hashText(key));
+      cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }
   if (!cached.empty() && std::filesystem::exists(cached)) {

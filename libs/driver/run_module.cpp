@@ -7,12 +7,12 @@
 #include "support/error.h"
 #include "support/npy.h"
 #include "support/output_file.h"
+#include "support/statistics.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -60,26 +60,6 @@ void poison(void *data, const TensorSpec &spec) {
     std::fill_n(static_cast<double *>(data), count, NAN);
   else
     std::memset(data, 0xA5, static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// Milliseconds of one call: CUDA events on the GPU, the host clock on the CPU.
-double timeCall(const Executable &executable, const EntrySignature &entry, const std::vector<void *> &buffers) {
-  if (executable.target() == Target::Gpu) {
-    gpu::EventTimer timer;
-    timer.start();
-    executable.call(entry, buffers);
-    timer.stop();
-    return timer.milliseconds();
-  }
-  auto start = std::chrono::steady_clock::now();
-  executable.call(entry, buffers);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 } // namespace
@@ -133,7 +113,7 @@ void runModule(const RunRequest &request) {
     if (request.repeat > 0) {
       std::vector<double> times;
       for (int i = 0; i < request.repeat; ++i)
-        times.push_back(timeCall(executable, entry, pointers));
+        times.push_back(timeOnTarget(executable.target(), [&] { executable.call(entry, pointers); }));
       std::cout << fmt::format("{}: median {:.4f} ms over {} runs on the {} ({})\n", entry.name, median(times),
                                request.repeat, targetName(executable.target()),
                                executable.target() == Target::Gpu ? "CUDA events" : "host clock");

@@ -3,6 +3,7 @@
 #include "models/gpt2.h"
 #include "models/safetensors.h"
 #include "support/error.h"
+#include "support/statistics.h"
 
 #include <cmath>
 #include <filesystem>
@@ -11,14 +12,6 @@
 namespace mlpipe {
 
 namespace {
-
-// FNV-1a: a stable hash of a name (std::hash may differ between builds).
-uint64_t stableHash(const std::string &text) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text)
-    hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
 
 bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;

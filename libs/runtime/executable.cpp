@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -183,6 +184,19 @@ void Executable::call(const EntrySignature &entry, const std::vector<void *> &bu
     fail("calling {} failed: {}", entry.name, llvm::toString(std::move(error)));
   if (impl_->target == Target::Gpu)
     gpu::synchronize();
+}
+
+double timeOnTarget(Target target, const std::function<void()> &work) {
+  if (target == Target::Gpu) {
+    gpu::EventTimer timer;
+    timer.start();
+    work();
+    timer.stop();
+    return timer.milliseconds();
+  }
+  auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 // ---- TargetBuffer ---------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "compiler/compiler.h"
 #include "support/tensor_types.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,10 @@ private:
   explicit Executable(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Milliseconds `work` takes on the target: GPU time between two CUDA events
+// on the default stream (launch gaps included), or the host clock on the CPU.
+double timeOnTarget(Target target, const std::function<void()> &work);
 
 // A buffer where a target's code can read and write it: managed memory for
 // the GPU, 64-byte aligned host memory for the CPU. Freed on destruction.
