@@ -25,10 +25,12 @@ void benchGpt2(const BenchRequest &request) {
   std::cout << fmt::format("{:<9} {:>6} {:>12} {:>12} {:>12}\n", "mode", "T", "median ms", "min ms", "compile ms");
   std::mt19937 generator(12345);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
+  // Uploaded once, shared by the runner of each mode.
+  std::shared_ptr<const TargetWeights> onTarget = TargetWeights::upload(weights, target);
   for (Gpt2Mode mode : request.modes) {
     Gpt2RunOptions options = request.model.run;
     options.mode = mode;
-    std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, options);
+    std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(config, onTarget, options);
     for (int64_t length : request.lengths) {
       if (length > config.nCtx)
         fail("T={} is longer than the model's context of {}", length, config.nCtx);

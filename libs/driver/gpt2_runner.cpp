@@ -15,35 +15,17 @@ double millisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The weights, copied once into memory the target's code can read.
-class WeightStore {
-public:
-  WeightStore(const Gpt2Weights &weights, Target target) {
-    for (auto &[name, tensor] : weights.tensors()) {
-      TargetBuffer buffer(target, tensor.byteSize());
-      std::memcpy(buffer.data(), tensor.data(), tensor.byteSize());
-      if (target == Target::Gpu)
-        gpu::prefetchToDevice(buffer.data(), tensor.byteSize());
-      buffers_.emplace(name, std::move(buffer));
-    }
-  }
-  void *operator[](const std::string &name) const {
-    auto found = buffers_.find(name);
-    if (found == buffers_.end())
-      fail("no weight named '{}'", name);
-    return found->second.data();
-  }
-
-private:
-  std::map<std::string, TargetBuffer> buffers_;
-};
-
 // What both strategies share: weights on the target, one compiled module
 // and one set of activation buffers per padded length.
 class RunnerBase : public Gpt2Runner {
 public:
-  RunnerBase(const Gpt2Weights &weights, const Gpt2RunOptions &options)
-      : config_(weights.config()), options_(options), weights_(uploaded(weights, options.compile.target)) {}
+  RunnerBase(const Gpt2Config &config, std::shared_ptr<const TargetWeights> weights, const Gpt2RunOptions &options)
+      : config_(config), options_(options), weights_(std::move(weights)) {
+    if (weights_->target() != options.compile.target)
+      fail("the weights were uploaded for the {}, not the {}", targetName(weights_->target()),
+           targetName(options.compile.target));
+    timing_.uploadMs = weights_->uploadMs();
+  }
 
   void prepare(int64_t tokens) override { compiled(paddedLength(tokens, config_)); }
 
@@ -104,7 +86,7 @@ protected:
     std::vector<void *> pointers;
     for (const TensorSpec &spec : entry.inputs) {
       auto found = bound.find(spec.name);
-      pointers.push_back(found != bound.end() ? found->second : weights_[weightPrefix + spec.name]);
+      pointers.push_back(found != bound.end() ? found->second : (*weights_)[weightPrefix + spec.name]);
     }
     for (const TensorSpec &spec : entry.outputs)
       pointers.push_back(bound.at(spec.name + ":out"));
@@ -113,16 +95,8 @@ protected:
 
   Gpt2Config config_;
   Gpt2RunOptions options_;
-  WeightStore weights_;
+  std::shared_ptr<const TargetWeights> weights_;
   std::map<int64_t, Compiled> modules_;
-
-private:
-  WeightStore uploaded(const Gpt2Weights &weights, Target target) {
-    auto start = std::chrono::steady_clock::now();
-    WeightStore store(weights, target);
-    timing_.uploadMs = millisecondsSince(start);
-    return store;
-  }
 };
 
 class FusedRunner final : public RunnerBase {
@@ -176,10 +150,37 @@ public:
 
 } // namespace
 
-std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Weights &weights, const Gpt2RunOptions &options) {
+std::shared_ptr<const TargetWeights> TargetWeights::upload(const Gpt2Weights &weights, Target target) {
+  auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<TargetWeights> uploaded(new TargetWeights);
+  uploaded->target_ = target;
+  for (auto &[name, tensor] : weights.tensors()) {
+    TargetBuffer buffer(target, tensor.byteSize());
+    std::memcpy(buffer.data(), tensor.data(), tensor.byteSize());
+    if (target == Target::Gpu)
+      gpu::prefetchToDevice(buffer.data(), tensor.byteSize());
+    uploaded->buffers_.emplace(name, std::move(buffer));
+  }
+  uploaded->uploadMs_ = millisecondsSince(start);
+  return uploaded;
+}
+
+void *TargetWeights::operator[](const std::string &name) const {
+  auto found = buffers_.find(name);
+  if (found == buffers_.end())
+    fail("no weight named '{}'", name);
+  return found->second.data();
+}
+
+std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Config &config, std::shared_ptr<const TargetWeights> weights,
+                                           const Gpt2RunOptions &options) {
   if (options.mode == Gpt2Mode::Fused)
-    return std::make_unique<FusedRunner>(weights, options);
-  return std::make_unique<SublayerRunner>(weights, options);
+    return std::make_unique<FusedRunner>(config, std::move(weights), options);
+  return std::make_unique<SublayerRunner>(config, std::move(weights), options);
+}
+
+std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Weights &weights, const Gpt2RunOptions &options) {
+  return makeGpt2Runner(weights.config(), TargetWeights::upload(weights, options.compile.target), options);
 }
 
 } // namespace mlpipe

@@ -19,7 +19,9 @@
 #include "models/gpt2_weights.h"
 #include "support/host_tensor.h"
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace mlpipe {
@@ -42,6 +44,23 @@ struct Gpt2Timing {
   int forwards = 0;
 };
 
+// The weights, copied once into memory the target's code can read (managed
+// memory prefetched to the GPU, or host memory), shared by every runner of
+// the process.
+class TargetWeights {
+public:
+  static std::shared_ptr<const TargetWeights> upload(const Gpt2Weights &weights, Target target);
+  void *operator[](const std::string &name) const;
+  Target target() const { return target_; }
+  double uploadMs() const { return uploadMs_; }
+
+private:
+  TargetWeights() = default;
+  Target target_ = Target::Cpu;
+  double uploadMs_ = 0;
+  std::map<std::string, TargetBuffer> buffers_;
+};
+
 class Gpt2Runner {
 public:
   virtual ~Gpt2Runner() = default;
@@ -57,6 +76,9 @@ protected:
   Gpt2Timing timing_;
 };
 
+std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Config &config, std::shared_ptr<const TargetWeights> weights,
+                                           const Gpt2RunOptions &options);
+// Uploads the weights for this runner alone.
 std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Weights &weights, const Gpt2RunOptions &options);
 
 } // namespace mlpipe
