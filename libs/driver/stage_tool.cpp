@@ -1,6 +1,10 @@
 #include "driver/stage_tool.h"
 
 #include "support/output_file.h"
+#include "support/tool.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 namespace mlpipe {
 
@@ -10,6 +14,26 @@ void runStageTool(StageTool tool, const std::string &input, const std::string &o
   MlirModule module = MlirModule::parse(readInput(input), bufferName(input));
   runStage(tool, module, options);
   writeOutput(output, module.print());
+}
+
+int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, const char *example) {
+  const char *name = stageToolName(tool);
+  CLI::App app{summary};
+  app.footer(fmt::format("Example:\n  {}\n\nThe pass pipeline is pipelines/{}.pipeline; --pipeline FILE runs another.",
+                         example, name));
+  std::string input = "-", output = "-";
+  StageOptions options;
+  app.add_option("input", input, "MLIR file, or - for stdin")->capture_default_str();
+  app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
+  app.add_option("--pipeline", options.pipelineFile, "Run this pipeline file instead of the built-in one");
+  if (tool == StageTool::LowerNvvm) {
+    app.add_option("--chip", options.chip, "Target GPU, e.g. sm_75, sm_90")->capture_default_str();
+    app.add_option("--opt", options.optLevel, "Optimisation level 0-3")->capture_default_str();
+    app.add_option("--format", options.format, "isa (PTX text), bin (cubin) or fatbin")->capture_default_str();
+    app.add_option("--toolkit", options.toolkit, "CUDA toolkit root (default: $CUDA_HOME, else the build's)");
+  }
+  CLI11_PARSE(app, argc, argv);
+  return runTool(name, [&] { runStageTool(tool, input, output, options); });
 }
 
 } // namespace mlpipe
