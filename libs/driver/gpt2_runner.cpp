@@ -29,11 +29,26 @@ public:
 
   void prepare(int64_t tokens) override { compiled(paddedLength(tokens, config_)); }
 
+  // Compiles on first use of a length (timed as compile), then runs the
+  // strategy's pass (timed as run).
+  ForwardResult forward(const std::vector<int32_t> &tokens, bool everyRow, bool capture) final {
+    int64_t count = static_cast<int64_t>(tokens.size()), length = paddedLength(count, config_);
+    Compiled &module = compiled(length);
+    auto start = std::chrono::steady_clock::now();
+    ForwardResult result = run(module, tokens, length, everyRow, capture);
+    timing_.runMs += millisecondsSince(start);
+    ++timing_.forwards;
+    return result;
+  }
+
 protected:
   struct Compiled {
     Executable executable;
     std::map<std::string, TargetBuffer> activations; // by name, per length
   };
+
+  virtual ForwardResult run(Compiled &module, const std::vector<int32_t> &tokens, int64_t length, bool everyRow,
+                            bool capture) = 0;
 
   Compiled &compiled(int64_t length) {
     auto found = modules_.find(length);
@@ -103,16 +118,12 @@ class FusedRunner final : public RunnerBase {
 public:
   using RunnerBase::RunnerBase;
 
-  ForwardResult forward(const std::vector<int32_t> &tokens, bool everyRow, bool capture) override {
-    int64_t count = static_cast<int64_t>(tokens.size()), length = paddedLength(count, config_);
-    Compiled &module = compiled(length);
-    auto start = std::chrono::steady_clock::now();
+protected:
+  ForwardResult run(Compiled &module, const std::vector<int32_t> &tokens, int64_t length, bool everyRow,
+                    bool /*capture*/) override {
     void *logits = activation(module, "logits", {length, config_.vocabSize}, DType::f32);
     call(module, "gpt2", {{"ids", ids(module, tokens, length)}, {"logits:out", logits}}, "");
-    ForwardResult result{logitsOf(logits, count, everyRow), {}};
-    timing_.runMs += millisecondsSince(start);
-    ++timing_.forwards;
-    return result;
+    return {logitsOf(logits, static_cast<int64_t>(tokens.size()), everyRow), {}};
   }
 };
 
@@ -120,10 +131,10 @@ class SublayerRunner final : public RunnerBase {
 public:
   using RunnerBase::RunnerBase;
 
-  ForwardResult forward(const std::vector<int32_t> &tokens, bool everyRow, bool capture) override {
-    int64_t count = static_cast<int64_t>(tokens.size()), length = paddedLength(count, config_);
-    Compiled &module = compiled(length);
-    auto start = std::chrono::steady_clock::now();
+protected:
+  ForwardResult run(Compiled &module, const std::vector<int32_t> &tokens, int64_t length, bool everyRow,
+                    bool capture) override {
+    int64_t count = static_cast<int64_t>(tokens.size());
     Shape residual{length, config_.nEmbd};
     // The residual stream alternates between two buffers on the target.
     void *x = activation(module, "x0", residual, DType::f32);
@@ -142,8 +153,6 @@ public:
     }
     call(module, "project", {{"x", x}, {"logits:out", logits}}, "");
     result.logits = logitsOf(logits, count, everyRow);
-    timing_.runMs += millisecondsSince(start);
-    ++timing_.forwards;
     return result;
   }
 };

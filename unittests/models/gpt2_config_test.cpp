@@ -2,23 +2,18 @@
 #define BOOST_TEST_MODULE gpt2_config
 #include <boost/test/unit_test.hpp>
 
+#include "test_support.h"
+
 #include "models/gpt2_config.h"
 #include "support/error.h"
 
 #include <functional>
 
 using namespace mlpipe;
+using mlpipe::testing::messageOf;
 
 namespace {
 
-std::string messageOf(const std::function<void()> &action) {
-  try {
-    action();
-  } catch (const Error &error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 const char *kSmallConfig = R"({"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 100, "n_positions": 32})";
 

@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE safetensors
 #include <boost/test/unit_test.hpp>
 
+#include "test_support.h"
+
 #include "models/safetensors.h"
 #include "support/error.h"
 #include "support/output_file.h"
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 using namespace mlpipe;
+using mlpipe::testing::messageOf;
+using mlpipe::testing::rng;
 namespace fs = std::filesystem;
 
 namespace {
@@ -83,14 +87,6 @@ double halfValue(uint16_t half) {
   return sign * std::ldexp(1024 + mantissa, exponent - 25);
 }
 
-std::string messageOf(const std::function<void()> &action) {
-  try {
-    action();
-  } catch (const Error &error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 void refusedWith(const std::string &bytes, const std::string &needle) {
   std::string message = messageOf([&] { SafetensorsFile::fromBytes(bytes, "model.safetensors"); });
@@ -102,14 +98,6 @@ std::string oneEntry(const std::string &entry, size_t dataSize = 16) {
   return fileWithHeader("{\"t\": " + entry + "}", std::string(dataSize, '\0'));
 }
 
-std::mt19937 &rng() {
-  static std::mt19937 generator = [] {
-    unsigned seed = std::random_device{}();
-    BOOST_TEST_MESSAGE("random seed " << seed);
-    return std::mt19937(seed);
-  }();
-  return generator;
-}
 
 } // namespace
 

@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE tokenizer
 #include <boost/test/unit_test.hpp>
 
+#include "test_support.h"
+
 #include "models/tokenizer.h"
 #include "support/error.h"
 #include "support/output_file.h"
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 using namespace mlpipe;
+using mlpipe::testing::messageOf;
 namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
@@ -145,14 +148,6 @@ std::string randomBytes(std::mt19937 &rng, size_t maxLength) {
   return text;
 }
 
-std::string messageOf(const std::function<void()> &action) {
-  try {
-    action();
-  } catch (const Error &error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 } // namespace
 

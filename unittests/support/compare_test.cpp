@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE compare
 #include <boost/test/unit_test.hpp>
 
+#include "test_support.h"
+
 #include "support/compare.h"
 #include "support/error.h"
 #include "support/host_tensor.h"
@@ -12,6 +14,7 @@
 #include <random>
 
 using namespace mlpipe;
+using mlpipe::testing::rng;
 
 namespace {
 
@@ -19,14 +22,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A fresh seed every run, logged so that a failure can be replayed.
-std::mt19937 &rng() {
-  static std::mt19937 generator = [] {
-    unsigned seed = std::random_device{}();
-    BOOST_TEST_MESSAGE("random seed " << seed);
-    return std::mt19937(seed);
-  }();
-  return generator;
-}
 
 // Random values in [1, 100) with random signs: never zero, so relative
 // errors are always defined.

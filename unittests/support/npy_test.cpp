@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE npy
 #include <boost/test/unit_test.hpp>
 
+#include "test_support.h"
+
 #include "support/error.h"
 #include "support/host_tensor.h"
 #include "support/npy.h"
@@ -24,6 +26,7 @@
 #include <random>
 
 using namespace mlpipe;
+using mlpipe::testing::rng;
 namespace fs = std::filesystem;
 
 // Every allocation in this executable goes through here, so a test can ask
@@ -48,14 +51,6 @@ namespace {
 constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64};
 
 // A fresh seed every run, logged so that a failure can be replayed.
-std::mt19937 &rng() {
-  static std::mt19937 generator = [] {
-    unsigned seed = std::random_device{}();
-    BOOST_TEST_MESSAGE("random seed " << seed);
-    return std::mt19937(seed);
-  }();
-  return generator;
-}
 
 // Random, never-zero values across the dtype's range, so that a reader that
 // drops or misplaces bytes cannot pass by reading zeros.
