@@ -10,10 +10,10 @@
 
 namespace mlpipe {
 
-std::vector<int32_t> promptTokens(const std::string &prompt, int64_t continuation, const Gpt2Config &config) {
+std::vector<int32_t> promptTokens(const std::string &prompt, int64_t continuation, const Gpt2Config &config,
+                                  const Gpt2Tokenizer &tokenizer) {
   if (prompt.empty())
     fail("the prompt is empty: give some text to continue");
-  Gpt2Tokenizer tokenizer = Gpt2Tokenizer::fromDirectory(Gpt2Tokenizer::defaultDirectory());
   std::vector<int32_t> ids = tokenizer.encode(prompt);
   int64_t count = static_cast<int64_t>(ids.size());
   if (count > config.nCtx)
@@ -42,8 +42,8 @@ void generate(const GenerateRequest &request, std::ostream &out) {
     fail("--tokens must not be negative");
   auto start = std::chrono::steady_clock::now();
   Gpt2Weights weights = loadGpt2Weights(request.weights, request.config, request.seed);
-  std::vector<int32_t> tokens = promptTokens(request.prompt, request.tokens, weights.config());
   Gpt2Tokenizer tokenizer = Gpt2Tokenizer::fromDirectory(Gpt2Tokenizer::defaultDirectory());
+  std::vector<int32_t> tokens = promptTokens(request.prompt, request.tokens, weights.config(), tokenizer);
   double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, request.run);

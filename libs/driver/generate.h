@@ -3,6 +3,7 @@
 #pragma once
 
 #include "driver/gpt2_runner.h"
+#include "models/tokenizer.h"
 
 #include <cstdint>
 #include <ostream>
@@ -23,7 +24,8 @@ void generate(const GenerateRequest &request, std::ostream &out);
 
 // The prompt's token ids, refusing an empty prompt and one that, with
 // `continuation` more tokens, does not fit the context.
-std::vector<int32_t> promptTokens(const std::string &prompt, int64_t continuation, const Gpt2Config &config);
+std::vector<int32_t> promptTokens(const std::string &prompt, int64_t continuation, const Gpt2Config &config,
+                                  const Gpt2Tokenizer &tokenizer);
 
 // argmax of one row of logits (the first maximum on ties).
 int32_t greedyToken(const HostTensor &logits, int64_t row);

@@ -42,8 +42,8 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
     weights.save(request.saveWeights);
   const Gpt2Config &config = weights.config();
   std::string prompt = model.prompt.empty() ? kDefaultGpt2Prompt : model.prompt;
-  std::vector<int32_t> tokens = promptTokens(prompt, request.steps, config);
   Gpt2Tokenizer tokenizer = Gpt2Tokenizer::fromDirectory(Gpt2Tokenizer::defaultDirectory());
+  std::vector<int32_t> tokens = promptTokens(prompt, request.steps, config, tokenizer);
   bool sublayer = model.run.mode == Gpt2Mode::Sublayer;
 
   ref::Values referenceWeights;
