@@ -109,7 +109,8 @@ struct BlasMatmulsPass : mlir::PassWrapper<BlasMatmulsPass, mlir::OperationPass<
     mlir::OpBuilder builder = mlir::OpBuilder::atBlockBegin(module.getBody());
     auto i32 = builder.getI32Type();
     auto ptr = mlir::LLVM::LLVMPointerType::get(builder.getContext());
-    auto type = builder.getFunctionType({i32, i32, i32, i32, i32, i32, element, ptr, i32, ptr, i32, element, ptr, i32}, {});
+    auto type =
+        builder.getFunctionType({i32, i32, i32, i32, i32, i32, element, ptr, i32, ptr, i32, element, ptr, i32}, {});
     auto function = mlir::func::FuncOp::create(builder, module.getLoc(), name, type);
     function.setPrivate();
     return function;
@@ -140,7 +141,8 @@ struct BlasMatmulsPass : mlir::PassWrapper<BlasMatmulsPass, mlir::OperationPass<
       auto metadata = mlir::memref::ExtractStridedMetadataOp::create(builder, loc, memref);
       mlir::Value address = mlir::memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, memref);
       mlir::Value address64 = mlir::arith::IndexCastOp::create(builder, loc, builder.getI64Type(), address);
-      mlir::Value base = mlir::LLVM::IntToPtrOp::create(builder, loc, mlir::LLVM::LLVMPointerType::get(builder.getContext()), address64);
+      mlir::Value base = mlir::LLVM::IntToPtrOp::create(
+          builder, loc, mlir::LLVM::LLVMPointerType::get(builder.getContext()), address64);
       mlir::Value batchStride = rank == 3 ? metadata.getStrides()[0] : mlir::Value();
       return Pointer{base, metadata.getOffset(), batchStride};
     };
@@ -159,10 +161,17 @@ struct BlasMatmulsPass : mlir::PassWrapper<BlasMatmulsPass, mlir::OperationPass<
       mlir::Value args[] = {i32(kCblasRowMajor),
                             i32(a.layout.transposed ? kCblasTrans : kCblasNoTrans),
                             i32(b.layout.transposed ? kCblasTrans : kCblasNoTrans),
-                            i32(m), i32(n), i32(k), one,
-                            elementPointer(pa, batchIndex), i32(a.layout.leadingDimension),
-                            elementPointer(pb, batchIndex), i32(b.layout.leadingDimension), one,
-                            elementPointer(pc, batchIndex), i32(c.layout.leadingDimension)};
+                            i32(m),
+                            i32(n),
+                            i32(k),
+                            one,
+                            elementPointer(pa, batchIndex),
+                            i32(a.layout.leadingDimension),
+                            elementPointer(pb, batchIndex),
+                            i32(b.layout.leadingDimension),
+                            one,
+                            elementPointer(pc, batchIndex),
+                            i32(c.layout.leadingDimension)};
       mlir::func::CallOp::create(builder, loc, gemm, args);
     };
 

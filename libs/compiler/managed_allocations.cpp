@@ -27,16 +27,13 @@
 namespace mlpipe {
 namespace {
 
-struct ManagedAllocationsPass
-    : mlir::PassWrapper<ManagedAllocationsPass, mlir::OperationPass<mlir::ModuleOp>> {
+struct ManagedAllocationsPass : mlir::PassWrapper<ManagedAllocationsPass, mlir::OperationPass<mlir::ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ManagedAllocationsPass)
   llvm::StringRef getArgument() const final { return "mlpipe-managed-allocations"; }
   llvm::StringRef getDescription() const final {
     return "Host memref.alloc/dealloc to gpu.alloc host_shared / gpu.dealloc";
   }
-  void getDependentDialects(mlir::DialectRegistry &registry) const final {
-    registry.insert<mlir::gpu::GPUDialect>();
-  }
+  void getDependentDialects(mlir::DialectRegistry &registry) const final { registry.insert<mlir::gpu::GPUDialect>(); }
 
   void runOnOperation() final {
     for (auto function : getOperation().getOps<mlir::func::FuncOp>()) {

@@ -52,8 +52,8 @@ MlirModule MlirModule::parse(std::string_view text, const std::string &bufferNam
   mlir::MLIRContext &ctx = compilerContext();
   DiagnosticCollector diagnostics(ctx);
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()), bufferName),
-                               llvm::SMLoc());
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(text.data(), text.size()), bufferName), llvm::SMLoc());
   mlir::ParserConfig config(&ctx);
   auto module = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, config);
   if (!module)

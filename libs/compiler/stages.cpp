@@ -74,11 +74,10 @@ std::string defaultCudaToolkit() {
 }
 
 void checkChip(const std::string &chip) {
-  static const std::set<std::string> known = {"sm_50",  "sm_52",   "sm_53",  "sm_60",   "sm_61",  "sm_62",
-                                              "sm_70",  "sm_72",   "sm_75",  "sm_80",   "sm_86",  "sm_87",
-                                              "sm_89",  "sm_90",   "sm_90a", "sm_100",  "sm_100a", "sm_101",
-                                              "sm_101a", "sm_103", "sm_103a", "sm_120", "sm_120a", "sm_121",
-                                              "sm_121a"};
+  static const std::set<std::string> known = {"sm_50",  "sm_52",   "sm_53",   "sm_60",  "sm_61",   "sm_62",  "sm_70",
+                                              "sm_72",  "sm_75",   "sm_80",   "sm_86",  "sm_87",   "sm_89",  "sm_90",
+                                              "sm_90a", "sm_100",  "sm_100a", "sm_101", "sm_101a", "sm_103", "sm_103a",
+                                              "sm_120", "sm_120a", "sm_121",  "sm_121a"};
   if (!known.count(chip))
     fail("unknown chip '{}': expected an NVIDIA compute capability such as sm_75, sm_80 or sm_90", chip);
 }
@@ -158,7 +157,8 @@ std::string checkedToolkit(const StageOptions &options) {
 }
 
 std::string pipelineText(StageTool tool, const StageOptions &options) {
-  std::string text = options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
+  std::string text =
+      options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
   std::map<std::string, std::string> values;
   if (tool == StageTool::LowerNvvm) {
     checkChip(options.chip);

@@ -134,7 +134,8 @@ std::string kernelText(int64_t rank, mlir::Type element) {
   std::string text = kKernelTemplate;
   replaceAll(text, "@NAME@", kernelSuffix(rank, element));
   replaceAll(text, "@MEMREF@",
-             batched ? "memref<?x?x?x@ELT@, strided<[?, ?, ?], offset: ?>>" : "memref<?x?x@ELT@, strided<[?, ?], offset: ?>>");
+             batched ? "memref<?x?x?x@ELT@, strided<[?, ?, ?], offset: ?>>"
+                     : "memref<?x?x@ELT@, strided<[?, ?], offset: ?>>");
   replaceAll(text, "@ELT@", os.str());
   replaceAll(text, "@BATCH@", batched ? "%batch = gpu.block_id z" : "");
   replaceAll(text, "@B@", batched ? "%batch, " : "");
@@ -153,8 +154,8 @@ struct TiledMatmulsPass : mlir::PassWrapper<TiledMatmulsPass, mlir::OperationPas
     return "Replace floating-point linalg.matmul/batch_matmul with shared-memory tiled GPU kernels";
   }
   void getDependentDialects(mlir::DialectRegistry &registry) const final {
-    registry.insert<mlir::gpu::GPUDialect, mlir::scf::SCFDialect, mlir::arith::ArithDialect,
-                    mlir::memref::MemRefDialect>();
+    registry
+        .insert<mlir::gpu::GPUDialect, mlir::scf::SCFDialect, mlir::arith::ArithDialect, mlir::memref::MemRefDialect>();
   }
 
   void runOnOperation() final {
@@ -215,10 +216,10 @@ struct TiledMatmulsPass : mlir::PassWrapper<TiledMatmulsPass, mlir::OperationPas
     llvm::SmallVector<mlir::Value> args;
     for (mlir::Value operand : op->getOperands()) {
       auto type = mlir::cast<mlir::MemRefType>(operand.getType());
-      auto layout = mlir::StridedLayoutAttr::get(builder.getContext(), dynamic,
-                                                 llvm::SmallVector<int64_t>(rank, dynamic));
-      auto stridedType = mlir::MemRefType::get(llvm::SmallVector<int64_t>(rank, dynamic), type.getElementType(),
-                                               layout, type.getMemorySpace());
+      auto layout =
+          mlir::StridedLayoutAttr::get(builder.getContext(), dynamic, llvm::SmallVector<int64_t>(rank, dynamic));
+      auto stridedType = mlir::MemRefType::get(llvm::SmallVector<int64_t>(rank, dynamic), type.getElementType(), layout,
+                                               type.getMemorySpace());
       args.push_back(mlir::memref::CastOp::create(builder, loc, stridedType, operand));
     }
     // Grid: ceil(N / 16) x ceil(M / 16) x batch.

@@ -181,7 +181,6 @@ struct TransposedOperandViewsPass
     }
     return writesIt;
   }
-
 };
 
 } // namespace

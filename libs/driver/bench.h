@@ -11,7 +11,7 @@
 namespace mlpipe {
 
 struct BenchRequest {
-  GenerateRequest model;         // weights, config, seed, target, chip (mode ignored)
+  GenerateRequest model; // weights, config, seed, target, chip (mode ignored)
   std::vector<Gpt2Mode> modes = {Gpt2Mode::Sublayer, Gpt2Mode::Fused};
   std::vector<int64_t> lengths = {16, 64, 256, 1024};
   int warmup = 3;

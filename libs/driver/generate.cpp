@@ -56,8 +56,8 @@ void generate(const GenerateRequest &request, std::ostream &out) {
   const Gpt2Timing &timing = runner->timing();
   out << "\n\n"
       << fmt::format("{} tokens, {} mode on the {}, {}\n", request.tokens,
-                     request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer",
-                     targetName(request.run.compile.target), weights.description())
+                     request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer", targetName(request.run.compile.target),
+                     weights.description())
       << fmt::format("  compile {:9.1f} ms  ({} shape{}: {})\n", timing.compileMs, timing.compiledLengths.size(),
                      timing.compiledLengths.size() == 1 ? "" : "s", fmt::join(timing.compiledLengths, ", "))
       << fmt::format("  run     {:9.1f} ms  ({:.2f} ms per token)\n", timing.runMs,

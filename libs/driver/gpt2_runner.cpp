@@ -90,8 +90,7 @@ protected:
   }
 
   HostTensor logitsOf(const void *buffer, int64_t tokens, bool everyRow) const {
-    return everyRow ? rowsOf(buffer, 0, tokens, config_.vocabSize)
-                    : rowsOf(buffer, tokens - 1, 1, config_.vocabSize);
+    return everyRow ? rowsOf(buffer, 0, tokens, config_.vocabSize) : rowsOf(buffer, tokens - 1, 1, config_.vocabSize);
   }
 
   // Calls `entry` with inputs bound by name: activations first, then weights.

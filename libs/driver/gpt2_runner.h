@@ -37,9 +37,9 @@ struct ForwardResult {
 };
 
 struct Gpt2Timing {
-  double compileMs = 0;  // tracing, compiling and loading modules
-  double runMs = 0;      // forward passes, host wall clock
-  double uploadMs = 0;   // copying the weights to the target
+  double compileMs = 0; // tracing, compiling and loading modules
+  double runMs = 0;     // forward passes, host wall clock
+  double uploadMs = 0;  // copying the weights to the target
   std::vector<int64_t> compiledLengths;
   int forwards = 0;
 };

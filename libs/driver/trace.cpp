@@ -16,8 +16,8 @@ std::string trace(const TraceRequest &request) {
   if (request.program == "gpt2") {
     if (!request.kernel.shapes.empty())
       fail("gpt2 takes --seq and --config, not --shape");
-    program = traceGpt2(resolveGpt2Config(request.config), parseGpt2Mode(request.mode), request.seq,
-                        request.kernel.dtype);
+    program =
+        traceGpt2(resolveGpt2Config(request.config), parseGpt2Mode(request.mode), request.seq, request.kernel.dtype);
   } else if (isUnitKernel(request.program)) {
     program = traceUnitKernel(request.program, request.kernel);
   } else {

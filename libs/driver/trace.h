@@ -8,8 +8,8 @@
 namespace mlpipe {
 
 struct TraceRequest {
-  std::string program;   // a unit kernel name, or gpt2
-  KernelOptions kernel;  // shapes, dtype, batch, heads
+  std::string program;  // a unit kernel name, or gpt2
+  KernelOptions kernel; // shapes, dtype, batch, heads
   // gpt2 only:
   std::string mode = "fused";  // fused or sublayer
   std::string config = "124M"; // tiny, 124M or a config.json

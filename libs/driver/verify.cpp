@@ -140,16 +140,15 @@ bool verifyKernels(const KernelVerifyRequest &request) {
                            kernels.size() == 1 ? kernels[0] : std::to_string(kernels.size()) + " kernels",
                            targetName(request.target), request.target == Target::Gpu ? " (" + request.chip + ")" : "",
                            dtypeName(request.options.dtype), seed);
-  std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", "inputs", "output",
-                           "rel error", "max abs err", "unwritten", "result");
+  std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", "inputs", "output", "rel error",
+                           "max abs err", "unwritten", "result");
   bool allPass = true;
   for (const std::string &kernel : kernels) {
     std::string inputs;
     for (const OutputCheck &check : checkKernel(kernel, request, seed, inputs)) {
       allPass &= check.pass;
       std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", kernel, inputs, check.output,
-                               check.relativeError, check.maxAbsError, check.unwritten,
-                               check.pass ? "PASS" : "FAIL");
+                               check.relativeError, check.maxAbsError, check.unwritten, check.pass ? "PASS" : "FAIL");
     }
   }
   std::cout << (allPass ? "PASS\n" : "FAIL\n");

@@ -88,7 +88,9 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
     bool tokenMatches = token == referenceToken;
     matches += tokenMatches;
     bool pass = tokenMatches && stepEmbedding.pass && stepResiduals.pass && stepLogits.pass;
-    auto cell = [&](const Miss &miss) { return sublayer ? fmt::format("{:11.3e}", miss.maxAbs) : fmt::format("{:>11}", "-"); };
+    auto cell = [&](const Miss &miss) {
+      return sublayer ? fmt::format("{:11.3e}", miss.maxAbs) : fmt::format("{:>11}", "-");
+    };
     std::cout << fmt::format("{:>4} {:>6} {:>8} {:>8} {} {} {:11.3e}  {}\n", step, count, token, referenceToken,
                              cell(stepEmbedding), cell(stepResiduals), stepLogits.maxAbs, pass ? "PASS" : "FAIL");
     embeddingMiss.maxAbs = std::max(embeddingMiss.maxAbs, stepEmbedding.maxAbs);

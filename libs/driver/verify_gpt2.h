@@ -12,9 +12,9 @@
 namespace mlpipe {
 
 struct Gpt2VerifyRequest {
-  GenerateRequest model;     // weights, config, seed, mode, target
+  GenerateRequest model; // weights, config, seed, mode, target
   int64_t steps = 10;
-  std::string saveWeights;   // when set, the weights used are also written there
+  std::string saveWeights; // when set, the weights used are also written there
   double tolerance = 3e-4;
 };
 

@@ -233,8 +233,7 @@ Tensor Graph::slice(Tensor x, int64_t axis, int64_t start, int64_t length) {
   checkOwned(x, "slice");
   int64_t normalized = normalizeAxis(axis, x.rank(), "slice");
   if (start < 0 || length <= 0 || start + length > x.shape()[normalized])
-    fail("slice [{}, {}) is out of range for axis {} of size {}", start, start + length, axis,
-         x.shape()[normalized]);
+    fail("slice [{}, {}) is out of range for axis {} of size {}", start, start + length, axis, x.shape()[normalized]);
   Shape shape = x.shape();
   shape[normalized] = length;
   Node node{OpKind::Slice, 0, {x.id()}, shape, x.dtype()};
@@ -301,15 +300,11 @@ Tensor minimum(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Min, a, b
 
 Tensor sum(Tensor x, int64_t axis, bool keepdims) { return x.graph().reduce(ReduceFn::Sum, x, axis, keepdims); }
 Tensor max(Tensor x, int64_t axis, bool keepdims) { return x.graph().reduce(ReduceFn::Max, x, axis, keepdims); }
-Tensor mean(Tensor x, int64_t axis, bool keepdims) {
-  return sum(x, axis, keepdims) / static_cast<double>(x.dim(axis));
-}
+Tensor mean(Tensor x, int64_t axis, bool keepdims) { return sum(x, axis, keepdims) / static_cast<double>(x.dim(axis)); }
 
 Tensor matmul(Tensor a, Tensor b) { return a.graph().matmul(a, b); }
 Tensor reshape(Tensor x, Shape shape) { return x.graph().reshape(x, std::move(shape)); }
-Tensor transpose(Tensor x, std::vector<int64_t> permutation) {
-  return x.graph().transpose(x, std::move(permutation));
-}
+Tensor transpose(Tensor x, std::vector<int64_t> permutation) { return x.graph().transpose(x, std::move(permutation)); }
 
 Tensor swapLastAxes(Tensor x) {
   if (x.rank() < 2)

@@ -50,14 +50,14 @@ struct Node {
       : kind(kind), fn(fn), operands(std::move(operands)), shape(std::move(shape)), dtype(dtype) {}
 
   OpKind kind;
-  int fn = 0;                 // UnaryFn / BinaryFn / ReduceFn
-  std::vector<int> operands;  // node ids
+  int fn = 0;                // UnaryFn / BinaryFn / ReduceFn
+  std::vector<int> operands; // node ids
   Shape shape;
   DType dtype;
-  std::vector<int64_t> ints;  // axis+keepdims, permutation, slice {axis, start}, triu k,
-                              // and for an index Input the number of rows it indexes
-  double value = 0;           // Constant
-  std::string name;           // Input
+  std::vector<int64_t> ints; // axis+keepdims, permutation, slice {axis, start}, triu k,
+                             // and for an index Input the number of rows it indexes
+  double value = 0;          // Constant
+  std::string name;          // Input
 };
 
 class Graph;

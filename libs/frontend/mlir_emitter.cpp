@@ -255,8 +255,8 @@ private:
     Reassociation groups;
     std::string name = fresh();
     if (from.size() < to.size() && groupDimensions(from, to, groups)) {
-      line("{} = tensor.expand_shape {} {} output_shape [{}] : {} into {}", name, source,
-           formatReassociation(groups), fmt::join(to, ", "), tensorType(from, dtype), tensorType(to, dtype));
+      line("{} = tensor.expand_shape {} {} output_shape [{}] : {} into {}", name, source, formatReassociation(groups),
+           fmt::join(to, ", "), tensorType(from, dtype), tensorType(to, dtype));
       return name;
     }
     if (from.size() > to.size() && groupDimensions(to, from, groups)) {
@@ -405,7 +405,8 @@ private:
     blockArgs.push_back(fmt::format("{}: {}", outArg, elementType(id)));
     std::string init = emptyTensor(node.shape, node.dtype);
     std::string name = fresh();
-    std::string ins = inputs.empty() ? "" : fmt::format("ins({} : {}) ", fmt::join(inputs, ", "), fmt::join(inputTypes, ", "));
+    std::string ins =
+        inputs.empty() ? "" : fmt::format("ins({} : {}) ", fmt::join(inputs, ", "), fmt::join(inputTypes, ", "));
     line("{} = linalg.generic {{indexing_maps = [{}], iterator_types = {}}} {}outs({} : {}) {{", name,
          fmt::join(maps, ", "), parallelIterators(node.shape.size()), ins, init, type(id));
     line("^bb0({}):", fmt::join(blockArgs, ", "));
@@ -475,8 +476,8 @@ private:
     int source = node.operands[0];
     std::string init = emptyTensor(node.shape, node.dtype);
     std::string name = fresh();
-    line("{} = linalg.transpose ins({} : {}) outs({} : {}) permutation = [{}]", name, value(source), type(source),
-         init, type(id), fmt::join(node.ints, ", "));
+    line("{} = linalg.transpose ins({} : {}) outs({} : {}) permutation = [{}]", name, value(source), type(source), init,
+         type(id), fmt::join(node.ints, ", "));
     names_[id] = name;
   }
 

@@ -12,12 +12,18 @@ using namespace fe;
 
 std::vector<ParameterSpec> blockParameters(const Gpt2Config &config) {
   int64_t c = config.nEmbd;
-  return {{"ln_1.weight", {c}},           {"ln_1.bias", {c}},
-          {"attn.c_attn.weight", {c, 3 * c}}, {"attn.c_attn.bias", {3 * c}},
-          {"attn.c_proj.weight", {c, c}}, {"attn.c_proj.bias", {c}},
-          {"ln_2.weight", {c}},           {"ln_2.bias", {c}},
-          {"mlp.c_fc.weight", {c, 4 * c}}, {"mlp.c_fc.bias", {4 * c}},
-          {"mlp.c_proj.weight", {4 * c, c}}, {"mlp.c_proj.bias", {c}}};
+  return {{"ln_1.weight", {c}},
+          {"ln_1.bias", {c}},
+          {"attn.c_attn.weight", {c, 3 * c}},
+          {"attn.c_attn.bias", {3 * c}},
+          {"attn.c_proj.weight", {c, c}},
+          {"attn.c_proj.bias", {c}},
+          {"ln_2.weight", {c}},
+          {"ln_2.bias", {c}},
+          {"mlp.c_fc.weight", {c, 4 * c}},
+          {"mlp.c_fc.bias", {4 * c}},
+          {"mlp.c_proj.weight", {4 * c, c}},
+          {"mlp.c_proj.bias", {c}}};
 }
 
 std::vector<ParameterSpec> gpt2Parameters(const Gpt2Config &config) {

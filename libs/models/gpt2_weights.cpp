@@ -19,8 +19,8 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 
 HostTensor syntheticTensor(const ParameterSpec &spec, const Gpt2Config &config, uint64_t seed) {
   std::mt19937_64 generator(seed ^ stableHash(spec.name));
-  bool layerNormWeight = endsWith(spec.name, "ln_1.weight") || endsWith(spec.name, "ln_2.weight") ||
-                         spec.name == "ln_f.weight";
+  bool layerNormWeight =
+      endsWith(spec.name, "ln_1.weight") || endsWith(spec.name, "ln_2.weight") || spec.name == "ln_f.weight";
   double mean = layerNormWeight ? 1.0 : 0.0;
   double scale = 0.02;
   if (layerNormWeight)
@@ -56,9 +56,8 @@ Gpt2Weights Gpt2Weights::fromSafetensors(const std::string &path, const Gpt2Conf
   weights.config_ = config;
   for (const ParameterSpec &spec : gpt2Parameters(config)) {
     // Some exports keep the "transformer." prefix of GPT2LMHeadModel.
-    std::string name = file.contains(spec.name) || !file.contains("transformer." + spec.name)
-                           ? spec.name
-                           : "transformer." + spec.name;
+    std::string name =
+        file.contains(spec.name) || !file.contains("transformer." + spec.name) ? spec.name : "transformer." + spec.name;
     HostTensor tensor = file.readExpecting(name, spec.shape);
     if (tensor.dtype() != DType::f32)
       fail("{}: tensor '{}' is {}, but mlpipe runs GPT-2 in f32", path, name, dtypeName(tensor.dtype()));

@@ -24,9 +24,9 @@ static_assert(std::endian::native == std::endian::little, "SafetensorsFile assum
 // refuses.
 std::optional<uint64_t> elementSize(std::string_view dtype) {
   static const std::pair<std::string_view, uint64_t> sizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
-      {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},     {"U32", 4},
-      {"F32", 4},  {"I64", 8}, {"U64", 8},  {"F64", 8},     {"C64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+      {"F32", 4},  {"I64", 8}, {"U64", 8}, {"F64", 8},     {"C64", 8}};
   for (const auto &[name, size] : sizes)
     if (dtype == name)
       return size;
@@ -67,8 +67,7 @@ float bfloat16ToFloat(uint16_t bf16) {
   return value;
 }
 
-template <typename Narrow, typename Convert>
-void widenToFloat(const char *bytes, HostTensor &tensor, Convert convert) {
+template <typename Narrow, typename Convert> void widenToFloat(const char *bytes, HostTensor &tensor, Convert convert) {
   float *out = tensor.as<float>();
   for (int64_t i = 0; i < tensor.numel(); ++i) {
     Narrow value;
@@ -142,15 +141,14 @@ SafetensorsFile::TensorInfo parseTensorEntry(const llvm::json::Value &value, con
   try {
     count = numElements(info.shape);
   } catch (const Error &) {
-    fail("{}: tensor '{}' has shape {}, with more elements than fit in 64 bits", source, name,
-         formatShape(info.shape));
+    fail("{}: tensor '{}' has shape {}, with more elements than fit in 64 bits", source, name, formatShape(info.shape));
   }
   uint64_t elements = static_cast<uint64_t>(count);
   if (elements > std::numeric_limits<uint64_t>::max() / *size || elements * *size != info.end - info.begin)
-    fail("{}: tensor '{}' of shape {} and dtype {} needs {} bytes, but its data_offsets {} hold {}", source,
-         name, formatShape(info.shape), info.dtype,
+    fail("{}: tensor '{}' of shape {} and dtype {} needs {} bytes, but its data_offsets {} hold {}", source, name,
+         formatShape(info.shape), info.dtype,
          elements > std::numeric_limits<uint64_t>::max() / *size ? std::string("more than 2^64")
-                                                                  : std::to_string(elements * *size),
+                                                                 : std::to_string(elements * *size),
          describeOffsets(info.begin, info.end), info.end - info.begin);
   return info;
 }
@@ -266,8 +264,8 @@ HostTensor SafetensorsFile::read(const std::string &name) const {
       widenToFloat<uint16_t>(bytes, tensor, bfloat16ToFloat);
     return tensor;
   }
-  fail("{}: tensor '{}' has dtype {}, which mlpipe cannot read (it reads F32, F16, BF16, F64, I32 and I64)",
-       source_, name, dtype);
+  fail("{}: tensor '{}' has dtype {}, which mlpipe cannot read (it reads F32, F16, BF16, F64, I32 and I64)", source_,
+       name, dtype);
 }
 
 HostTensor SafetensorsFile::readExpecting(const std::string &name, const Shape &expected) const {

@@ -83,9 +83,7 @@ std::string spellingOfBytes(std::string_view bytes) {
 // Alternatives are tried in order and the first that matches wins; the
 // functions below do the same over UTF-8 units.
 
-CharClass classAt(std::string_view text, size_t pos) {
-  return unicode::classify(unicode::decodeUtf8At(text, pos));
-}
+CharClass classAt(std::string_view text, size_t pos) { return unicode::classify(unicode::decodeUtf8At(text, pos)); }
 
 // Length of a contraction ('s 't 're 've 'm 'll 'd, lower case only) at the
 // start of `text`, or 0.
@@ -241,8 +239,7 @@ void Gpt2Tokenizer::Tables::loadMerges(std::string_view text, const std::string 
     auto idOf = [&](const std::string &bytes) {
       auto it = idOfBytes.find(bytes);
       if (it == idOfBytes.end())
-        fail("{}: line {} needs the token '{}', which {} lacks", name, lineNumber, spellingOfBytes(bytes),
-             vocabName);
+        fail("{}: line {} needs the token '{}', which {} lacks", name, lineNumber, spellingOfBytes(bytes), vocabName);
       return it->second;
     };
     int32_t leftId = idOf(*left), rightId = idOf(*right), resultId = idOf(*left + *right);
@@ -272,9 +269,7 @@ void Gpt2Tokenizer::Tables::bpe(std::string_view word, std::vector<int32_t> &out
     int64_t left, right;     // symbol positions
     int32_t leftId, rightId; // what the pair held when it was found
     int32_t result;
-    bool operator>(const Candidate &other) const {
-      return rank != other.rank ? rank > other.rank : left > other.left;
-    }
+    bool operator>(const Candidate &other) const { return rank != other.rank ? rank > other.rank : left > other.left; }
   };
 
   const int64_t n = static_cast<int64_t>(word.size());
@@ -306,8 +301,7 @@ void Gpt2Tokenizer::Tables::bpe(std::string_view word, std::vector<int32_t> &out
     for (const Candidate &pair : batch) {
       Symbol &left = symbols[pair.left];
       Symbol &right = symbols[pair.right];
-      if (!left.alive || !right.alive || left.next != pair.right || left.id != pair.leftId ||
-          right.id != pair.rightId)
+      if (!left.alive || !right.alive || left.next != pair.right || left.id != pair.leftId || right.id != pair.rightId)
         continue; // an earlier merge took one of its symbols
       left.id = pair.result;
       left.next = right.next;

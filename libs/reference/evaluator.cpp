@@ -110,7 +110,7 @@ void gemm(const double *a, const double *b, double *c, int64_t batches, int64_t 
   for (int64_t i = 0; i < batches; ++i)
     blas::dgemm()(blas::kRowMajor, blas::kNoTrans, blas::kNoTrans, static_cast<int>(m), static_cast<int>(n),
                   static_cast<int>(k), 1.0, a + i * m * k, static_cast<int>(k), b + (batchedB ? i * k * n : 0),
-                static_cast<int>(n), 0.0, c + i * m * n, static_cast<int>(n));
+                  static_cast<int>(n), 0.0, c + i * m * n, static_cast<int>(n));
 }
 
 Array matmul(const Node &node, const Array &a, const Array &b) {

@@ -60,8 +60,8 @@ bool CudaDriver::resolve(void *&slot, const char *symbol, bool required) {
 }
 
 std::string CudaDriver::missingEntryPoint(const char *symbol) {
-  return "the NVIDIA GPU driver is too old for mlpipe: its libcuda.so.1 (" +
-         driverVersionText(*this) + ") has no " + symbol + "; install a newer driver";
+  return "the NVIDIA GPU driver is too old for mlpipe: its libcuda.so.1 (" + driverVersionText(*this) + ") has no " +
+         symbol + "; install a newer driver";
 }
 
 void CudaDriver::load() {
@@ -73,19 +73,19 @@ void CudaDriver::load() {
   library_ = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!library_) {
     const char *why = dlerror();
-    reason_ = std::string("no NVIDIA GPU driver: ") + name + " could not be loaded (" +
-              (why ? why : "unknown reason") + ")";
+    reason_ =
+        std::string("no NVIDIA GPU driver: ") + name + " could not be loaded (" + (why ? why : "unknown reason") + ")";
     return;
   }
   // cuDriverGetVersion first, so that a missing symbol can be reported with
   // the version of the driver that lacks it.
-  cuDriverGetVersion = reinterpret_cast<decltype(cuDriverGetVersion)>(
-      dlsym(library_, MLPIPE_CUDA_SYMBOL(cuDriverGetVersion)));
+  cuDriverGetVersion =
+      reinterpret_cast<decltype(cuDriverGetVersion)>(dlsym(library_, MLPIPE_CUDA_SYMBOL(cuDriverGetVersion)));
 
   void *slot = nullptr;
-#define MLPIPE_CUDA_RESOLVE(name, required)                                                        \
-  if (!resolve(slot, MLPIPE_CUDA_SYMBOL(name), required))                                          \
-    return;                                                                                        \
+#define MLPIPE_CUDA_RESOLVE(name, required)                                                                            \
+  if (!resolve(slot, MLPIPE_CUDA_SYMBOL(name), required))                                                              \
+    return;                                                                                                            \
   name = reinterpret_cast<decltype(name)>(slot);
 #define MLPIPE_CUDA_RESOLVE_REQUIRED(name) MLPIPE_CUDA_RESOLVE(name, true)
 #define MLPIPE_CUDA_RESOLVE_OPTIONAL(name) MLPIPE_CUDA_RESOLVE(name, false)
@@ -116,8 +116,7 @@ void CudaDriver::load() {
     return;
   }
   if (count == 0) {
-    reason_ = "no usable NVIDIA GPU: the NVIDIA driver (" + driverVersionText(*this) +
-              ") reports no CUDA device";
+    reason_ = "no usable NVIDIA GPU: the NVIDIA driver (" + driverVersionText(*this) + ") reports no CUDA device";
     return;
   }
   available_ = true;
@@ -154,8 +153,8 @@ void CudaDriver::createContext() {
   int count = 0;
   check(cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal_ < 0 || ordinal_ >= count)
-    fail("CUDA device {} was asked for, but the driver reports {} device{} (0 to {})", ordinal_,
-         count, count == 1 ? "" : "s", count - 1);
+    fail("CUDA device {} was asked for, but the driver reports {} device{} (0 to {})", ordinal_, count,
+         count == 1 ? "" : "s", count - 1);
   check(cuDeviceGet(&device_, ordinal_), "cuDeviceGet");
   // The primary context is the one the CUDA runtime and every library in the
   // process share, so mlpipe's memory and modules interoperate with theirs.

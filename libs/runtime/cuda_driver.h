@@ -23,40 +23,40 @@ namespace mlpipe::gpu {
 
 // Entry points without which the runtime cannot work. X(name) is expanded
 // with the plain name; cuda.h's #defines turn it into the versioned one.
-#define MLPIPE_CUDA_REQUIRED_ENTRY_POINTS(X)                                                       \
-  X(cuGetErrorName)                                                                                \
-  X(cuGetErrorString)                                                                              \
-  X(cuInit)                                                                                        \
-  X(cuDriverGetVersion)                                                                            \
-  X(cuDeviceGet)                                                                                   \
-  X(cuDeviceGetCount)                                                                              \
-  X(cuDeviceGetName)                                                                               \
-  X(cuDevicePrimaryCtxRetain)                                                                      \
-  X(cuDevicePrimaryCtxRelease)                                                                     \
-  X(cuCtxSetCurrent)                                                                               \
-  X(cuCtxSynchronize)                                                                              \
-  X(cuModuleLoadDataEx)                                                                            \
-  X(cuModuleLoadData)                                                                              \
-  X(cuModuleUnload)                                                                                \
-  X(cuModuleGetFunction)                                                                           \
-  X(cuLaunchKernel)                                                                                \
-  X(cuFuncSetAttribute)                                                                            \
-  X(cuStreamCreate)                                                                                \
-  X(cuStreamDestroy)                                                                               \
-  X(cuStreamSynchronize)                                                                           \
-  X(cuStreamWaitEvent)                                                                             \
-  X(cuEventCreate)                                                                                 \
-  X(cuEventDestroy)                                                                                \
-  X(cuEventRecord)                                                                                 \
-  X(cuEventSynchronize)                                                                            \
-  X(cuMemAlloc)                                                                                    \
-  X(cuMemAllocManaged)                                                                             \
-  X(cuMemFree)                                                                                     \
-  X(cuMemcpy)                                                                                      \
-  X(cuMemcpyAsync)                                                                                 \
-  X(cuMemsetD32Async)                                                                              \
-  X(cuMemsetD16Async)                                                                              \
-  X(cuMemHostRegister)                                                                             \
+#define MLPIPE_CUDA_REQUIRED_ENTRY_POINTS(X)                                                                           \
+  X(cuGetErrorName)                                                                                                    \
+  X(cuGetErrorString)                                                                                                  \
+  X(cuInit)                                                                                                            \
+  X(cuDriverGetVersion)                                                                                                \
+  X(cuDeviceGet)                                                                                                       \
+  X(cuDeviceGetCount)                                                                                                  \
+  X(cuDeviceGetName)                                                                                                   \
+  X(cuDevicePrimaryCtxRetain)                                                                                          \
+  X(cuDevicePrimaryCtxRelease)                                                                                         \
+  X(cuCtxSetCurrent)                                                                                                   \
+  X(cuCtxSynchronize)                                                                                                  \
+  X(cuModuleLoadDataEx)                                                                                                \
+  X(cuModuleLoadData)                                                                                                  \
+  X(cuModuleUnload)                                                                                                    \
+  X(cuModuleGetFunction)                                                                                               \
+  X(cuLaunchKernel)                                                                                                    \
+  X(cuFuncSetAttribute)                                                                                                \
+  X(cuStreamCreate)                                                                                                    \
+  X(cuStreamDestroy)                                                                                                   \
+  X(cuStreamSynchronize)                                                                                               \
+  X(cuStreamWaitEvent)                                                                                                 \
+  X(cuEventCreate)                                                                                                     \
+  X(cuEventDestroy)                                                                                                    \
+  X(cuEventRecord)                                                                                                     \
+  X(cuEventSynchronize)                                                                                                \
+  X(cuMemAlloc)                                                                                                        \
+  X(cuMemAllocManaged)                                                                                                 \
+  X(cuMemFree)                                                                                                         \
+  X(cuMemcpy)                                                                                                          \
+  X(cuMemcpyAsync)                                                                                                     \
+  X(cuMemsetD32Async)                                                                                                  \
+  X(cuMemsetD16Async)                                                                                                  \
+  X(cuMemHostRegister)                                                                                                 \
   X(cuMemHostUnregister)
 
 // cuDevicePrimaryCtxRelease is resolved but not called: the primary context

@@ -59,7 +59,8 @@ std::vector<TensorSpec> readSpecs(mlir::Operation *function, llvm::StringRef att
     auto shaped = type ? mlir::dyn_cast<mlir::ShapedType>(type.getValue()) : nullptr;
     if (!shaped || !shaped.hasStaticShape())
       fail("entry signature attribute {} is malformed", attribute.str());
-    specs.push_back({name.str(), dtypeOf(shaped.getElementType()), Shape(shaped.getShape().begin(), shaped.getShape().end())});
+    specs.push_back(
+        {name.str(), dtypeOf(shaped.getElementType()), Shape(shaped.getShape().begin(), shaped.getShape().end())});
   }
   return specs;
 }

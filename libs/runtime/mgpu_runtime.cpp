@@ -146,8 +146,7 @@ void release(void *ptr, const char *caller) {
     // Catches double frees and foreign pointers before the driver, which
     // would report them only as an invalid value, or not at all.
     if (!reg.allocations.count(ptr))
-      fail("{}: {} was not allocated by the mlpipe GPU runtime, or was already freed", caller,
-           ptr);
+      fail("{}: {} was not allocated by the mlpipe GPU runtime, or was already freed", caller, ptr);
   }
   checkRelease(driver().cuMemFree(devicePointer(ptr)), "cuMemFree");
   std::lock_guard lock(reg.mutex);
@@ -178,12 +177,10 @@ CUmodule loadModule(const void *image, const int *optLevel) {
   if (!image)
     fail("cannot load a GPU module from a null image");
   char errorLog[8192] = {};
-  CUjit_option options[3] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                             CU_JIT_OPTIMIZATION_LEVEL};
+  CUjit_option options[3] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL};
   // Option values are passed in pointer-sized slots, integers by value. The
   // last byte of the log is kept for the terminating NUL.
-  void *values[3] = {errorLog, reinterpret_cast<void *>(uintptr_t(sizeof(errorLog) - 1)),
-                     nullptr};
+  void *values[3] = {errorLog, reinterpret_cast<void *>(uintptr_t(sizeof(errorLog) - 1)), nullptr};
   unsigned count = 2;
   if (optLevel) {
     // The driver accepts levels 0-4 only; MLIR passes the pipeline's -O.
@@ -210,8 +207,8 @@ void checkLaunchShape(std::string_view name, const intptr_t (&dims)[6], int32_t 
   if (!ok)
     fail("invalid launch of {}: grid {}x{}x{}, block {}x{}x{}, {} bytes of dynamic shared "
          "memory (each dimension must be 1 to {})",
-         name.empty() ? std::string("a kernel") : "kernel '" + std::string(name) + "'", dims[0],
-         dims[1], dims[2], dims[3], dims[4], dims[5], smem, UINT_MAX);
+         name.empty() ? std::string("a kernel") : "kernel '" + std::string(name) + "'", dims[0], dims[1], dims[2],
+         dims[3], dims[4], dims[5], smem, UINT_MAX);
 }
 
 // Dynamic shared memory beyond the default limit must be opted into per
@@ -228,8 +225,7 @@ void allowDynamicShared(CudaDriver &d, CUfunction f, int32_t smem, std::string_v
     if (it != reg.dynamicSharedSet.end() && it->second >= smem)
       return;
   }
-  check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-        "cuFuncSetAttribute", name);
+  check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), "cuFuncSetAttribute", name);
   std::lock_guard lock(reg.mutex);
   reg.dynamicSharedSet[f] = smem;
 }
@@ -241,15 +237,13 @@ void noteLaunch(CUstream stream, const std::string &name) {
   reg.lastKernel = name;
 }
 
-void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream,
-            void **params, void **extra) {
+void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream, void **params, void **extra) {
   CudaDriver &d = driver();
   std::string name = kernelName(f);
   checkLaunchShape(name, dims, smem);
   allowDynamicShared(d, f, smem, name);
-  CUresult r = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]),
-                                unsigned(dims[3]), unsigned(dims[4]), unsigned(dims[5]),
-                                unsigned(smem), stream, params, extra);
+  CUresult r = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
+                                unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
   if (r != CUDA_SUCCESS) {
     // A fault reported at launch was left by a kernel that ran before.
     std::string message = d.errorMessage(r, "cuLaunchKernel", name);
@@ -301,8 +295,7 @@ HostSpan memrefSpan(int64_t rank, void *descriptor, int64_t elementSizeBytes) {
 
 // Runs one C entry point: JIT-compiled callers cannot handle an error, and
 // carrying on after a failed CUDA call would compute on corrupt memory.
-template <typename Body>
-auto orDie(Body &&body) noexcept -> decltype(body()) {
+template <typename Body> auto orDie(Body &&body) noexcept -> decltype(body()) {
   try {
     return body();
   } catch (const std::exception &e) {
@@ -360,15 +353,13 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
   });
 }
 
-void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY, intptr_t gridZ,
-                      intptr_t blockX, intptr_t blockY, intptr_t blockZ, int32_t smem,
-                      void *stream, void **params, void **extra, size_t paramsCount) {
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY, intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, void *stream, void **params, void **extra, size_t paramsCount) {
   // paramsCount is implied by the kernel's signature; the driver does not
   // take it.
   orDie([&] {
     const intptr_t dims[6] = {gridX, gridY, gridZ, blockX, blockY, blockZ};
-    launch(static_cast<CUfunction>(function), dims, smem, static_cast<CUstream>(stream), params,
-           extra);
+    launch(static_cast<CUfunction>(function), dims, smem, static_cast<CUstream>(stream), params, extra);
   });
 }
 
@@ -404,8 +395,7 @@ void mgpuStreamSynchronize(void *stream) {
 
 void mgpuStreamWaitEvent(void *stream, void *event) {
   orDie([&] {
-    check(driver().cuStreamWaitEvent(static_cast<CUstream>(stream), static_cast<CUevent>(event),
-                                     0),
+    check(driver().cuStreamWaitEvent(static_cast<CUstream>(stream), static_cast<CUevent>(event), 0),
           "cuStreamWaitEvent");
   });
 }
@@ -483,8 +473,7 @@ void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
     if (sizeBytes == 0)
       return;
     // With unified addressing the driver tells host from device pointers.
-    check(driver().cuMemcpyAsync(devicePointer(dst), devicePointer(src), sizeBytes,
-                                 static_cast<CUstream>(stream)),
+    check(driver().cuMemcpyAsync(devicePointer(dst), devicePointer(src), sizeBytes, static_cast<CUstream>(stream)),
           "cuMemcpyAsync");
   });
 }
@@ -493,8 +482,7 @@ void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
   orDie([&] {
     if (count == 0)
       return;
-    check(driver().cuMemsetD32Async(devicePointer(dst), value, count,
-                                    static_cast<CUstream>(stream)),
+    check(driver().cuMemsetD32Async(devicePointer(dst), value, count, static_cast<CUstream>(stream)),
           "cuMemsetD32Async");
   });
 }
@@ -503,8 +491,7 @@ void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream) {
   orDie([&] {
     if (count == 0)
       return;
-    check(driver().cuMemsetD16Async(devicePointer(dst), value, count,
-                                    static_cast<CUstream>(stream)),
+    check(driver().cuMemsetD16Async(devicePointer(dst), value, count, static_cast<CUstream>(stream)),
           "cuMemsetD16Async");
   });
 }
@@ -601,20 +588,15 @@ EventTimer::~EventTimer() {
   d.cuEventDestroy(static_cast<CUevent>(stop_));
 }
 
-void EventTimer::start() {
-  check(driver().cuEventRecord(static_cast<CUevent>(start_), nullptr), "cuEventRecord");
-}
+void EventTimer::start() { check(driver().cuEventRecord(static_cast<CUevent>(start_), nullptr), "cuEventRecord"); }
 
-void EventTimer::stop() {
-  check(driver().cuEventRecord(static_cast<CUevent>(stop_), nullptr), "cuEventRecord");
-}
+void EventTimer::stop() { check(driver().cuEventRecord(static_cast<CUevent>(stop_), nullptr), "cuEventRecord"); }
 
 float EventTimer::milliseconds() {
   CudaDriver &d = driver();
   check(d.cuEventSynchronize(static_cast<CUevent>(stop_)), "cuEventSynchronize");
   float ms = 0;
-  check(d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)),
-        "cuEventElapsedTime");
+  check(d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)), "cuEventElapsedTime");
   return ms;
 }
 

@@ -31,10 +31,9 @@ MLPIPE_RUNTIME_EXPORT void *mgpuModuleLoadJIT(void *ptx, int optLevel);
 MLPIPE_RUNTIME_EXPORT void mgpuModuleUnload(void *module);
 MLPIPE_RUNTIME_EXPORT void *mgpuModuleGetFunction(void *module, const char *name);
 // params[i] points at the value of the kernel's i-th argument.
-MLPIPE_RUNTIME_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
-                                            intptr_t gridZ, intptr_t blockX, intptr_t blockY,
-                                            intptr_t blockZ, int32_t smem, void *stream,
-                                            void **params, void **extra, size_t paramsCount);
+MLPIPE_RUNTIME_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY, intptr_t gridZ,
+                                            intptr_t blockX, intptr_t blockY, intptr_t blockZ, int32_t smem,
+                                            void *stream, void **params, void **extra, size_t paramsCount);
 
 MLPIPE_RUNTIME_EXPORT void *mgpuStreamCreate();
 MLPIPE_RUNTIME_EXPORT void mgpuStreamDestroy(void *stream);
@@ -54,16 +53,13 @@ MLPIPE_RUNTIME_EXPORT void mgpuMemFree(void *ptr, void *stream);
 MLPIPE_RUNTIME_EXPORT void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream);
 // Sets `count` 32-bit (16-bit) words at dst to value.
 MLPIPE_RUNTIME_EXPORT void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream);
-MLPIPE_RUNTIME_EXPORT void mgpuMemset16(void *dst, unsigned short value, size_t count,
-                                        void *stream);
+MLPIPE_RUNTIME_EXPORT void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream);
 
 // memrefDescriptor points at {void *allocated, void *aligned, int64_t offset,
 // int64_t sizes[rank], int64_t strides[rank]}; the host span it covers is
 // page-locked (registered) or released.
-MLPIPE_RUNTIME_EXPORT void mgpuMemHostRegisterMemRef(int64_t rank, void *memrefDescriptor,
-                                                     int64_t elementSizeBytes);
-MLPIPE_RUNTIME_EXPORT void mgpuMemHostUnregisterMemRef(int64_t rank, void *memrefDescriptor,
-                                                       int64_t elementSizeBytes);
+MLPIPE_RUNTIME_EXPORT void mgpuMemHostRegisterMemRef(int64_t rank, void *memrefDescriptor, int64_t elementSizeBytes);
+MLPIPE_RUNTIME_EXPORT void mgpuMemHostUnregisterMemRef(int64_t rank, void *memrefDescriptor, int64_t elementSizeBytes);
 
 // Chooses the GPU; only before any GPU work (see CudaDriver::setDevice).
 MLPIPE_RUNTIME_EXPORT void mgpuSetDefaultDevice(int32_t device);

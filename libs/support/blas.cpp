@@ -44,8 +44,8 @@ void portableGemm(int order, int transA, int transB, int m, int n, int k, T alph
     return;
   }
   double work = static_cast<double>(m) * n * k;
-  int threads = static_cast<int>(std::min<double>({static_cast<double>(std::thread::hardware_concurrency()),
-                                                   static_cast<double>(m), work / kWorkPerThread}));
+  int threads = static_cast<int>(std::min<double>(
+      {static_cast<double>(std::thread::hardware_concurrency()), static_cast<double>(m), work / kWorkPerThread}));
   if (threads <= 1)
     return gemmRows(0, m, transA, transB, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   std::vector<std::thread> workers;

@@ -159,9 +159,9 @@ std::string formatComparison(const Comparison &c, double rtol, double atol) {
     report += fmt::format("max abs error {:.3g}, max rel error {:.3g}, relative L2 error {:.3g}\n", c.maxAbsError,
                           c.maxRelError, c.relativeL2);
     auto [actual, expected] = distinguishable(c.worstActual, c.worstExpected);
-    std::string where = c.shape.empty() ? "the scalar"
-                                        : fmt::format("element {} (flat index {})", formatPosition(c.worstPosition),
-                                                      c.worstIndex);
+    std::string where = c.shape.empty()
+                            ? "the scalar"
+                            : fmt::format("element {} (flat index {})", formatPosition(c.worstPosition), c.worstIndex);
     report += fmt::format("worst: {}: actual {}, expected {}\n", where, actual, expected);
   }
   std::string rule = fmt::format("|actual - expected| <= {:g} + {:g} * |expected|", atol, rtol);

@@ -25,8 +25,7 @@ public:
 };
 
 // Throws mlpipe::Error with a fmt-formatted message.
-template <typename... Args>
-[[noreturn]] void fail(fmt::format_string<Args...> format, Args &&...args) {
+template <typename... Args> [[noreturn]] void fail(fmt::format_string<Args...> format, Args &&...args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
 }
 

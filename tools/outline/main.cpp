@@ -2,7 +2,8 @@
 #include "driver/stage_tool.h"
 
 int main(int argc, char **argv) {
-  return mlpipe::stageToolMain(argc, argv, mlpipe::StageTool::Outline,
-                               "Turn bufferized linalg into GPU kernels launched from host code, with managed allocations.",
-                               "trace matmul | fuse | bufferize | outline | lower-nvvm > matmul.mlir");
+  return mlpipe::stageToolMain(
+      argc, argv, mlpipe::StageTool::Outline,
+      "Turn bufferized linalg into GPU kernels launched from host code, with managed allocations.",
+      "trace matmul | fuse | bufferize | outline | lower-nvvm > matmul.mlir");
 }

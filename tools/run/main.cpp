@@ -20,7 +20,8 @@ int main(int argc, char **argv) {
   app.add_option("--input", request.inputs, "NAME=@FILE.npy for each input of the entry");
   app.add_option("--output", request.outputs, "NAME=@FILE.npy for each output to keep");
   app.add_option("--entry", request.entry, "Entry function (needed when the module has several)");
-  app.add_option("--repeat", request.repeat, "Time this many more runs and print the median")->check(CLI::NonNegativeNumber);
+  app.add_option("--repeat", request.repeat, "Time this many more runs and print the median")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--gpu-info", gpuInfo, "Print the GPU's name and exit 0, or why there is none and exit 1");
   CLI11_PARSE(app, argc, argv);
   return mlpipe::runTool("run", [&] {

@@ -41,12 +41,15 @@ int main(int argc, char **argv) {
   app.add_option("--chip", request.chip, "Kernels on the GPU: chip to compile for")->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
-  auto *seedOption = app.add_option("--seed", seed, "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)");
+  auto *seedOption = app.add_option(
+      "--seed", seed, "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)");
   auto *toleranceOption = app.add_option("--tolerance", tolerance, "Kernels: bound on ||out-ref||/||ref||");
   mlpipe::Gpt2VerifyRequest gpt2;
   std::string gpt2Mode = "sublayer";
   app.add_option("--steps", gpt2.steps, "gpt2: greedy steps")->capture_default_str();
-  app.add_option("--mode", gpt2Mode, "gpt2: sublayer or fused")->check(CLI::IsMember({"sublayer", "fused"}))->capture_default_str();
+  app.add_option("--mode", gpt2Mode, "gpt2: sublayer or fused")
+      ->check(CLI::IsMember({"sublayer", "fused"}))
+      ->capture_default_str();
   app.add_option("--weights", gpt2.model.weights, "gpt2: synthetic or a model.safetensors")->capture_default_str();
   app.add_option("--config", gpt2.model.config, "gpt2: tiny, 124M or a config.json");
   app.add_option("--prompt", gpt2.model.prompt, "gpt2: the prompt (default: ten tokens)");

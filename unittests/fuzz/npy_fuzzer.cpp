@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
-    mlpipe::HostTensor tensor = mlpipe::parseNpy(std::string_view(reinterpret_cast<const char *>(data), size), "fuzz.npy");
+    mlpipe::HostTensor tensor =
+        mlpipe::parseNpy(std::string_view(reinterpret_cast<const char *>(data), size), "fuzz.npy");
     mlpipe::HostTensor again = mlpipe::parseNpy(mlpipe::serializeNpy(tensor), "again.npy");
     if (again.dtype() != tensor.dtype() || again.shape() != tensor.shape() ||
         (tensor.byteSize() != 0 && std::memcmp(again.data(), tensor.data(), tensor.byteSize()) != 0))

@@ -14,7 +14,6 @@ using mlpipe::testing::messageOf;
 
 namespace {
 
-
 const char *kSmallConfig = R"({"n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 100, "n_positions": 32})";
 
 // kSmallConfig with one key's value replaced (or the key removed when value is empty).

@@ -57,10 +57,9 @@ std::string writeSafetensors(const std::vector<TensorSpec> &tensors, const std::
   for (const TensorSpec &tensor : tensors) {
     uint64_t begin = data.size();
     data += tensor.data;
-    header += (header.size() > 1 ? ", " : "") + ("\"" + tensor.name + "\": {\"dtype\": \"" + tensor.dtype +
-                                                  "\", \"shape\": " + jsonShape(tensor.shape) +
-                                                  ", \"data_offsets\": [" + std::to_string(begin) + ", " +
-                                                  std::to_string(data.size()) + "]}");
+    header += (header.size() > 1 ? ", " : "") +
+              ("\"" + tensor.name + "\": {\"dtype\": \"" + tensor.dtype + "\", \"shape\": " + jsonShape(tensor.shape) +
+               ", \"data_offsets\": [" + std::to_string(begin) + ", " + std::to_string(data.size()) + "]}");
   }
   if (!metadata.empty())
     header += (header.size() > 1 ? ", " : "") + ("\"__metadata__\": " + metadata);
@@ -87,7 +86,6 @@ double halfValue(uint16_t half) {
   return sign * std::ldexp(1024 + mantissa, exponent - 25);
 }
 
-
 void refusedWith(const std::string &bytes, const std::string &needle) {
   std::string message = messageOf([&] { SafetensorsFile::fromBytes(bytes, "model.safetensors"); });
   BOOST_TEST_CONTEXT("message: " << message) { BOOST_TEST(message.find(needle) != std::string::npos); }
@@ -97,7 +95,6 @@ void refusedWith(const std::string &bytes, const std::string &needle) {
 std::string oneEntry(const std::string &entry, size_t dataSize = 16) {
   return fileWithHeader("{\"t\": " + entry + "}", std::string(dataSize, '\0'));
 }
-
 
 } // namespace
 
@@ -118,15 +115,14 @@ BOOST_AUTO_TEST_CASE(reads_every_supported_dtype) {
   std::vector<int32_t> i32 = {1, -2, 2147483647, -2147483647 - 1};
   std::vector<int64_t> i64 = {int64_t(1) << 40, -7};
 
-  SafetensorsFile file = SafetensorsFile::fromBytes(
-      writeSafetensors({{"weight", "F32", {4, 6}, bytesOf(f32)},
-                        {"half", "F16", {8, 8}, bytesOf(f16)},
-                        {"brain", "BF16", {64}, bytesOf(bf16)},
-                        {"double", "F64", {2, 3}, bytesOf(f64)},
-                        {"ints", "I32", {4}, bytesOf(i32)},
-                        {"longs", "I64", {2}, bytesOf(i64)}},
-                       "{\"format\": \"pt\"}"),
-      "model.safetensors");
+  SafetensorsFile file = SafetensorsFile::fromBytes(writeSafetensors({{"weight", "F32", {4, 6}, bytesOf(f32)},
+                                                                      {"half", "F16", {8, 8}, bytesOf(f16)},
+                                                                      {"brain", "BF16", {64}, bytesOf(bf16)},
+                                                                      {"double", "F64", {2, 3}, bytesOf(f64)},
+                                                                      {"ints", "I32", {4}, bytesOf(i32)},
+                                                                      {"longs", "I64", {2}, bytesOf(i64)}},
+                                                                     "{\"format\": \"pt\"}"),
+                                                    "model.safetensors");
 
   HostTensor weight = file.read("weight");
   BOOST_TEST(weight.describe() == "4x6xf32");
@@ -169,13 +165,13 @@ BOOST_AUTO_TEST_CASE(reads_every_supported_dtype) {
 }
 
 BOOST_AUTO_TEST_CASE(lists_tensors_and_metadata) {
-  SafetensorsFile file = SafetensorsFile::fromBytes(
-      writeSafetensors({{"wte.weight", "F32", {2, 2}, std::string(16, '\0')},
-                        {"ln_f.bias", "F32", {2}, std::string(8, '\0')},
-                        {"scalar", "F32", {}, bytesOf(std::vector<float>{2.5f})},
-                        {"empty", "F32", {0, 5}, ""}},
-                       "{\"format\": \"pt\"}"),
-      "model.safetensors");
+  SafetensorsFile file =
+      SafetensorsFile::fromBytes(writeSafetensors({{"wte.weight", "F32", {2, 2}, std::string(16, '\0')},
+                                                   {"ln_f.bias", "F32", {2}, std::string(8, '\0')},
+                                                   {"scalar", "F32", {}, bytesOf(std::vector<float>{2.5f})},
+                                                   {"empty", "F32", {0, 5}, ""}},
+                                                  "{\"format\": \"pt\"}"),
+                                 "model.safetensors");
   BOOST_TEST(file.names() == (std::vector<std::string>{"empty", "ln_f.bias", "scalar", "wte.weight"}),
              boost::test_tools::per_element());
   BOOST_TEST(file.contains("ln_f.bias"));
@@ -193,7 +189,8 @@ BOOST_AUTO_TEST_CASE(lists_tensors_and_metadata) {
 }
 
 BOOST_AUTO_TEST_CASE(opens_files_on_disk) {
-  fs::path path = fs::temp_directory_path() / ("mlpipe-safetensors-test-" + std::to_string(::getpid()) + ".safetensors");
+  fs::path path =
+      fs::temp_directory_path() / ("mlpipe-safetensors-test-" + std::to_string(::getpid()) + ".safetensors");
   std::vector<float> values = {1, 2, 3, 4, 5, 6};
   writeOutput(path.string(), writeSafetensors({{"w", "F32", {2, 3}, bytesOf(values)}}));
   {
@@ -214,8 +211,9 @@ BOOST_AUTO_TEST_CASE(refuses_missing_tensors_and_wrong_shapes) {
              "model.safetensors has no tensor 'h.0.attn.c_attn.weight'");
   BOOST_TEST(messageOf([&] { file.info("h.0.attn.c_attn.weight"); }) ==
              "model.safetensors has no tensor 'h.0.attn.c_attn.weight'");
-  BOOST_TEST(messageOf([&] { file.readExpecting("wpe.weight", {2048, 768}); }) ==
-             "model.safetensors: tensor 'wpe.weight' has shape 1024x768, expected 2048x768");
+  BOOST_TEST(messageOf([&] {
+               file.readExpecting("wpe.weight", {2048, 768});
+             }) == "model.safetensors: tensor 'wpe.weight' has shape 1024x768, expected 2048x768");
   BOOST_TEST(file.readExpecting("wpe.weight", {1024, 768}).describe() == "1024x768xf32");
   // A dtype the format knows but mlpipe does not read: listed, refused by name.
   BOOST_TEST(file.info("bytes").dtype == "I8");
@@ -269,9 +267,10 @@ BOOST_AUTO_TEST_CASE(survives_damaged_files) {
   // Random damage to a valid file's header and length: either a clean refusal
   // or a file whose every tensor reads.
   std::vector<float> values(32, 1.0f);
-  const std::string valid = writeSafetensors(
-      {{"a", "F32", {4, 8}, bytesOf(values)}, {"b", "F16", {8}, std::string(16, '\x3C')}, {"c", "BF16", {2, 2}, std::string(8, 'x')}},
-      "{\"format\": \"pt\"}");
+  const std::string valid = writeSafetensors({{"a", "F32", {4, 8}, bytesOf(values)},
+                                              {"b", "F16", {8}, std::string(16, '\x3C')},
+                                              {"c", "BF16", {2, 2}, std::string(8, 'x')}},
+                                             "{\"format\": \"pt\"}");
   const size_t headerEnd = valid.size() - 32 * 4 - 16 - 8;
   for (int i = 0; i < 2000; ++i) {
     std::string damaged = valid;

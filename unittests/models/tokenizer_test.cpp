@@ -9,8 +9,8 @@
 #include "support/output_file.h"
 
 #include <algorithm>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <unistd.h>
@@ -148,7 +148,6 @@ std::string randomBytes(std::mt19937 &rng, size_t maxLength) {
   return text;
 }
 
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(encodes_known_texts) {
@@ -160,8 +159,7 @@ BOOST_AUTO_TEST_CASE(encodes_known_texts) {
   BOOST_TEST(tokenizer.encode("The quick brown fox jumps over the lazy dog.") ==
                  (Ids{464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13}),
              boost::test_tools::per_element());
-  BOOST_TEST(tokenizer.encode("I'm sure you'll see 2024 results") ==
-                 (Ids{40, 1101, 1654, 345, 1183, 766, 48609, 2482}),
+  BOOST_TEST(tokenizer.encode("I'm sure you'll see 2024 results") == (Ids{40, 1101, 1654, 345, 1183, 766, 48609, 2482}),
              boost::test_tools::per_element());
   // Whitespace runs leave their last space to the word that follows.
   BOOST_TEST(tokenizer.encode("   leading") == (Ids{220, 220, 3756}), boost::test_tools::per_element());
@@ -206,12 +204,26 @@ BOOST_AUTO_TEST_CASE(decodes_tokens_that_split_utf8_sequences) {
 
 BOOST_AUTO_TEST_CASE(round_trips_varied_text) {
   const Gpt2Tokenizer &tokenizer = gpt2();
-  for (const char *text : {
-           "Hello world", "café naïve résumé é", "日本語のテキスト", "emoji 🎉👍🏽👨‍👩‍👧 done",
-           "  two spaces, \t\ttabs\n\n\nnewlines \r\n crlf   ", "I'm, you're, we've, he'll, she'd, it's, don't",
-           "'S 'T 'RE uppercase contractions", "digits 0123456789 3.14159 1,000,000 ١٢٣ ४२", "Ⅻ ½ ² ³",
-           "Привет мир", "مرحبا بالعالم", "नमस्ते दुनिया", "e\u0301 combining", "\u00a0nbsp\u3000ideographic\u2003em",
-           "<|endoftext|>", "http://example.com/a?b=c&d=%20", "trailing space ", " ", "\n", "a"})
+  for (const char *text : {"Hello world",
+                           "café naïve résumé é",
+                           "日本語のテキスト",
+                           "emoji 🎉👍🏽👨‍👩‍👧 done",
+                           "  two spaces, \t\ttabs\n\n\nnewlines \r\n crlf   ",
+                           "I'm, you're, we've, he'll, she'd, it's, don't",
+                           "'S 'T 'RE uppercase contractions",
+                           "digits 0123456789 3.14159 1,000,000 ١٢٣ ४२",
+                           "Ⅻ ½ ² ³",
+                           "Привет мир",
+                           "مرحبا بالعالم",
+                           "नमस्ते दुनिया",
+                           "e\u0301 combining",
+                           "\u00a0nbsp\u3000ideographic\u2003em",
+                           "<|endoftext|>",
+                           "http://example.com/a?b=c&d=%20",
+                           "trailing space ",
+                           " ",
+                           "\n",
+                           "a"})
     checkRoundTrip(tokenizer, text);
 }
 
@@ -225,8 +237,8 @@ BOOST_AUTO_TEST_CASE(round_trips_random_bytes) {
     BOOST_TEST_CONTEXT("seed " << seed << ", case " << i) { checkRoundTrip(tokenizer, text); }
   }
   // Random text that is mostly valid UTF-8 across scripts.
-  const std::vector<std::string> pieces = {"a", "Z", " ", "  ", "\n", "'s", "'ll", "7", "42", "é", "日", "🎉",
-                                           "\u0301", "\u00a0", "!", "\xF0\x9F", "\xC3", "\x80", "\xFF"};
+  const std::vector<std::string> pieces = {"a",  "Z", " ",      "  ",     "\n", "'s",       "'ll",  "7",    "42",  "é",
+                                           "日", "🎉", "\u0301", "\u00a0", "!",  "\xF0\x9F", "\xC3", "\x80", "\xFF"};
   for (int i = 0; i < 500; ++i) {
     std::string text;
     for (int n = std::uniform_int_distribution<int>(0, 12)(rng); n > 0; --n)
@@ -339,8 +351,9 @@ BOOST_AUTO_TEST_CASE(refuses_a_directory_without_tokenizer_files) {
 
 BOOST_AUTO_TEST_CASE(refuses_malformed_files) {
   TemporaryDirectory dir;
-  BOOST_TEST(messageOf([&] { Gpt2Tokenizer::fromFiles(dir.file("vocab.json"), dir.file("merges.txt")); })
-                 .find("vocab.json") != std::string::npos);
+  BOOST_TEST(messageOf([&] {
+               Gpt2Tokenizer::fromFiles(dir.file("vocab.json"), dir.file("merges.txt"));
+             }).find("vocab.json") != std::string::npos);
 
   const std::string merges = "#version: 0.2\na b\n";
   const std::string vocab = vocabJson({"ab"});

@@ -20,12 +20,11 @@ inline std::string scenarioFrom(int argc, char **argv) {
   if (argc < 2)
     return {};
   std::string_view arg = argv[1];
-  return arg.starts_with(kScenarioFlag) ? std::string(arg.substr(kScenarioFlag.size()))
-                                        : std::string();
+  return arg.starts_with(kScenarioFlag) ? std::string(arg.substr(kScenarioFlag.size())) : std::string();
 }
 
 struct ChildResult {
-  int exitCode = -1;   // -1 when the child did not exit normally (signal)
+  int exitCode = -1; // -1 when the child did not exit normally (signal)
   std::string stderrText;
 };
 
@@ -37,8 +36,8 @@ inline ChildResult runScenario(const std::string &name, const std::string &envir
   ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (length <= 0)
     return {};
-  std::string command = environment + " '" + std::string(self, size_t(length)) + "' " +
-                        std::string(kScenarioFlag) + name + " 2>&1 >/dev/null";
+  std::string command = environment + " '" + std::string(self, size_t(length)) + "' " + std::string(kScenarioFlag) +
+                        name + " 2>&1 >/dev/null";
   ChildResult result;
   FILE *pipe = popen(command.c_str(), "r");
   if (!pipe)

@@ -88,8 +88,7 @@ BOOST_AUTO_TEST_CASE(c_abi_refuses_to_free_a_foreign_pointer) {
   test::ChildResult child = test::runScenario("free-foreign");
   BOOST_TEST(child.exitCode == 1);
   BOOST_TEST(child.stderrText.starts_with("mlpipe: mgpuMemFree: 0x"));
-  BOOST_TEST(child.stderrText.ends_with(
-      " was not allocated by the mlpipe GPU runtime, or was already freed\n"));
+  BOOST_TEST(child.stderrText.ends_with(" was not allocated by the mlpipe GPU runtime, or was already freed\n"));
 }
 
 // The CUDA toolkit ships a stub libcuda that exports every driver entry
@@ -98,8 +97,7 @@ BOOST_AUTO_TEST_CASE(c_abi_refuses_to_free_a_foreign_pointer) {
 // (a missing one would read "the NVIDIA GPU driver is too old ...").
 BOOST_AUTO_TEST_CASE(every_entry_point_resolves_in_the_toolkit_stub_driver) {
   const char *home = std::getenv("CUDA_HOME");
-  std::filesystem::path stub =
-      std::filesystem::path(home ? home : "/usr/local/cuda") / "lib64/stubs/libcuda.so";
+  std::filesystem::path stub = std::filesystem::path(home ? home : "/usr/local/cuda") / "lib64/stubs/libcuda.so";
   if (!std::filesystem::exists(stub)) {
     BOOST_TEST_MESSAGE("no stub driver at " << stub << "; nothing to check");
     return;
@@ -107,13 +105,11 @@ BOOST_AUTO_TEST_CASE(every_entry_point_resolves_in_the_toolkit_stub_driver) {
   char dir[] = "/tmp/mlpipe-stub-driver-XXXXXX";
   BOOST_REQUIRE(mkdtemp(dir) != nullptr);
   std::filesystem::create_symlink(stub, std::filesystem::path(dir) / "libcuda.so.1");
-  test::ChildResult child =
-      test::runScenario("print-reason", "LD_LIBRARY_PATH='" + std::string(dir) + "'");
+  test::ChildResult child = test::runScenario("print-reason", "LD_LIBRARY_PATH='" + std::string(dir) + "'");
   std::filesystem::remove_all(dir);
   BOOST_TEST(child.exitCode == 0);
-  BOOST_TEST(child.stderrText ==
-             "no usable NVIDIA GPU: cuInit failed with CUDA_ERROR_STUB_LIBRARY (libcuda.so.1 is "
-             "the CUDA toolkit's stub, not a driver)\n");
+  BOOST_TEST(child.stderrText == "no usable NVIDIA GPU: cuInit failed with CUDA_ERROR_STUB_LIBRARY (libcuda.so.1 is "
+                                 "the CUDA toolkit's stub, not a driver)\n");
 }
 
 BOOST_AUTO_TEST_CASE(host_api_allocates_and_frees_with_a_gpu) {

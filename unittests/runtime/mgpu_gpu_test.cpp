@@ -174,8 +174,7 @@ struct Kernels {
   void *storeTo = nullptr;
 
   explicit Kernels(bool viaModuleLoad = false) {
-    module = viaModuleLoad ? mgpuModuleLoad(const_cast<char *>(kKernelsPtx),
-                                            std::strlen(kKernelsPtx) + 1)
+    module = viaModuleLoad ? mgpuModuleLoad(const_cast<char *>(kKernelsPtx), std::strlen(kKernelsPtx) + 1)
                            : mgpuModuleLoadJIT(const_cast<char *>(kKernelsPtx), 2);
     saxpy = mgpuModuleGetFunction(module, "saxpy");
     reverseInShared = mgpuModuleGetFunction(module, "reverse_in_shared");
@@ -193,14 +192,12 @@ void launchSaxpy(const Kernels &k, float *x, float *y, float a, uint32_t n, void
   float aArg = a;
   uint32_t nArg = n;
   void *params[] = {&xArg, &yArg, &aArg, &nArg};
-  mgpuLaunchKernel(k.saxpy, (n + kBlock - 1) / kBlock, 1, 1, kBlock, 1, 1, 0, stream, params,
-                   nullptr, 4);
+  mgpuLaunchKernel(k.saxpy, (n + kBlock - 1) / kBlock, 1, 1, kBlock, 1, 1, 0, stream, params, nullptr, 4);
 }
 
 // Elements where y differs from fma(a, x, y0), which fma.rn.f32 computes
 // exactly (both round once, to nearest even).
-size_t saxpyMismatches(const float *y, const std::vector<float> &x, const std::vector<float> &y0,
-                       float a) {
+size_t saxpyMismatches(const float *y, const std::vector<float> &x, const std::vector<float> &y0, float a) {
   size_t bad = 0;
   for (size_t i = 0; i < x.size(); ++i)
     bad += y[i] != std::fma(a, x[i], y0[i]);
@@ -212,9 +209,7 @@ float *managedFloats(size_t n, void *stream) {
 }
 
 // A child's stderr must be exactly one line.
-bool isOneLine(const std::string &text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
-}
+bool isOneLine(const std::string &text) { return !text.empty() && text.find('\n') == text.size() - 1; }
 
 } // namespace
 
@@ -350,11 +345,9 @@ BOOST_AUTO_TEST_CASE(dynamic_shared_memory_above_48_kib) {
   void *xArg = x, *yArg = y;
   uint32_t base = sharedBytes / 4 - kBlock; // the top kBlock floats
   void *params[] = {&xArg, &yArg, &base};
-  mgpuLaunchKernel(k.reverseInShared, blocks, 1, 1, kBlock, 1, 1, sharedBytes, stream, params,
-                   nullptr, 3);
+  mgpuLaunchKernel(k.reverseInShared, blocks, 1, 1, kBlock, 1, 1, sharedBytes, stream, params, nullptr, 3);
   // Again, now that the limit has been raised once for this function.
-  mgpuLaunchKernel(k.reverseInShared, blocks, 1, 1, kBlock, 1, 1, sharedBytes, stream, params,
-                   nullptr, 3);
+  mgpuLaunchKernel(k.reverseInShared, blocks, 1, 1, kBlock, 1, 1, sharedBytes, stream, params, nullptr, 3);
   mgpuStreamSynchronize(stream);
 
   size_t bad = 0;
@@ -482,8 +475,7 @@ BOOST_AUTO_TEST_CASE(broken_ptx_exits_with_the_jit_log) {
   BOOST_TEST_MESSAGE(child.stderrText);
   BOOST_TEST(child.exitCode == 1);
   BOOST_TEST(isOneLine(child.stderrText));
-  BOOST_TEST(child.stderrText.starts_with(
-      "mlpipe: CUDA error in cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX ("));
+  BOOST_TEST(child.stderrText.starts_with("mlpipe: CUDA error in cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX ("));
   BOOST_TEST(child.stderrText.find("; JIT log: ") != std::string::npos);
 }
 
@@ -501,17 +493,16 @@ BOOST_AUTO_TEST_CASE(a_faulting_kernel_is_named_at_stream_synchronize) {
   BOOST_TEST_MESSAGE(child.stderrText);
   BOOST_TEST(child.exitCode == 1);
   BOOST_TEST(isOneLine(child.stderrText));
-  BOOST_TEST(child.stderrText.starts_with(
-      "mlpipe: CUDA error in cuStreamSynchronize for kernel 'store_to': CUDA_ERROR_"));
+  BOOST_TEST(
+      child.stderrText.starts_with("mlpipe: CUDA error in cuStreamSynchronize for kernel 'store_to': CUDA_ERROR_"));
 }
 
 BOOST_AUTO_TEST_CASE(an_empty_grid_exits_naming_the_kernel) {
   test::ChildResult child = test::runScenario("empty-grid");
   BOOST_TEST_MESSAGE(child.stderrText);
   BOOST_TEST(child.exitCode == 1);
-  BOOST_TEST(child.stderrText ==
-             "mlpipe: invalid launch of kernel 'saxpy': grid 0x1x1, block 256x1x1, 0 bytes of "
-             "dynamic shared memory (each dimension must be 1 to 4294967295)\n");
+  BOOST_TEST(child.stderrText == "mlpipe: invalid launch of kernel 'saxpy': grid 0x1x1, block 256x1x1, 0 bytes of "
+                                 "dynamic shared memory (each dimension must be 1 to 4294967295)\n");
 }
 
 BOOST_AUTO_TEST_CASE(switching_device_after_gpu_work_exits) {
@@ -519,8 +510,8 @@ BOOST_AUTO_TEST_CASE(switching_device_after_gpu_work_exits) {
   BOOST_TEST_MESSAGE(child.stderrText);
   BOOST_TEST(child.exitCode == 1);
   BOOST_TEST(isOneLine(child.stderrText));
-  BOOST_TEST(child.stderrText.starts_with(
-      "mlpipe: cannot switch the GPU runtime to device 1: it already runs on device 0"));
+  BOOST_TEST(
+      child.stderrText.starts_with("mlpipe: cannot switch the GPU runtime to device 1: it already runs on device 0"));
 }
 
 // The child-process side of the scenarios above. Returning at all is a

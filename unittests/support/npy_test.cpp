@@ -191,7 +191,8 @@ BOOST_AUTO_TEST_CASE(writes_the_header_numpy_writes) {
   // first dimension to grow to 21 digits, then padding to 64 bytes.
   std::string bytes = serializeNpy(HostTensor(DType::f32, {3, 4}));
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }";
-  std::string expected = std::string("\x93NUMPY\x01\x00\x76\x00", 10) + dict + std::string(128 - 10 - dict.size() - 1, ' ') + "\n";
+  std::string expected =
+      std::string("\x93NUMPY\x01\x00\x76\x00", 10) + dict + std::string(128 - 10 - dict.size() - 1, ' ') + "\n";
   BOOST_TEST(bytes.substr(0, 128) == expected);
   BOOST_TEST(bytes.size() == 128u + 48u);
 
@@ -448,14 +449,10 @@ BOOST_AUTO_TEST_CASE(seed_files_load_or_are_refused_as_documented) {
     bool versionOne; // written by np.save, so our writer gives the same bytes
   };
   std::map<std::string, Valid> valid = {
-      {"valid_f32.npy", {DType::f32, {3, 4}, true}},
-      {"valid_f64.npy", {DType::f64, {5}, true}},
-      {"valid_i32.npy", {DType::i32, {2, 3}, true}},
-      {"valid_i64.npy", {DType::i64, {2, 2, 2}, true}},
-      {"valid_scalar_f64.npy", {DType::f64, {}, true}},
-      {"valid_empty_f32.npy", {DType::f32, {0, 3}, true}},
-      {"valid_v2_f32.npy", {DType::f32, {2, 2}, false}},
-      {"valid_v3_i64.npy", {DType::i64, {3}, false}},
+      {"valid_f32.npy", {DType::f32, {3, 4}, true}},     {"valid_f64.npy", {DType::f64, {5}, true}},
+      {"valid_i32.npy", {DType::i32, {2, 3}, true}},     {"valid_i64.npy", {DType::i64, {2, 2, 2}, true}},
+      {"valid_scalar_f64.npy", {DType::f64, {}, true}},  {"valid_empty_f32.npy", {DType::f32, {0, 3}, true}},
+      {"valid_v2_f32.npy", {DType::f32, {2, 2}, false}}, {"valid_v3_i64.npy", {DType::i64, {3}, false}},
   };
   std::map<std::string, std::string> refused = {
       {"bad_magic.npy", "is not a .npy file"},
