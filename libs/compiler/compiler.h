@@ -91,4 +91,8 @@ std::vector<KernelReport> checkPtx(const MlirModule &module, const std::string &
 // Counts ops by name ("linalg.generic") in a module: structural checks.
 int countOps(const MlirModule &module, std::string_view opName);
 
+// The whole of mlpipe-opt: MLIR's opt driver with every upstream dialect and
+// pass and all of mlpipe's own registered, plus --debug-only.
+int mlpipeOptMain(int argc, char **argv);
+
 } // namespace mlpipe

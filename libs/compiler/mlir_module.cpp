@@ -1,6 +1,7 @@
 // The process-wide MLIR context, parsing with file:line:col diagnostics,
 // printing, and telling which stage a module is at.
 #include "compiler/compiler.h"
+#include "compiler/debug.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
 
@@ -14,22 +15,39 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlpipe {
 
+namespace {
+
+void registerEverything(mlir::DialectRegistry &registry) {
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  // Without the LLVM IR translations, serialising a gpu.module crashes
+  // instead of failing.
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::registerAllPasses();
+  registerMlpipePasses();
+}
+
+} // namespace
+
+int mlpipeOptMain(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registerEverything(registry);
+  registerDebugOnlyOption();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "mlpipe-opt: any MLIR or mlpipe pass on a .mlir file\n", registry));
+}
+
 mlir::MLIRContext &compilerContext() {
   static mlir::MLIRContext *context = [] {
     mlir::DialectRegistry registry;
-    mlir::registerAllDialects(registry);
-    mlir::registerAllExtensions(registry);
-    // Without the LLVM IR translations, serialising a gpu.module crashes
-    // instead of failing.
-    mlir::registerAllToLLVMIRTranslations(registry);
-    mlir::registerAllPasses();
-    registerMlpipePasses();
+    registerEverything(registry);
     auto *ctx = new mlir::MLIRContext(registry);
     ctx->loadAllAvailableDialects();
     return ctx;
