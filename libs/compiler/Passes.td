@@ -230,6 +230,33 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
 }
 
+def DropInoutResultsPass : Pass<"mlpipe-drop-inout-results", "mlir::ModuleOp"> {
+  let summary = "Drop the results that carry an in-out input's in-place update";
+  let description = [{
+    The front end returns the new value of an in-out input (a KV cache the
+    function writes in place) as a result marked `mlpipe.updates`, only so
+    that the writes are not dead code. After one-shot bufferization, such a
+    result must be the input's own buffer — the writes went into the
+    caller's memory — and is dropped; if bufferization had to copy instead,
+    this pass fails, naming the input, rather than lose the update.
+
+    ```mlir
+    func.func @decode(%cache: memref<2x8x4xf32> {mlpipe.name = "kv_cache"}, ...)
+        -> (memref<1x50xf32>, memref<2x8x4xf32> {mlpipe.updates = "kv_cache"}) {
+      ... memref.copy %row, %subview_of_cache ...
+      return %logits, %cache : memref<1x50xf32>, memref<2x8x4xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @decode(%cache: memref<2x8x4xf32> {mlpipe.name = "kv_cache"}, ...) -> memref<1x50xf32> {
+      ... memref.copy %row, %subview_of_cache ...
+      return %logits : memref<1x50xf32>
+    }
+    ```
+  }];
+}
+
 def ElideResultCopiesPass : Pass<"mlpipe-elide-result-copies", "mlir::func::FuncOp"> {
   let summary = "Write results straight into their out-parameters instead of copying them there";
   let description = [{
