@@ -42,7 +42,7 @@ bool verifyKernels(const KernelVerifyRequest &request);
 
 // Random inputs for a graph: floats uniform in [-1, 1) (the first input
 // offset + scale * that), ids uniform over their table's rows. Never zeros.
-std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed,
-                                                             double offset = 0, double scale = 1);
+std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed, double offset = 0,
+                                                             double scale = 1);
 
 } // namespace mlpipe
