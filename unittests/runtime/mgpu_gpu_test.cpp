@@ -459,7 +459,10 @@ BOOST_AUTO_TEST_CASE(host_api_reports_errors_by_throwing) {
     BOOST_ERROR("allocating 1 EiB did not fail");
   } catch (const Error &e) {
     BOOST_TEST_MESSAGE(e.what());
-    BOOST_TEST(std::string(e.what()).starts_with("CUDA error in cuMemAllocManaged: CUDA_ERROR_"));
+    // Out of memory names the bytes asked for and the bytes free.
+    BOOST_TEST(std::string(e.what()).starts_with("out of GPU memory: cuMemAllocManaged asked for 1.00 EiB "
+                                                 "(1152921504606846976 bytes), but only "));
+    BOOST_TEST(std::string(e.what()).find(" are free (CUDA_ERROR_") != std::string::npos);
   }
   float onTheStack = 1.0f;
   BOOST_CHECK_THROW(gpu::freeManaged(&onTheStack), Error);
