@@ -177,4 +177,59 @@ def ManagedAllocationsPass : Pass<"mlpipe-managed-allocations", "mlir::ModuleOp"
   let dependentDialects = ["mlir::gpu::GPUDialect"];
 }
 
+def BufferPlanPass : Pass<"mlpipe-buffer-plan", "mlir::ModuleOp"> {
+  let summary = "Give every host temporary of an entry function an offset in one arena planned from lifetimes";
+  let description = [{
+    The host's temporaries become views of one arena, a trailing argument of
+    the entry function that the runtime allocates once per compiled module
+    and shape, in device memory, and reuses on every call; no memory is
+    allocated or freed while the function runs. As XLA's buffer assignment
+    does, each temporary's lifetime runs from its allocation to the last use
+    of it or of any view of it (in the order of the function's body), and
+    temporaries whose lifetimes do not overlap share bytes: greedy by size,
+    each at the lowest offset free for its whole lifetime, every offset a
+    multiple of `alignment` (so kernels may use 128-bit vector accesses).
+
+    ```mlir
+    func.func @f(%x: memref<64xf32>, %y: memref<64xf32>) attributes {mlpipe.inputs = [...]} {
+      %a = memref.alloc() : memref<64xf32>
+      gpu.launch_func @k::@k ... args(%x : memref<64xf32>, %a : memref<64xf32>)
+      %b = memref.alloc() : memref<64xf32>
+      gpu.launch_func @k::@k ... args(%a : memref<64xf32>, %b : memref<64xf32>)
+      memref.dealloc %a : memref<64xf32>
+      gpu.launch_func @k::@k ... args(%b : memref<64xf32>, %y : memref<64xf32>)
+      memref.dealloc %b : memref<64xf32>
+      return
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @f(%x: memref<64xf32>, %y: memref<64xf32>, %arena: memref<512xi8> {mlpipe.arena})
+        attributes {mlpipe.arena = {alignment = 256, allocated_at_run_time = 0, buffers = 2, bytes = 512,
+                                    peak_live_bytes = 512, unplanned_bytes = 512}, mlpipe.inputs = [...]} {
+      %c0 = arith.constant 0 : index
+      %a = memref.view %arena[%c0][] : memref<512xi8> to memref<64xf32>
+      ...
+      %c256 = arith.constant 256 : index
+      %b = memref.view %arena[%c256][] : memref<512xi8> to memref<64xf32>
+      ...
+    }
+    ```
+
+    The function attribute `mlpipe.arena` tells the runtime the arena's size
+    (`bytes`; no argument is added when it is 0) and, for `bench`, what
+    separate allocations would take (`unplanned_bytes`) and the most bytes
+    live at once (`peak_live_bytes`, a bound no plan can beat). Temporaries
+    that cannot be planned (in a function that is not an entry, allocated
+    inside a region, dynamically shaped, returned) are allocated in device
+    memory at run time instead, and counted in `allocated_at_run_time`.
+    `--debug-only=mlpipe-buffer-plan` prints every plan.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Every offset in the arena is a multiple of this many bytes">,
+  ];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect", "mlir::gpu::GPUDialect"];
+}
+
 #endif // MLPIPE_COMPILER_PASSES

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -13,22 +14,46 @@ namespace mlpipe {
 
 namespace {
 
-MlirModule lower(MlirModule module, const CompileOptions &options) {
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+MlirModule lower(MlirModule module, const CompileOptions &options, CompileTimings &timings) {
   StageOptions stage;
   stage.chip = options.chip;
   stage.toolkit = options.toolkit;
-  runStage(StageTool::Fuse, module, stage);
-  runStage(StageTool::Bufferize, module, stage);
+  auto timed = [&](StageTool tool, double &ms) {
+    auto start = std::chrono::steady_clock::now();
+    runStage(tool, module, stage);
+    ms += millisecondsSince(start);
+  };
+  timed(StageTool::Fuse, timings.fuseMs);
+  timed(StageTool::Bufferize, timings.bufferizeMs);
   if (options.target == Target::Gpu) {
-    runStage(StageTool::Outline, module, stage);
-    runStage(StageTool::LowerNvvm, module, stage);
+    timed(StageTool::Outline, timings.outlineMs);
+    timed(StageTool::LowerNvvm, timings.lowerMs);
   } else {
-    runStage(StageTool::LowerCpu, module, stage);
+    timed(StageTool::LowerCpu, timings.lowerMs);
   }
   return module;
 }
 
 } // namespace
+
+void CompileTimings::add(const CompileTimings &other) {
+  traceMs += other.traceMs;
+  fuseMs += other.fuseMs;
+  bufferizeMs += other.bufferizeMs;
+  outlineMs += other.outlineMs;
+  lowerMs += other.lowerMs;
+  ptxasMs += other.ptxasMs;
+  loadMs += other.loadMs;
+  cacheHits += other.cacheHits;
+}
+
+double CompileTimings::totalMs() const {
+  return traceMs + fuseMs + bufferizeMs + outlineMs + lowerMs + ptxasMs + loadMs;
+}
 
 std::string compileCacheDirectory() {
   std::filesystem::path directory;
@@ -45,8 +70,13 @@ std::string compileCacheDirectory() {
   return error ? "" : directory.string();
 }
 
-MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options) {
+MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options,
+                          CompileTimings *timings) {
+  CompileTimings local;
+  CompileTimings &times = timings ? *timings : local;
+  auto start = std::chrono::steady_clock::now();
   std::string traced = fe::emitMlir(program);
+  times.traceMs += millisecondsSince(start);
   std::string cached;
   if (options.diskCache) {
     std::string directory = compileCacheDirectory();
@@ -59,12 +89,14 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
   }
   if (!cached.empty() && std::filesystem::exists(cached)) {
     try {
-      return MlirModule::parse(readInput(cached), cached);
+      MlirModule module = MlirModule::parse(readInput(cached), cached);
+      ++times.cacheHits;
+      return module;
     } catch (const Error &) {
       // A damaged cache entry is recompiled and rewritten.
     }
   }
-  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options);
+  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options, times);
   if (!cached.empty()) {
     try {
       writeOutput(cached, module.print());

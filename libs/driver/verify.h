@@ -30,6 +30,7 @@ struct KernelVerifyRequest {
   std::optional<uint64_t> seed;    // fresh when unset; printed so a failure can be replayed
   std::optional<double> tolerance; // on ||out - ref|| / ||ref||; default 1e-5 (f32), 1e-12 (f64)
   std::string saveDirectory;       // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
+  bool managed = false;            // GPU buffers in managed memory (the tutorial's path)
 };
 
 // Returns true when every kernel passes; the table goes to stdout.

@@ -200,9 +200,8 @@ void *allocateOn(size_t bytes, bool managed) {
     size_t free = 0, total = 0;
     bool known = d.cuMemGetInfo(&free, &total) == CUDA_SUCCESS;
     if (known && (r == CUDA_ERROR_OUT_OF_MEMORY || bytes > free))
-      fail("out of GPU memory: {} asked for {} ({} bytes), but only {} ({} bytes) of the GPU's {} are free ({})",
-           call, humanBytes(double(bytes)), bytes, humanBytes(double(free)), free, humanBytes(double(total)),
-           d.describe(r));
+      fail("out of GPU memory: {} asked for {} ({} bytes), but only {} ({} bytes) of the GPU's {} are free ({})", call,
+           humanBytes(double(bytes)), bytes, humanBytes(double(free)), free, humanBytes(double(total)), d.describe(r));
     check(r, call);
   }
   ++allocationCount;
@@ -628,7 +627,8 @@ void mgpuMemFree(void *ptr, void *stream) {
     if (stream) {
       CUstream s = static_cast<CUstream>(stream);
       if (capturingOnThread)
-        mlpipe::fail("GPU memory was freed while a CUDA graph was being captured: a captured forward must not free memory");
+        mlpipe::fail(
+            "GPU memory was freed while a CUDA graph was being captured: a captured forward must not free memory");
       checkWait(driver().cuStreamSynchronize(s), "cuStreamSynchronize", s);
     }
     releaseFrom(ptr, "mgpuMemFree");
@@ -768,6 +768,12 @@ void copyOnDevice(void *target, const void *source, size_t bytes) {
 }
 
 void synchronize() { check(driver().cuCtxSynchronize(), "cuCtxSynchronize"); }
+
+void waitForCurrentStream() {
+  if (!currentStreamOnThread)
+    return synchronize();
+  checkWait(driver().cuStreamSynchronize(currentStreamOnThread), "cuStreamSynchronize", currentStreamOnThread);
+}
 
 void prefetchToDevice(void *ptr, size_t bytes) {
   CudaDriver &d = CudaDriver::get();
@@ -973,7 +979,11 @@ std::string cubinChip(const void *image, size_t bytes) {
   if (!image || bytes < kHeaderBytes)
     return "";
   const auto *header = static_cast<const unsigned char *>(image);
-  if (std::memcmp(header, "\x7f" "ELF", 4) != 0 || header[4] != 2 /* 64-bit */)
+  if (std::memcmp(header,
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      header[4] != 2 /* 64-bit */)
     return "";
   uint16_t machine = 0;
   uint32_t flags = 0;

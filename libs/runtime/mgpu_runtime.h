@@ -160,6 +160,8 @@ void copyOnDevice(void *target, const void *source, size_t bytes);
 
 // Waits for all GPU work (cuCtxSynchronize); throws naming the last kernel.
 void synchronize();
+// Waits for the current stream (all GPU work when there is none).
+void waitForCurrentStream();
 // Hints the driver to move managed memory to the GPU now; errors ignored.
 void prefetchToDevice(void *ptr, size_t bytes);
 

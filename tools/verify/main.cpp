@@ -46,6 +46,9 @@ int main(int argc, char **argv) {
   auto *toleranceOption = app.add_option("--tolerance", tolerance, "Kernels: bound on ||out-ref||/||ref||");
   mlpipe::Gpt2VerifyRequest gpt2;
   std::string gpt2Mode = "sublayer";
+  bool managed = false, noGraphs = false;
+  app.add_flag("--managed", managed, "GPU buffers in managed memory (the tutorial's path), not device memory");
+  app.add_flag("--no-graphs", noGraphs, "gpt2: launch every kernel directly instead of replaying CUDA graphs");
   app.add_option("--steps", gpt2.steps, "gpt2: greedy steps")->capture_default_str();
   app.add_option("--mode", gpt2Mode, "gpt2: sublayer or fused")
       ->check(CLI::IsMember({"sublayer", "fused"}))
@@ -66,7 +69,7 @@ int main(int argc, char **argv) {
           return;
         }
         if (what.size() == 1 && what[0] == "gpt2") {
-          mlpipe::ModelFlags flags{target, gpt2Mode};
+          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs};
           gpt2.model.run.compile.chip = request.chip;
           if (*seedOption)
             gpt2.model.seed = seed;
@@ -75,6 +78,7 @@ int main(int argc, char **argv) {
           return;
         }
         request.kernels = what;
+        request.managed = managed;
         for (const std::string &shape : shapes)
           request.options.shapes.push_back(mlpipe::parseShape(shape));
         request.options.dtype = *mlpipe::parseDType(dtype);
