@@ -129,9 +129,18 @@ std::map<std::string, KernelCost> kernelCosts(const MlirModule &module) {
     auto fields = mlir::dyn_cast<mlir::DictionaryAttr>(kernel.getValue());
     auto bytes = fields ? fields.getAs<mlir::IntegerAttr>("bytes") : nullptr;
     auto flops = fields ? fields.getAs<mlir::IntegerAttr>("flops") : nullptr;
-    if (!bytes || !flops)
+    auto arguments = fields ? fields.getAs<mlir::ArrayAttr>("args") : nullptr;
+    if (!bytes || !flops || !arguments || arguments.size() % 2 != 0)
       fail("the module's mlpipe.kernels attribute is malformed at kernel '{}'", kernel.getName().str());
-    costs[kernel.getName().str()] = {bytes.getInt(), flops.getInt()};
+    KernelCost cost{bytes.getInt(), flops.getInt(), {}};
+    for (size_t i = 0; i + 1 < arguments.size(); i += 2) {
+      auto rank = mlir::dyn_cast<mlir::IntegerAttr>(arguments[i]);
+      auto elementBytes = mlir::dyn_cast<mlir::IntegerAttr>(arguments[i + 1]);
+      if (!rank || !elementBytes)
+        fail("the module's mlpipe.kernels attribute is malformed at kernel '{}'", kernel.getName().str());
+      cost.arguments.emplace_back(rank.getInt(), elementBytes.getInt());
+    }
+    costs[kernel.getName().str()] = std::move(cost);
   }
   return costs;
 }
@@ -183,6 +192,8 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
     fail("the module has no entry function (one with mlpipe.inputs, as trace writes)");
   if (impl->target == Target::Gpu && !gpu::available())
     fail("this module runs on the GPU, but {}", gpu::unavailableReason());
+  for (auto &[name, cost] : impl->costs)
+    gpu::describeKernel(name, {cost.bytes, cost.flops, cost.arguments});
 
   auto start = std::chrono::steady_clock::now();
   initializeNativeTarget();

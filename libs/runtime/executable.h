@@ -56,10 +56,13 @@ struct EntrySignature {
 };
 
 // What lower-nvvm recorded about a kernel (module attribute mlpipe.kernels):
-// bytes read plus written per launch, and floating-point operations.
+// bytes read plus written per launch (-1: the profiler counts each launch's
+// memref arguments), floating-point operations, and per argument its memref
+// rank (-1 for a scalar) and element bytes.
 struct KernelCost {
-  int64_t bytes = 0;
+  int64_t bytes = -1;
   int64_t flops = 0;
+  std::vector<std::pair<int64_t, int64_t>> arguments;
 };
 
 // Reads the entry signatures of a module at any stage.

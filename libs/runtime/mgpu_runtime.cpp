@@ -74,7 +74,15 @@ struct ProfiledLaunch {
   std::string kernel;
   CUevent start = nullptr;
   CUevent stop = nullptr;
+  int64_t bytes = -1;
+  int64_t flops = 0;
 };
+
+std::mutex costMutex;
+std::unordered_map<std::string, KernelCostModel> &costModels() {
+  static auto *models = new std::unordered_map<std::string, KernelCostModel>();
+  return *models;
+}
 struct ProfilerState {
   std::vector<ProfiledLaunch> launches;
   std::vector<CUevent> spareEvents;
@@ -368,14 +376,56 @@ CUevent profilerEvent(CudaDriver &d, ProfilerState &profiler) {
   return event;
 }
 
-void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream, void **params, void **extra) {
+// A memref descriptor's extent in bytes, from its sizes and strides.
+int64_t descriptorBytes(void **params, int64_t rank, int64_t elementBytes) {
+  int64_t low = 0, high = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t size = *static_cast<int64_t *>(params[3 + i]);
+    int64_t stride = *static_cast<int64_t *>(params[3 + rank + i]);
+    if (size == 0)
+      return 0;
+    int64_t reach = (size - 1) * stride;
+    (reach < 0 ? low : high) += reach;
+  }
+  return (high - low + 1) * elementBytes;
+}
+
+// Bytes and flops of one launch for the profiler: the kernel's own count,
+// else the extents of its memref arguments (each memref is a descriptor of
+// 3 + 2 * rank parameters: pointers, offset, sizes, strides).
+std::pair<int64_t, int64_t> launchCost(const std::string &name, void **params, size_t paramsCount) {
+  std::lock_guard lock(costMutex);
+  auto found = costModels().find(name);
+  if (found == costModels().end())
+    return {-1, 0};
+  const KernelCostModel &model = found->second;
+  if (model.bytes >= 0 || !params)
+    return {model.bytes, model.flops};
+  int64_t bytes = 0;
+  size_t at = 0;
+  for (auto [rank, elementBytes] : model.arguments) {
+    if (rank < 0) {
+      ++at;
+      continue;
+    }
+    if (at + 3 + 2 * size_t(rank) > paramsCount)
+      return {-1, model.flops};
+    bytes += descriptorBytes(params + at, rank, elementBytes);
+    at += 3 + 2 * size_t(rank);
+  }
+  return {at == paramsCount ? bytes : -1, model.flops};
+}
+
+void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream, void **params, void **extra,
+            size_t paramsCount) {
   CudaDriver &d = driver();
   std::string name = prepareLaunch(d, f, smem);
   checkLaunchShape(name, dims, smem);
   ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
   ProfiledLaunch timed;
   if (profiler) {
-    timed = {name, profilerEvent(d, *profiler), profilerEvent(d, *profiler)};
+    auto [bytes, flops] = launchCost(name, params, paramsCount);
+    timed = {name, profilerEvent(d, *profiler), profilerEvent(d, *profiler), bytes, flops};
     check(d.cuEventRecord(timed.start, stream), "cuEventRecord");
   }
   CUresult r = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
@@ -510,11 +560,11 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
 
 void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY, intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t smem, void *stream, void **params, void **extra, size_t paramsCount) {
-  // paramsCount is implied by the kernel's signature; the driver does not
-  // take it.
+  // The driver does not take paramsCount (the kernel's signature implies
+  // it); the profiler uses it to find memref descriptors.
   orDie([&] {
     const intptr_t dims[6] = {gridX, gridY, gridZ, blockX, blockY, blockZ};
-    launch(static_cast<CUfunction>(function), dims, smem, static_cast<CUstream>(stream), params, extra);
+    launch(static_cast<CUfunction>(function), dims, smem, static_cast<CUstream>(stream), params, extra, paramsCount);
   });
 }
 
@@ -961,12 +1011,17 @@ std::vector<KernelTime> LaunchProfiler::take() {
   for (ProfiledLaunch &launch : state.launches) {
     float ms = 0;
     check(d.cuEventElapsedTime(&ms, launch.start, launch.stop), "cuEventElapsedTime");
-    times.push_back({launch.kernel, ms * 1000.0});
+    times.push_back({launch.kernel, ms * 1000.0, launch.bytes, launch.flops});
     state.spareEvents.push_back(launch.start);
     state.spareEvents.push_back(launch.stop);
   }
   state.launches.clear();
   return times;
+}
+
+void describeKernel(const std::string &name, const KernelCostModel &model) {
+  std::lock_guard lock(costMutex);
+  costModels()[name] = model;
 }
 
 // ---- Cubin images -----------------------------------------------------------

@@ -233,10 +233,24 @@ private:
   void *stream_ = nullptr;
 };
 
+// What a kernel moves and computes per launch (lower-nvvm's mlpipe.kernels
+// table), for LaunchProfiler.
+struct KernelCostModel {
+  int64_t bytes = -1; // read plus written; -1: counted at each launch from the memref arguments
+  int64_t flops = 0;
+  // Per kernel argument: its memref rank (-1 for a scalar) and element
+  // bytes, to find the memref descriptors among a launch's parameters.
+  std::vector<std::pair<int64_t, int64_t>> arguments;
+};
+// Tells the profiler about a kernel (by the name it is launched under).
+void describeKernel(const std::string &name, const KernelCostModel &model);
+
 // One kernel launch timed by the profiler.
 struct KernelTime {
   std::string kernel;
   double microseconds = 0;
+  int64_t bytes = -1; // -1: not known
+  int64_t flops = 0;
 };
 
 // While one is alive, every kernel launched on this thread is bracketed by
