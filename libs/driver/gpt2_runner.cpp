@@ -40,6 +40,8 @@ public:
 
   void prepare(int64_t tokens) override { compiled(paddedLength(tokens, config_)); }
 
+  void useGraphs(bool graphs) override { options_.graphs = graphs; }
+
   Gpt2ModuleInfo moduleInfo(int64_t tokens) override {
     Compiled &module = compiled(paddedLength(tokens, config_));
     Gpt2ModuleInfo info;

@@ -88,6 +88,8 @@ public:
   virtual void prepare(int64_t tokens) = 0;
   // The compiled module for this many tokens (compiling it if needed).
   virtual Gpt2ModuleInfo moduleInfo(int64_t tokens) = 0;
+  // Replay forwards as CUDA graphs (the default), or launch every kernel.
+  virtual void useGraphs(bool graphs) = 0;
   const Gpt2Timing &timing() const { return timing_; }
 
 protected:

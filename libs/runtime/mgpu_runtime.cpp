@@ -753,6 +753,13 @@ std::string deviceName() {
 
 std::string deviceChip() { return chipOfDevice(driver()); }
 
+size_t deviceL2Bytes() {
+  CudaDriver &d = driver();
+  int bytes = 0;
+  check(d.cuDeviceGetAttribute(&bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d.device()), "cuDeviceGetAttribute");
+  return static_cast<size_t>(bytes);
+}
+
 // ---- Streams ---------------------------------------------------------------
 
 void *currentStream() { return currentStreamOnThread; }

@@ -76,6 +76,8 @@ std::string unavailableReason();
 std::string deviceName();
 // The device's compute capability as a chip name, e.g. "sm_90".
 std::string deviceChip();
+// The device's L2 cache in bytes (benchmarks use inputs larger than this).
+size_t deviceL2Bytes();
 
 // ---- Streams ---------------------------------------------------------------
 //
