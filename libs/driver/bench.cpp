@@ -93,8 +93,7 @@ void benchGpt2(const BenchRequest &request) {
                            config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description(),
                            targetName(target), gpu ? " (" + gpu::deviceName() + ")" : "", request.repeat,
                            request.warmup,
-                           gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches")
-                               : "");
+                           gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
   double copyRate = 0;
   gpu::MatmulCeiling matmul;
   if (request.profile) {
@@ -221,11 +220,10 @@ void benchGpt2(const BenchRequest &request) {
     double floorRatio = known && row.bytes > 0 ? row.microseconds * 1e-6 / (double(row.bytes) / copyRate) : 0;
     double flopRate = row.microseconds > 0 ? double(row.flops) / (row.microseconds * 1e-6) : 0;
     double intensity = known && row.bytes > 0 ? double(row.flops) / double(row.bytes) : 0;
-    std::cout << fmt::format("{:<9} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7}\n", row.mode, row.length,
-                             row.kernel, row.calls, row.microseconds, perCall,
-                             known ? fmt::format("{:.0f}", bytesPerCall) : "?",
-                             known ? fmt::format("{:.0f}", rate / 1e9) : "?",
-                             floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-");
+    std::cout << fmt::format(
+        "{:<9} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7}\n", row.mode, row.length, row.kernel, row.calls,
+        row.microseconds, perCall, known ? fmt::format("{:.0f}", bytesPerCall) : "?",
+        known ? fmt::format("{:.0f}", rate / 1e9) : "?", floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-");
     csv += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.0f},{:.0f},{:.3f},{:.4f},{:.4f},{:.6f},{:.3f},{:.4f}\n", row.mode,
                        row.length, csvField(row.kernel), row.calls, row.microseconds, perCall, bytesPerCall,
                        double(row.flops) / double(row.calls), rate / 1e9, flopRate / 1e12, floorRatio, intensity,
@@ -241,11 +239,8 @@ void benchGpt2(const BenchRequest &request) {
 
 std::vector<Shape> referenceShapes(const std::string &kernel) {
   static const std::map<std::string, std::vector<Shape>> shapes = {
-      {"gelu", {{3072, 4096}}},
-      {"softmax", {{12288, 1024}}},
-      {"layernorm", {{16384, 768}}},
-      {"transpose", {{4096, 4096}}},
-      {"matmul", {{1024, 768}, {768, 3072}}},
+      {"gelu", {{3072, 4096}}},      {"softmax", {{12288, 1024}}},           {"layernorm", {{16384, 768}}},
+      {"transpose", {{4096, 4096}}}, {"matmul", {{1024, 768}, {768, 3072}}},
   };
   auto found = shapes.find(kernel);
   return found == shapes.end() ? std::vector<Shape>{} : found->second;

@@ -22,6 +22,7 @@ MlirModule lower(MlirModule module, const CompileOptions &options, CompileTiming
   StageOptions stage;
   stage.chip = options.chip;
   stage.toolkit = options.toolkit;
+  stage.format = options.format;
   auto timed = [&](StageTool tool, double &ms) {
     auto start = std::chrono::steady_clock::now();
     runStage(tool, module, stage);
@@ -89,7 +90,7 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
     if (!directory.empty()) {
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
-                        options.chip + options.toolkit;
+                        options.chip + options.toolkit + options.format;
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }

@@ -18,6 +18,7 @@ struct CompileOptions {
   // Keep lowered modules on disk, keyed by a hash of the traced IR, the
   // pipelines and these options ($MLPIPE_CACHE_DIR, else ~/.cache/mlpipe).
   bool diskCache = false;
+  std::string format = "bin"; // GPU kernels as cubin (bin), fatbin, or PTX for the driver to assemble (isa)
 };
 
 // Milliseconds by stage, for bench: what a first call (empty cache) costs.

@@ -76,6 +76,7 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
   ref::Values expected = ref::evaluate(graph, referenceInputs);
 
   CompileOptions compile{request.target, request.chip, ""};
+  compile.format = request.format;
   ExecutionOptions execution;
   execution.memory = request.managed ? gpu::Memory::Managed : gpu::Memory::Device;
   Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile), execution);

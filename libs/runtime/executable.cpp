@@ -7,6 +7,7 @@
 #include "support/blas.h"
 #include "support/error.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -194,6 +195,15 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
     fail("this module runs on the GPU, but {}", gpu::unavailableReason());
   for (auto &[name, cost] : impl->costs)
     gpu::describeKernel(name, {cost.bytes, cost.flops, cost.arguments});
+  // A cubin for another chip is refused here, in a sentence, before the
+  // kernels load.
+  if (impl->target == Target::Gpu)
+    impl->module.op().walk([](mlir::gpu::BinaryOp binary) {
+      for (mlir::Attribute attribute : binary.getObjects()) {
+        llvm::StringRef image = mlir::cast<mlir::gpu::ObjectAttr>(attribute).getObject().getValue();
+        gpu::checkCubinRunsHere(image.data(), image.size());
+      }
+    });
 
   auto start = std::chrono::steady_clock::now();
   initializeNativeTarget();

@@ -1026,6 +1026,16 @@ std::vector<KernelTime> LaunchProfiler::take() {
   return times;
 }
 
+void checkCubinRunsHere(const void *image, size_t bytes) {
+  std::string cubin = cubinChip(image, bytes);
+  if (cubin.empty())
+    return;
+  CudaDriver &d = driver();
+  std::string device = chipOfDevice(d);
+  if (!cubinRunsOn(cubin, device))
+    throw Error(wrongChipMessage(cubin, d, device));
+}
+
 void describeKernel(const std::string &name, const KernelCostModel &model) {
   std::lock_guard lock(costMutex);
   costModels()[name] = model;

@@ -272,6 +272,9 @@ public:
 // The compute capability a cubin (an ELF image from ptxas) was made for,
 // as "sm_90"; empty when `image` is not a CUDA ELF image.
 std::string cubinChip(const void *image, size_t bytes);
+// Throws mlpipe::Error with one sentence when `image` is a cubin this GPU
+// cannot run (made for another chip); anything else passes.
+void checkCubinRunsHere(const void *image, size_t bytes);
 
 // Every mgpu* function above with its address, to hand to MLIR's
 // ExecutionEngine::registerSymbols.

@@ -12,11 +12,12 @@ int main(int argc, char **argv) {
                "launches per forward, the sum of the kernels' own times, the arena and peak device memory, and the\n"
                "compile time by stage. --profile adds one row per kernel against the copy floor measured in the\n"
                "same run. `bench kernels` times the unit kernels instead."};
-  app.footer("Examples:\n"
-             "  bench --config 124M --modes sublayer,fused --seq 16,64,256,1024 --repeat 20\n"
-             "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
-             "  bench kernels                                  # gelu softmax layernorm transpose matmul, reference shapes\n"
-             "  bench kernels gelu --shape 4096x4096 --no-graphs");
+  app.footer(
+      "Examples:\n"
+      "  bench --config 124M --modes sublayer,fused --seq 16,64,256,1024 --repeat 20\n"
+      "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
+      "  bench kernels                                  # gelu softmax layernorm transpose matmul, reference shapes\n"
+      "  bench kernels gelu --shape 4096x4096 --no-graphs");
   mlpipe::BenchRequest request;
   mlpipe::ModelFlags flags;
   std::vector<std::string> modes = {"sublayer", "fused"};
@@ -37,8 +38,11 @@ int main(int argc, char **argv) {
                  "beside a device-to-device copy of the same bytes timed in the same run");
   kernelsCommand->add_option("names", kernels.kernels,
                              "Kernels (default: gelu softmax layernorm transpose matmul, skipping any not yet there)");
-  kernelsCommand->add_option("--shape", shapes, "Shape of each input in order (default: each kernel's reference shape)");
-  kernelsCommand->add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  kernelsCommand->add_option("--shape", shapes,
+                             "Shape of each input in order (default: each kernel's reference shape)");
+  kernelsCommand->add_option("--dtype", dtype, "Float type")
+      ->check(CLI::IsMember({"f32", "f64"}))
+      ->capture_default_str();
   kernelsCommand->add_option("--batch", kernels.options.batch, "matmul: batch size");
   kernelsCommand->add_option("--heads", kernels.options.heads, "attention: heads")->capture_default_str();
   kernelsCommand->add_option("--chip", kernels.chip, "GPU to compile for")->capture_default_str();

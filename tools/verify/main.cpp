@@ -39,6 +39,10 @@ int main(int argc, char **argv) {
   app.add_option("--target", target, "Kernels: gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.chip, "Kernels on the GPU: chip to compile for")->capture_default_str();
+  app.add_option("--format", request.format,
+                 "Kernels on the GPU: bin (cubin), fatbin, or isa (PTX the driver assembles)")
+      ->check(CLI::IsMember({"bin", "fatbin", "isa"}))
+      ->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
   auto *seedOption = app.add_option(
