@@ -328,6 +328,11 @@ void CallReplay::run(const TargetStream &stream, const Executable &executable, c
     enqueue();
     return;
   }
+  if (!ranDirectly_) {
+    enqueue();
+    ranDirectly_ = true;
+    return;
+  }
   if (graph_.empty() || buffers != capturedBuffers_) {
     graph_.capture(*stream.gpu(), enqueue);
     capturedBuffers_ = buffers;

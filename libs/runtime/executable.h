@@ -140,10 +140,11 @@ private:
   std::unique_ptr<gpu::Stream> stream_;
 };
 
-// A sequence of calls replayed as a CUDA graph: captured the first time,
-// replayed after, captured again when the buffers it uses change (`buffers`
-// names them all). Without graphs, on the CPU, or for a module that is not
-// capturable, the calls are simply queued.
+// A sequence of calls replayed as a CUDA graph: run directly the first time
+// (so every kernel is loaded and set up outside any capture), captured the
+// second time, replayed after, captured again when the buffers it uses
+// change (`buffers` names them all). Without graphs, on the CPU, or for a
+// module that is not capturable, the calls are simply queued.
 class CallReplay {
 public:
   // Queues the calls `enqueue` makes (Executable::enqueue) on `stream`.
@@ -157,6 +158,7 @@ private:
   gpu::Graph graph_;
   std::vector<void *> capturedBuffers_;
   int captures_ = 0;
+  bool ranDirectly_ = false;
   bool warned_ = false;
 };
 

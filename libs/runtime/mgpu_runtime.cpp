@@ -62,6 +62,10 @@ Registry &registry() {
 }
 
 std::atomic<uint64_t> launchCount{0};
+// Set once a kernel fault is seen: the context is unusable from then on, so
+// releasing memory, modules or streams fails too, and is skipped quietly
+// (the fault itself has been reported).
+std::atomic<bool> contextLost{false};
 std::atomic<uint64_t> allocationCount{0};
 
 // The calling thread's current stream (StreamScope), and whether it is
@@ -141,6 +145,8 @@ std::string lastKernelAnywhere() {
 void check(CUresult r, const char *call, std::string_view kernel = {}) {
   if (r == CUDA_SUCCESS)
     return;
+  if (isKernelFault(r))
+    contextLost = true;
   std::string message = CudaDriver::get().errorMessage(r, call, kernel);
   if (kernel.empty() && isKernelFault(r)) {
     std::string last = lastKernelAnywhere();
@@ -157,7 +163,7 @@ void checkWait(CUresult r, const char *call, CUstream stream);
 // Calls that release something also run from global destructors at exit,
 // when the driver may already have torn the context down and freed it all.
 void checkRelease(CUresult r, const char *call, std::string_view kernel = {}) {
-  if (r == CUDA_ERROR_DEINITIALIZED)
+  if (r == CUDA_ERROR_DEINITIALIZED || (r != CUDA_SUCCESS && contextLost))
     return;
   check(r, call, kernel);
 }
@@ -172,6 +178,8 @@ std::string lastKernelOn(CUstream stream) {
 void checkWait(CUresult r, const char *call, CUstream stream) {
   if (r == CUDA_SUCCESS)
     return;
+  if (isKernelFault(r))
+    contextLost = true;
   std::string kernel = lastKernelOn(stream);
   std::string message = CudaDriver::get().errorMessage(r, call, kernel);
   if (isKernelFault(r) && !kernel.empty() && !syncEveryLaunch())

@@ -60,9 +60,11 @@ BOOST_AUTO_TEST_CASE(graph_replay_gives_the_bits_of_direct_launches) {
       bool keep = mode == Gpt2Mode::Sublayer;
       for (int64_t count : {5, 8, 13}) { // padded to 8, 8 and 16
         std::vector<int32_t> tokens = randomTokens(count, weights().config().vocabSize);
+        // The replaying runner runs a length's first forward directly and
+        // captures the second; later ones replay.
         ForwardResult a = direct->forward(tokens, true, keep);
         ForwardResult b = replayed->forward(tokens, true, keep);
-        ForwardResult again = replayed->forward(tokens, true, keep); // a replay of the captured graph
+        ForwardResult again = replayed->forward(tokens, true, keep);
         BOOST_TEST(sameBits(a.logits, b.logits));
         BOOST_TEST(sameBits(a.logits, again.logits));
         BOOST_REQUIRE(a.captured.size() == b.captured.size());
@@ -108,11 +110,15 @@ BOOST_AUTO_TEST_CASE(a_forward_is_one_graph_of_every_launch) {
   std::vector<int32_t> tokens = randomTokens(4, weights().config().vocabSize);
   runner->prepare(4);
   uint64_t before = gpu::counters().launches;
-  runner->forward(tokens, false, false); // captured: the launches are counted once
+  runner->forward(tokens, false, false); // direct
   uint64_t perForward = gpu::counters().launches - before;
   BOOST_TEST(perForward > 0u);
+  runner->forward(tokens, false, false); // captured: each launch goes into the graph once
+  BOOST_TEST(gpu::counters().launches - before == 2 * perForward);
+  BOOST_TEST(runner->timing().graphCaptures == 1);
   runner->forward(tokens, false, false); // replayed: no launch through the runtime
-  BOOST_TEST(gpu::counters().launches - before == perForward);
+  runner->forward(tokens, false, false);
+  BOOST_TEST(gpu::counters().launches - before == 2 * perForward);
 }
 
 int main(int argc, char **argv) {
