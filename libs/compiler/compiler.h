@@ -40,7 +40,10 @@ public:
   MlirModule &operator=(MlirModule &&) noexcept;
   ~MlirModule();
 
-  std::string print() const;
+  // The module as text. With `locations`, every op's location is printed too
+  // (trace does this: the front end's scopes, loc("h.3.ln_1"), name the
+  // fusions that fuse makes).
+  std::string print(bool locations = false) const;
   Stage stage() const;
   mlir::ModuleOp op() const;
 
@@ -61,6 +64,7 @@ struct StageOptions {
   int optLevel = 3;
   std::string format = "bin"; // bin (cubin), fatbin, or isa (PTX text, assembled by the driver when it loads)
   std::string toolkit;        // CUDA toolkit root; empty = the configured default
+  std::string debugOnly;      // --debug-only: debug types whose choices are printed
 };
 
 // `passMs`, when given, receives each pass's milliseconds by its argument
