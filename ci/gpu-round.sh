@@ -45,15 +45,15 @@ step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
 step unit.gpt2_runner_gpu_test gpt2_runner_gpu_test --log_level=message
 step lit.all lit -sv -j 8 "$work/test"
 step verify.kernels.sm_90 verify all --target gpu --chip sm_90
-step verify.kernels.sm_75 verify all --target gpu --chip sm_75
+step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
 step verify.kernels.f64 verify all --target gpu --dtype f64
 
 # 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
 #    (compute-sanitizer memcheck and racecheck), on unit kernels and on whole
 #    GPT-2 forwards replayed as CUDA graphs.
 sanitize() {
-  verify gelu softmax matmul --target cpu --save "$work/data" >/dev/null || return 1
-  for kernel in gelu softmax matmul; do
+  verify gelu softmax matmul transpose layernorm --target cpu --save "$work/data" >/dev/null || return 1
+  for kernel in gelu softmax matmul transpose layernorm; do
     trace $kernel | fuse | bufferize | outline | lower-nvvm -o "$work/$kernel.gpu.mlir" || return 1
   done
   memcheck="compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3"
@@ -64,6 +64,9 @@ sanitize() {
   $memcheck run "$work/softmax.gpu.mlir" --input x=@"$work/data/softmax/x.npy" --repeat 3 || return 1
   $racecheck run "$work/softmax.gpu.mlir" --input x=@"$work/data/softmax/x.npy" || return 1
   $racecheck run "$work/matmul.gpu.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" || return 1
+  $racecheck run "$work/transpose.gpu.mlir" --input x=@"$work/data/transpose/x.npy" || return 1
+  $racecheck run "$work/layernorm.gpu.mlir" --input x=@"$work/data/layernorm/x.npy" \
+    --input weight=@"$work/data/layernorm/weight.npy" --input bias=@"$work/data/layernorm/bias.npy" || return 1
   for mode in sublayer fused; do
     MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 3 --config tiny --mode $mode --target gpu ||
       return 1
