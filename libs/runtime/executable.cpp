@@ -3,6 +3,7 @@
 // _mlir__mlir_ciface_<entry> wrappers with memref descriptors.
 #include "runtime/executable.h"
 
+#include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/blas.h"
 #include "support/error.h"
@@ -102,6 +103,9 @@ struct Executable::Impl {
   MlirModule module;
   Target target;
   std::vector<EntrySignature> entries;
+  // cuBLAS's handles and workspace, for a module that calls mlpipeGemm;
+  // declared before the engine so that it outlives the JIT code.
+  std::unique_ptr<gpu::GemmSession> gemmSession;
   std::unique_ptr<mlir::ExecutionEngine> engine;
 };
 
@@ -119,12 +123,23 @@ Executable Executable::load(MlirModule module) {
     fail("the module is {}, but running needs a lowered module (what lower-nvvm or lower-cpu writes)",
          stageName(stage));
   auto impl = std::make_unique<Impl>(
-      Impl{std::move(module), stage == Stage::GpuBinary ? Target::Gpu : Target::Cpu, {}, nullptr});
+      Impl{std::move(module), stage == Stage::GpuBinary ? Target::Gpu : Target::Cpu, {}, nullptr, nullptr});
   impl->entries = entrySignatures(impl->module);
   if (impl->entries.empty())
     fail("the module has no entry function (one with mlpipe.inputs, as trace writes)");
   if (impl->target == Target::Gpu && !gpu::available())
     fail("this module runs on the GPU, but {}", gpu::unavailableReason());
+  // Set up now, not on the first GEMM: a missing cuBLAS is reported before
+  // anything runs, and no GEMM allocates (a CUDA graph could not capture it).
+  if (impl->module.op().lookupSymbol(gemm_abi::kEntryName)) {
+    try {
+      impl->gemmSession = std::make_unique<gpu::GemmSession>();
+    } catch (const Error &error) {
+      fail("this module calls cuBLAS (it was compiled with --matmul cublas), but {}; compile it with --matmul "
+           "generated to run without",
+           error.what());
+    }
+  }
 
   initializeNativeTarget();
   auto transformer = mlir::makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
@@ -141,6 +156,8 @@ Executable Executable::load(MlirModule module) {
       symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
     };
     for (auto &[name, address] : gpu::runtimeSymbols())
+      add(name, address);
+    for (auto &[name, address] : gpu::gemmSymbols())
       add(name, address);
     add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
     add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
@@ -167,7 +184,7 @@ const EntrySignature &selectEntry(const std::vector<EntrySignature> &entries, co
 
 const EntrySignature &Executable::entry(const std::string &name) const { return selectEntry(impl_->entries, name); }
 
-void Executable::call(const EntrySignature &entry, const std::vector<void *> &buffers) const {
+void Executable::call(const EntrySignature &entry, const std::vector<void *> &buffers, bool synchronize) const {
   size_t expected = entry.inputs.size() + entry.outputs.size();
   if (buffers.size() != expected)
     fail("{} takes {} buffers, not {}", entry.name, expected, buffers.size());
@@ -183,7 +200,7 @@ void Executable::call(const EntrySignature &entry, const std::vector<void *> &bu
     arguments.push_back(&pointer);
   if (auto error = impl_->engine->invokePacked("_mlir_ciface_" + entry.name, arguments))
     fail("calling {} failed: {}", entry.name, llvm::toString(std::move(error)));
-  if (impl_->target == Target::Gpu)
+  if (impl_->target == Target::Gpu && synchronize)
     gpu::synchronize();
 }
 

@@ -55,8 +55,10 @@ public:
   const std::vector<EntrySignature> &entries() const;
   // The entry called `name`; "" picks the only one (an error if there are several).
   const EntrySignature &entry(const std::string &name) const;
-  // Runs the entry to completion (on the GPU: synchronized).
-  void call(const EntrySignature &entry, const std::vector<void *> &buffers) const;
+  // Runs the entry to completion (on the GPU: synchronized, unless
+  // `synchronize` is false, when GPU work may still be running on return, as
+  // benchmarks timing back-to-back calls want).
+  void call(const EntrySignature &entry, const std::vector<void *> &buffers, bool synchronize = true) const;
 
 private:
   struct Impl;
