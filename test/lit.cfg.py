@@ -21,6 +21,11 @@ config.substitutions.append(("%testdata", os.path.join(config.mlpipe_source_dir,
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
 
+# "cublas" when the toolkit has the cuBLAS that outline loads by default.
+import glob
+if glob.glob(os.path.join(config.cuda_toolkit, "lib64", "libcublas.so.*")):
+    config.available_features.add("cublas")
+
 if os.path.exists(os.path.join(config.llvm_tools_dir, "llvm-as")):
     config.available_features.add("llvm-as")
 

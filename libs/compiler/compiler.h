@@ -60,6 +60,11 @@ struct StageOptions {
   int optLevel = 3;
   std::string format = "isa"; // isa (PTX text), bin (cubin) or fatbin
   std::string toolkit;        // CUDA toolkit root; empty = the configured default
+  // outline: how matmuls are computed, "cublas" (calls of the runtime's
+  // cuBLAS GEMM) or "generated" (kernels). The stage does not check that
+  // cuBLAS loads: drivers resolve the default (driver/matmul_choice.h).
+  std::string matmul = "cublas";
+  std::string precision = "f32"; // outline: f32, or tf32 for cuBLAS's f32 GEMMs (opt-in)
 };
 
 void runStage(StageTool tool, MlirModule &module, const StageOptions &options);

@@ -158,6 +158,13 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
   std::string text =
       options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
   std::map<std::string, std::string> values;
+  if (tool == StageTool::Outline) {
+    if (options.matmul != "cublas" && options.matmul != "generated")
+      fail("--matmul must be cublas or generated, not '{}'", options.matmul);
+    if (options.precision != "f32" && options.precision != "tf32")
+      fail("--precision must be f32 or tf32, not '{}'", options.precision);
+    values = {{"cublas", options.matmul == "cublas" ? "true" : "false"}, {"precision", options.precision}};
+  }
   if (tool == StageTool::LowerNvvm) {
     checkChip(options.chip);
     if (options.optLevel < 0 || options.optLevel > 3)

@@ -1,5 +1,6 @@
 #include "driver/bench.h"
 
+#include "driver/matmul_choice.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
 #include "support/statistics.h"
@@ -18,10 +19,13 @@ void benchGpt2(const BenchRequest &request) {
   Gpt2Weights weights = loadGpt2Weights(request.model.weights, request.model.config, request.model.seed);
   const Gpt2Config &config = weights.config();
   Target target = request.model.run.compile.target;
+  const CompileOptions &compile = request.model.run.compile;
+  std::string where = target == Target::Gpu
+                          ? " (" + gpu::deviceName() + ", " + describeMatmuls(compile.matmul, compile.precision) + ")"
+                          : "";
   std::cout << fmt::format("bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up\n",
                            config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description(),
-                           targetName(target), target == Target::Gpu ? " (" + gpu::deviceName() + ")" : "",
-                           request.repeat, request.warmup);
+                           targetName(target), where, request.repeat, request.warmup);
   std::cout << fmt::format("{:<9} {:>6} {:>12} {:>12} {:>12}\n", "mode", "T", "median ms", "min ms", "compile ms");
   std::mt19937 generator(12345);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));

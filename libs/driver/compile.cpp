@@ -1,5 +1,7 @@
 #include "driver/compile.h"
 
+#include "driver/matmul_choice.h"
+
 #include "frontend/mlir_emitter.h"
 #include "support/output_file.h"
 #include "support/statistics.h"
@@ -13,10 +15,12 @@ namespace mlpipe {
 
 namespace {
 
-MlirModule lower(MlirModule module, const CompileOptions &options) {
+MlirModule lower(MlirModule module, const CompileOptions &options, const std::string &matmul) {
   StageOptions stage;
   stage.chip = options.chip;
   stage.toolkit = options.toolkit;
+  stage.matmul = matmul;
+  stage.precision = options.precision;
   runStage(StageTool::Fuse, module, stage);
   runStage(StageTool::Bufferize, module, stage);
   if (options.target == Target::Gpu) {
@@ -47,13 +51,17 @@ std::string compileCacheDirectory() {
 
 MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options) {
   std::string traced = fe::emitMlir(program);
+  checkPrecision(options.precision);
+  // Resolved before the cache key: a module compiled for cuBLAS must not be
+  // taken from the cache where cuBLAS is missing.
+  std::string matmul = options.target == Target::Gpu ? resolveMatmulChoice(options.matmul) : "";
   std::string cached;
   if (options.diskCache) {
     std::string directory = compileCacheDirectory();
     if (!directory.empty()) {
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
-                        options.chip + options.toolkit;
+                        options.chip + options.toolkit + "\nmatmul=" + matmul + " precision=" + options.precision;
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }
@@ -64,7 +72,7 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
       // A damaged cache entry is recompiled and rewritten.
     }
   }
-  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options);
+  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options, matmul);
   if (!cached.empty()) {
     try {
       writeOutput(cached, module.print());

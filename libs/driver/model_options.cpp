@@ -1,6 +1,9 @@
 #include "driver/model_options.h"
 
+#include "driver/matmul_choice.h"
+
 #include "runtime/mgpu_runtime.h"
+#include "support/error.h"
 
 namespace mlpipe {
 
@@ -13,6 +16,10 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
   app.add_option("--target", flags.target, "gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.run.compile.chip, "GPU to compile for")->capture_default_str();
+  app.add_option("--matmul", flags.matmul, kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+  app.add_option("--precision", request.run.compile.precision, kPrecisionFlagHelp)
+      ->check(CLI::IsMember({"f32", "tf32"}))
+      ->capture_default_str();
   if (withMode)
     app.add_option("--mode", flags.mode, "sublayer (a host loop over compiled blocks) or fused (one function)")
         ->check(CLI::IsMember({"sublayer", "fused"}))
@@ -29,6 +36,10 @@ void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
   request.run.mode = parseGpt2Mode(flags.mode);
   request.run.compile.target = resolveTarget(flags.target);
   request.run.compile.diskCache = true;
+  if (request.run.compile.target == Target::Gpu)
+    request.run.compile.matmul = resolveMatmulChoice(flags.matmul);
+  else if (request.run.compile.precision != "f32")
+    fail("--precision tf32 applies to cuBLAS's GEMMs on the GPU; the CPU computes in f32");
 }
 
 } // namespace mlpipe

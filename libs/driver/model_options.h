@@ -12,11 +12,14 @@ namespace mlpipe {
 struct ModelFlags {
   std::string target; // gpu, cpu; empty = gpu when there is one
   std::string mode = "sublayer";
+  std::string matmul; // cublas, generated; empty = cublas where it loads
 };
 
-// --weights --config --seed --target --chip (and --mode unless `withMode` is false).
+// --weights --config --seed --target --chip --matmul --precision (and --mode
+// unless `withMode` is false).
 void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags, bool withMode = true);
-// Fills request.run from the flags once they are parsed.
+// Fills request.run from the flags once they are parsed (on the GPU, the
+// matmul path is resolved now, so that it can be reported).
 void applyModelFlags(GenerateRequest &request, const ModelFlags &flags);
 // "gpu" or "cpu" as a Target; empty picks the GPU when one is usable.
 Target resolveTarget(const std::string &target);
