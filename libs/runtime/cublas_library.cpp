@@ -12,23 +12,23 @@ namespace mlpipe::gpu {
 
 namespace {
 
-// The soname of the cuBLAS whose headers mlpipe was built with: entry points
-// keep their names across major versions but not always their enum values.
-std::string sonameOfHeaders() { return "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR); }
-
 // Where to look, in order (see cublas_library.h).
 std::vector<std::string> candidatePaths() {
   if (const char *named = std::getenv("MLPIPE_CUBLAS"); named && *named)
     return {named};
   std::vector<std::string> paths;
   if (const char *home = std::getenv("CUDA_HOME"); home && *home)
-    paths.push_back(std::string(home) + "/lib64/" + sonameOfHeaders());
-  paths.push_back(sonameOfHeaders());
-  paths.push_back(std::string(MLPIPE_DEFAULT_CUDA_TOOLKIT) + "/lib64/" + sonameOfHeaders());
+    paths.push_back(std::string(home) + "/lib64/" + CublasLibrary::soname());
+  paths.push_back(CublasLibrary::soname());
+  paths.push_back(std::string(MLPIPE_DEFAULT_CUDA_TOOLKIT) + "/lib64/" + CublasLibrary::soname());
   return paths;
 }
 
 } // namespace
+
+// Entry points keep their names across major versions, but not always their
+// enum values.
+std::string CublasLibrary::soname() { return "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR); }
 
 CublasLibrary &CublasLibrary::get() {
   // Never destroyed: JIT code may still run GEMMs from global destructors.

@@ -72,6 +72,9 @@ public:
   void requireAvailable();
   // The file that was loaded, e.g. "/usr/local/cuda/lib64/libcublas.so.13".
   std::string path();
+  // The soname looked for: the major version of the headers mlpipe was built
+  // with, whose enum values it uses ("libcublas.so.13").
+  static std::string soname();
 
   // "CUBLAS_STATUS_NOT_SUPPORTED (the functionality requested is not supported)".
   std::string describe(cublasStatus_t status);

@@ -440,6 +440,7 @@ std::string GemmProblem::describe() const {
 bool cublasAvailable() { return library().available(); }
 std::string cublasUnavailableReason() { return library().unavailableReason(); }
 std::string cublasPath() { return library().path(); }
+std::string cublasSoname() { return CublasLibrary::soname(); }
 
 GemmSession::GemmSession() {
   State &s = state();
@@ -530,6 +531,7 @@ extern "C" void mlpipeGemm(int32_t element, int32_t compute, int32_t transposeA,
     p.strideD = strideD;
     p.epilogue = static_cast<mlpipe::gemm_abi::Epilogue>(epilogue);
     p.bias = bias;
+    validate(p);
     // A module loaded by the JIT holds a session; anything else calling in
     // gets one that lasts for the process.
     static std::once_flag fallbackSession;

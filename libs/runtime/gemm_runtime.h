@@ -47,6 +47,8 @@ bool cublasAvailable();
 std::string cublasUnavailableReason();
 // The file loaded, e.g. "/usr/local/cuda/lib64/libcublas.so.13".
 std::string cublasPath();
+// The library's name for the headers mlpipe was built with: "libcublas.so.13".
+std::string cublasSoname();
 
 // One GEMM, as mlpipeGemm takes it: row-major, strides and leading
 // dimensions in elements, strides used when batch > 1.
