@@ -42,6 +42,7 @@ SITE
 echo "== GPU: $(run --gpu-info)"
 # 1. Correctness.
 step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
+step unit.gemm_gpu_test gemm_gpu_test --log_level=message
 step lit.all lit -sv -j 8 "$work/test"
 step verify.kernels.sm_90 verify all --target gpu --chip sm_90
 step verify.kernels.sm_75 verify all --target gpu --chip sm_75
@@ -51,14 +52,19 @@ step verify.kernels.f64 verify all --target gpu --dtype f64
 sanitize() {
   verify gelu matmul --target cpu --save "$work/data" >/dev/null || return 1
   trace gelu | fuse | bufferize | outline | lower-nvvm -o "$work/gelu.gpu.mlir" || return 1
-  trace matmul | fuse | bufferize | outline | lower-nvvm -o "$work/matmul.gpu.mlir" || return 1
+  trace matmul | fuse | bufferize | outline --matmul cublas | lower-nvvm -o "$work/matmul.gpu.mlir" || return 1
+  trace matmul | fuse | bufferize | outline --matmul generated | lower-nvvm -o "$work/matmul.generated.mlir" || return 1
   compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
     run "$work/gelu.gpu.mlir" --input x=@"$work/data/gelu/x.npy" --output y=@"$work/gelu.y.npy" || return 1
   compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
     run "$work/matmul.gpu.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
     --output y=@"$work/matmul.y.npy" || return 1
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+    run "$work/matmul.generated.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
+    --output y=@"$work/matmul.generated.y.npy" || return 1
   verify "$work/gelu.y.npy" "$work/data/gelu/y.reference.npy" --rtol 1e-5 --atol 1e-6 &&
-    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
+    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5 &&
+    verify "$work/matmul.generated.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
 }
 step compute-sanitizer sanitize
 
@@ -86,7 +92,9 @@ timings() {
     --input v=@"$work/t/attention/v.npy" --repeat 200
 }
 step timings.kernels timings
+step bench.matmul bench matmul
 step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
+step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu --matmul generated --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2
 
 echo
 cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
@@ -95,7 +103,11 @@ tail -4 "$logs/gpt2.verify.sublayer.log" "$logs/gpt2.verify.fused.log" 2>/dev/nu
 echo
 tail -6 "$logs/gpt2.generate.sublayer.log" "$logs/gpt2.generate.fused.log" 2>/dev/null
 echo
+cat "$logs/bench.matmul.log" 2>/dev/null
+echo
 cat "$logs/bench.gpt2.log" 2>/dev/null
+echo
+cat "$logs/bench.gpt2.generated.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo
