@@ -197,15 +197,22 @@ template <typename T> Outcome runCase(const Case &c, void *stream = nullptr) {
 
 Outcome run(const Case &c) { return c.element == gemm_abi::kF64 ? runCase<double>(c) : runCase<float>(c); }
 
+// cuBLASLt evaluates GELU (tanh form) in its own way: measured 8.6e-6 from
+// float64 (DESIGN.md); the erf form would be about 5e-4 off.
+constexpr double kGeluTolerance = 1e-4;
+
 double toleranceOf(const Case &c) {
   if (c.element == gemm_abi::kF64)
     return 1e-12;
-  return c.compute == gemm_abi::kTf32 ? 5e-3 : 1e-5;
+  if (c.compute == gemm_abi::kTf32)
+    return 5e-3;
+  return c.epilogue == gemm_abi::kGelu || c.epilogue == gemm_abi::kBiasGelu ? kGeluTolerance : 1e-5;
 }
 
 void check(const Case &c) {
   BOOST_TEST_CONTEXT("case " << c.name) {
     Outcome outcome = run(c);
+    BOOST_TEST_MESSAGE(c.name << ": relative error " << outcome.relativeError);
     BOOST_TEST(outcome.relativeError < toleranceOf(c), "relative error " << outcome.relativeError);
     BOOST_TEST(outcome.touchedOutside == 0);
   }
@@ -269,13 +276,15 @@ BOOST_AUTO_TEST_CASE(f64_goes_to_dgemm_and_matches_the_host) {
 // Pure f32 unless asked: CUBLAS_COMPUTE_32F's error is f32 rounding; TF32
 // (10 mantissa bits) shows as an error a hundred times larger.
 BOOST_AUTO_TEST_CASE(f32_is_not_tf32_unless_asked) {
-  Case exact{"exact", 1, 256, 256, 768};
+  Case exact{"exact", 1, 512, 512, 2048};
   Case tf32 = exact;
   tf32.name = "tf32";
   tf32.compute = gemm_abi::kTf32;
   double exactError = run(exact).relativeError, tf32Error = run(tf32).relativeError;
   BOOST_TEST_MESSAGE("relative error: f32 " << exactError << ", tf32 " << tf32Error);
   BOOST_TEST(exactError < 2e-6);
+  // Failing this, the result with TF32 allowed is as exact as f32: cuBLASLt
+  // picked a kernel without tensor cores, and TF32 went unseen.
   BOOST_TEST(tf32Error > 2e-5);
   BOOST_TEST(tf32Error < 5e-3);
 }
@@ -328,7 +337,7 @@ BOOST_AUTO_TEST_CASE(the_c_entry_point_computes_the_same) {
   gpu::synchronize();
   testing::referenceGemm(p.mirror);
   Outcome outcome = compare(p, c);
-  BOOST_TEST(outcome.relativeError < 1e-5);
+  BOOST_TEST(outcome.relativeError < toleranceOf(c));
   BOOST_TEST(outcome.touchedOutside == 0);
 }
 
