@@ -149,8 +149,10 @@ Tensors runOnHost(const std::string &bufferized, const std::string &entryName, T
     buffers.push_back(&outputs[spec.name]);
   }
 
+  // ExecutionEngineOptions holds the transformer by reference.
+  auto transformer = mlir::makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
   mlir::ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = mlir::makeOptimizingTransformer(2, 0, nullptr);
+  engineOptions.transformer = transformer;
   auto engine = mlir::ExecutionEngine::create(module.op(), engineOptions);
   BOOST_REQUIRE_MESSAGE(bool(engine), "the JIT could not compile " << entryName);
   (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
