@@ -39,7 +39,10 @@ public:
   MlirModule &operator=(MlirModule &&) noexcept;
   ~MlirModule();
 
-  std::string print() const;
+  // The module as text. With `locations`, every op's location is printed too
+  // (trace does this: the front end's scopes, loc("h.3.ln_1"), name the
+  // fusions that fuse makes).
+  std::string print(bool locations = false) const;
   Stage stage() const;
   mlir::ModuleOp op() const;
 
@@ -60,6 +63,7 @@ struct StageOptions {
   int optLevel = 3;
   std::string format = "isa"; // isa (PTX text), bin (cubin) or fatbin
   std::string toolkit;        // CUDA toolkit root; empty = the configured default
+  std::string debugOnly;      // --debug-only: debug types whose choices are printed
   // outline: how matmuls are computed, "cublas" (calls of the runtime's
   // cuBLAS GEMM) or "generated" (kernels). The stage does not check that
   // cuBLAS loads: drivers resolve the default (driver/matmul_choice.h).

@@ -2,6 +2,7 @@
 // pipeline (built in, or --pipeline FILE), fill in its options, run it, and
 // check what the stage promises about its output.
 #include "compiler/compiler.h"
+#include "compiler/debug.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
 
@@ -159,11 +160,14 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
       options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
   std::map<std::string, std::string> values;
   if (tool == StageTool::Outline) {
+    checkChip(options.chip);
     if (options.matmul != "cublas" && options.matmul != "generated")
       fail("--matmul must be cublas or generated, not '{}'", options.matmul);
     if (options.precision != "f32" && options.precision != "tf32")
       fail("--precision must be f32 or tf32, not '{}'", options.precision);
-    values = {{"cublas", options.matmul == "cublas" ? "true" : "false"}, {"precision", options.precision}};
+    values = {{"chip", options.chip},
+              {"cublas", options.matmul == "cublas" ? "true" : "false"},
+              {"precision", options.precision}};
   }
   if (tool == StageTool::LowerNvvm) {
     checkChip(options.chip);
@@ -238,6 +242,8 @@ void checkLoweredForGpu(const MlirModule &module) {
 
 void runStage(StageTool tool, MlirModule &module, const StageOptions &options) {
   requireStage(tool, module);
+  if (!options.debugOnly.empty())
+    enableDebugTypes(options.debugOnly);
   std::string source = options.pipelineFile.empty() ? std::string("built-in ") + stageToolName(tool) + " pipeline"
                                                     : options.pipelineFile;
   runPipeline(pipelineText(tool, options), source, module);

@@ -27,13 +27,18 @@ struct KernelVerifyRequest {
   KernelOptions options;
   Target target = Target::Gpu;
   std::string chip = "sm_90";
-  std::string matmul;            // GPU: cublas, generated, "" = cublas where it loads
-  std::string precision = "f32"; // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
-  std::optional<uint64_t> seed;  // fresh when unset; printed so a failure can be replayed
+  std::string matmul;              // GPU: cublas, generated, "" = cublas where it loads
+  std::string precision = "f32";   // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
+  std::optional<uint64_t> seed;    // fresh when unset; printed so a failure can be replayed
   // On ||out - ref|| / ||ref||; default 1e-5 (f32), 1e-12 (f64), and with
   // --precision tf32 kTf32Tolerance.
   std::optional<double> tolerance;
   std::string saveDirectory; // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
+  // The first input is offset + scale * uniform[-1, 1) (the others stay in
+  // [-1, 1)): large values test what a naive softmax (overflow) or a naive
+  // variance (cancellation) gets wrong.
+  double inputOffset = 0;
+  double inputScale = 1;
 };
 
 // The default bound with --precision tf32: TF32 keeps 10 of f32's 23
@@ -44,8 +49,9 @@ inline constexpr double kTf32Tolerance = 5e-3;
 // Returns true when every kernel passes; the table goes to stdout.
 bool verifyKernels(const KernelVerifyRequest &request);
 
-// Random inputs for a graph: floats uniform in [-1, 1), ids uniform over
-// their table's rows. Never zeros.
-std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed);
+// Random inputs for a graph: floats uniform in [-1, 1) (the first input
+// offset + scale * that), ids uniform over their table's rows. Never zeros.
+std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed,
+                                                             double offset = 0, double scale = 1);
 
 } // namespace mlpipe
