@@ -43,6 +43,7 @@ echo "== GPU: $(run --gpu-info)"
 # 1. Correctness.
 step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
 step unit.gpt2_runner_gpu_test gpt2_runner_gpu_test --log_level=message
+step unit.gemm_gpu_test gemm_gpu_test --log_level=message
 step lit.all lit -sv -j 8 "$work/test"
 step verify.kernels.sm_90 verify all --target gpu --chip sm_90
 step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
@@ -71,8 +72,12 @@ sanitize() {
     MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 3 --config tiny --mode $mode --target gpu ||
       return 1
   done
+  trace matmul | fuse | bufferize | outline --matmul generated | lower-nvvm -o "$work/matmul.generated.mlir" || return 1
+  $memcheck run "$work/matmul.generated.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
+    --output y=@"$work/matmul.generated.y.npy" || return 1
   verify "$work/gelu.y.npy" "$work/data/gelu/y.reference.npy" --rtol 1e-5 --atol 1e-6 &&
-    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
+    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5 &&
+    verify "$work/matmul.generated.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
 }
 step compute-sanitizer sanitize
 
@@ -120,6 +125,8 @@ step bench.gpt2.no-graphs bench --config 124M --weights synthetic --target gpu -
 # One row per kernel against the copy floor; the CSV comes back in $logs for
 # `make roofline CSV=.../profile.csv` on the build machine (no gnuplot here).
 step bench.profile bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 5 --warmup 1 --profile --csv "$logs/profile.csv"
+step bench.matmul bench matmul
+step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu --matmul generated --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2
 
 echo
 cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
@@ -133,6 +140,10 @@ echo
 cat "$logs/bench.gpt2.log" 2>/dev/null
 echo
 sed -n '/^forward against/,$p' "$logs/bench.gpt2.no-graphs.log" 2>/dev/null
+echo
+cat "$logs/bench.matmul.log" 2>/dev/null
+echo
+cat "$logs/bench.gpt2.generated.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo

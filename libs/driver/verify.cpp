@@ -1,6 +1,7 @@
 #include "driver/verify.h"
 
 #include "driver/compile.h"
+#include "driver/matmul_choice.h"
 #include "reference/evaluator.h"
 #include "support/compare.h"
 #include "support/error.h"
@@ -64,6 +65,14 @@ std::string describeInputs(const fe::Graph &graph) {
   return text;
 }
 
+double toleranceOf(const KernelVerifyRequest &request) {
+  if (request.tolerance)
+    return *request.tolerance;
+  if (request.options.dtype == DType::f64)
+    return 1e-12;
+  return request.precision == "tf32" ? kTf32Tolerance : 1e-5;
+}
+
 std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerifyRequest &request, uint64_t seed,
                                      std::string &inputText) {
   fe::Program program = traceUnitKernel(name, request.options);
@@ -76,8 +85,12 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
     referenceInputs[input] = ref::fromHost(tensor);
   ref::Values expected = ref::evaluate(graph, referenceInputs);
 
-  CompileOptions compile{request.target, request.chip, ""};
+  CompileOptions compile;
+  compile.target = request.target;
+  compile.chip = request.chip;
   compile.format = request.format;
+  compile.matmul = request.matmul;
+  compile.precision = request.precision;
   ExecutionOptions execution;
   execution.memory = request.managed ? gpu::Memory::Managed : gpu::Memory::Device;
   Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile), execution);
@@ -100,7 +113,7 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
     pointers.push_back(buffer.data());
   executable.enqueue(entry, pointers);
 
-  double tolerance = request.tolerance.value_or(request.options.dtype == DType::f64 ? 1e-12 : 1e-5);
+  double tolerance = toleranceOf(request);
   std::string saveTo = request.saveDirectory.empty() ? "" : request.saveDirectory + "/" + name;
   if (!saveTo.empty()) {
     std::error_code error;
@@ -133,6 +146,12 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
 } // namespace
 
 bool verifyKernels(const KernelVerifyRequest &request) {
+  checkPrecision(request.precision);
+  if (request.precision == "tf32" && (request.target != Target::Gpu || request.options.dtype != DType::f32))
+    fail("--precision tf32 applies to f32 matmuls on the GPU");
+  KernelVerifyRequest resolved = request;
+  if (request.target == Target::Gpu)
+    resolved.matmul = resolveMatmulChoice(request.matmul);
   std::vector<std::string> kernels;
   for (const std::string &kernel : request.kernels) {
     if (kernel == "all")
@@ -142,18 +161,21 @@ bool verifyKernels(const KernelVerifyRequest &request) {
       kernels.push_back(kernel);
   }
   uint64_t seed = request.seed ? *request.seed : std::random_device{}();
-  std::cout << fmt::format("verify: {} on the {}{}, {} inputs from seed {}, float64 reference\n",
+  std::string where = request.target == Target::Gpu
+                          ? " (" + request.chip + ", " + describeMatmuls(resolved.matmul, request.precision) + ")"
+                          : "";
+  std::cout << fmt::format("verify: {} on the {}{}, {} inputs from seed {}, float64 reference, tolerance {:g}{}\n",
                            kernels.size() == 1 ? kernels[0] : std::to_string(kernels.size()) + " kernels",
-                           targetName(request.target), request.target == Target::Gpu ? " (" + request.chip + ")" : "",
-                           dtypeName(request.options.dtype), seed);
-  std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", "inputs", "output", "rel error",
+                           targetName(request.target), where, dtypeName(request.options.dtype), seed,
+                           toleranceOf(request), request.precision == "tf32" && !request.tolerance ? " (tf32)" : "");
+  std::cout << fmt::format("{:<10} {:<44} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", "inputs", "output", "rel error",
                            "max abs err", "unwritten", "result");
   bool allPass = true;
   for (const std::string &kernel : kernels) {
     std::string inputs;
-    for (const OutputCheck &check : checkKernel(kernel, request, seed, inputs)) {
+    for (const OutputCheck &check : checkKernel(kernel, resolved, seed, inputs)) {
       allPass &= check.pass;
-      std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", kernel, inputs, check.output,
+      std::cout << fmt::format("{:<10} {:<44} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", kernel, inputs, check.output,
                                check.relativeError, check.maxAbsError, check.unwritten, check.pass ? "PASS" : "FAIL");
     }
   }

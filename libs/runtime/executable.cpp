@@ -3,6 +3,7 @@
 // _mlir__mlir_ciface_<entry> wrappers with memref descriptors.
 #include "runtime/executable.h"
 
+#include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/blas.h"
 #include "support/error.h"
@@ -151,6 +152,9 @@ struct Executable::Impl {
   MlirModule module;
   Target target;
   std::vector<EntrySignature> entries;
+  // cuBLAS's handles and workspace, for a module that calls mlpipeGemm;
+  // declared before the engine so that it outlives the JIT code.
+  std::unique_ptr<gpu::GemmSession> gemmSession;
   std::unique_ptr<mlir::ExecutionEngine> engine;
   // The packed _mlir_ciface_ wrapper of each entry, looked up once.
   std::map<std::string, void (*)(void **)> wrappers;
@@ -204,6 +208,17 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
         gpu::checkCubinRunsHere(image.data(), image.size());
       }
     });
+  // Set up now, not on the first GEMM: a missing cuBLAS is reported before
+  // anything runs, and no GEMM allocates (a CUDA graph could not capture it).
+  if (impl->module.op().lookupSymbol(gemm_abi::kEntryName)) {
+    try {
+      impl->gemmSession = std::make_unique<gpu::GemmSession>();
+    } catch (const Error &error) {
+      fail("this module calls cuBLAS (it was compiled with --matmul cublas), but {}; compile it with --matmul "
+           "generated to run without",
+           error.what());
+    }
+  }
 
   auto start = std::chrono::steady_clock::now();
   initializeNativeTarget();
@@ -221,6 +236,8 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
       symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
     };
     for (auto &[name, address] : gpu::runtimeSymbols())
+      add(name, address);
+    for (auto &[name, address] : gpu::gemmSymbols())
       add(name, address);
     add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
     add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));

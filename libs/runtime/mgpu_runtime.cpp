@@ -6,6 +6,7 @@
 #include "runtime/mgpu_runtime.h"
 
 #include "runtime/cuda_driver.h"
+#include "runtime/fatal_error.h"
 #include "support/error.h"
 
 #include <algorithm>
@@ -483,27 +484,6 @@ HostSpan memrefSpan(int64_t rank, void *descriptor, int64_t elementSizeBytes) {
   }
   char *base = static_cast<char *>(head->aligned) + head->offset * elementSizeBytes;
   return {base + low * elementSizeBytes, size_t(high - low + 1) * size_t(elementSizeBytes)};
-}
-
-[[noreturn]] void die(const char *message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "mlpipe: %s\n", message);
-  std::fflush(stderr);
-  // _Exit: no destructors or atexit handlers, which could touch the GPU
-  // again and print a second, misleading error.
-  std::_Exit(1);
-}
-
-// Runs one C entry point: JIT-compiled callers cannot handle an error, and
-// carrying on after a failed CUDA call would compute on corrupt memory.
-template <typename Body> auto orDie(Body &&body) noexcept -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception &e) {
-    die(e.what());
-  } catch (...) {
-    die("unknown error in the GPU runtime");
-  }
 }
 
 // Whether `stream` is the calling thread's current stream, whose waits and

@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
+             "  trace matmul --shape 16x768 --shape 3072x768 --transpose-b --epilogue bias-gelu\n"
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
              "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm\n"
              "  trace gpt2 --mode decode --config tiny       # one token against the KV cache");
@@ -23,6 +24,11 @@ int main(int argc, char **argv) {
   app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
+  app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a stored transposed ([K, M]), read as a view");
+  app.add_flag("--transpose-b", request.kernel.transposeB, "matmul: b stored transposed ([N, K]), read as a view");
+  app.add_option("--epilogue", request.kernel.epilogue,
+                 "matmul: none, bias, bias-gelu, bias-residual or bias-tanh after a @ b")
+      ->capture_default_str();
   app.add_option("--mode", request.mode,
                  "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project); decode or prefill "
                  "are the fused program in that --phase")

@@ -1,5 +1,6 @@
 // verify: compare two .npy files, or check compiled kernels against the
 // float64 reference on fresh random inputs.
+#include "driver/matmul_choice.h"
 #include "driver/model_options.h"
 #include "driver/verify.h"
 #include "driver/verify_gpt2.h"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
              "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
              "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
              "  verify all --target cpu\n"
+             "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
              "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
   std::vector<std::string> what;
   double rtol = 1e-5, atol = 1e-8;
@@ -43,6 +45,20 @@ int main(int argc, char **argv) {
   app.add_option("--format", request.format,
                  "Kernels on the GPU: bin (cubin), fatbin, or isa (PTX the driver assembles)")
       ->check(CLI::IsMember({"bin", "fatbin", "isa"}))
+      ->capture_default_str();
+  std::string matmul;
+  app.add_option("--matmul", matmul, mlpipe::kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+  app.add_option("--precision", request.precision, mlpipe::kPrecisionFlagHelp)
+      ->check(CLI::IsMember({"f32", "tf32"}))
+      ->capture_default_str();
+  app.add_flag("--transpose-a", request.options.transposeA,
+               "matmul: a is stored transposed ([K, M], --shape as stored) and read through a transposed view");
+  app.add_flag("--transpose-b", request.options.transposeB,
+               "matmul: b is stored transposed ([N, K], --shape as stored) and read through a transposed view");
+  app.add_option("--epilogue", request.options.epilogue,
+                 "matmul: what follows a @ b: none, bias (+ bias[N]), bias-gelu (GELU, tanh form, of that), "
+                 "bias-residual (residual[M, N] + that) or bias-tanh (tanh of it: no cuBLASLt epilogue)")
+      ->check(CLI::IsMember(mlpipe::matmulEpilogues()))
       ->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
@@ -77,8 +93,11 @@ int main(int argc, char **argv) {
           return;
         }
         if (what.size() == 1 && what[0] == "gpt2") {
-          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs};
+          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs, matmul};
           gpt2.model.run.compile.chip = request.chip;
+          gpt2.model.run.compile.precision = request.precision;
+          if (request.precision == "tf32")
+            gpt2.tolerance = mlpipe::kGpt2Tf32Tolerance;
           if (*seedOption)
             gpt2.model.seed = seed;
           mlpipe::applyModelFlags(gpt2.model, flags);
@@ -93,6 +112,7 @@ int main(int argc, char **argv) {
         if (target.empty())
           target = mlpipe::gpu::available() ? "gpu" : "cpu";
         request.target = target == "gpu" ? mlpipe::Target::Gpu : mlpipe::Target::Cpu;
+        request.matmul = matmul;
         if (*seedOption)
           request.seed = seed;
         if (*toleranceOption)
