@@ -34,16 +34,39 @@ enum class OpKind {
   Transpose, // permutation of the axes
   Slice,     // a contiguous range along one axis
   Gather,    // rows of a table picked by integer ids
+  // The operations XLA's HLO needs beyond NumPy's (frontend/hlo_reader.h):
+  Broadcast,    // operand axis i becomes axis ints[i] of a larger shape (HLO broadcast)
+  Compare,      // elementwise comparison of two tensors, broadcasting; gives i1
+  Select,       // elementwise where(pred, a, b), broadcasting
+  Iota,         // the index along axis ints[0], in any element type
+  Pad,          // edge and interior padding with a scalar; ints = {lows..., highs..., interiors...}
+  Concat,       // the operands joined along axis ints[0]
+  Convert,      // elementwise change of element type
+  Literal,      // a dense constant tensor, its elements in `values`
+  StridedSlice, // a box with a stride along every axis; ints = {starts..., strides...}
 };
 
-enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt };
-enum class BinaryFn { Add, Sub, Mul, Div, Max, Min };
-enum class ReduceFn { Sum, Max };
+// Integer forms (Neg, Abs on i32/i64; Not on i1/i32/i64; Add..Min, And, Or)
+// follow XLA: two's complement wrap-around, bitwise Not/And/Or, and integer
+// division that truncates, with x / 0 = -1 and INT_MIN / -1 = INT_MIN.
+enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt, Log, Abs, Not };
+enum class BinaryFn { Add, Sub, Mul, Div, Max, Min, Pow, And, Or };
+enum class ReduceFn { Sum, Max, Min, Prod };
+enum class CompareFn { Eq, Ne, Lt, Le, Gt, Ge };
 
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
 double applyUnary(UnaryFn fn, double x);
 double applyBinary(BinaryFn fn, double a, double b);
+// The same for elements of `dtype`: integer and i1 semantics for those
+// types, the float64 forms above (unrounded) for floats.
+double applyUnary(UnaryFn fn, double x, DType dtype);
+double applyBinary(BinaryFn fn, double a, double b, DType dtype);
+bool applyCompare(CompareFn fn, double a, double b);
+// What `value` of element type `from` becomes in `to`, as XLA converts:
+// floats to integers truncate toward zero and saturate (NaN gives 0),
+// anything to i1 is value != 0; the result is rounded to `to`.
+double convertValue(double value, DType from, DType to);
 
 struct Node {
   Node(OpKind kind, int fn = 0, std::vector<int> operands = {}, Shape shape = {}, DType dtype = DType::f32)
@@ -54,10 +77,11 @@ struct Node {
   std::vector<int> operands; // node ids
   Shape shape;
   DType dtype;
-  std::vector<int64_t> ints; // axis+keepdims, permutation, slice {axis, start}, triu k,
-                             // and for an index Input the number of rows it indexes
-  double value = 0;          // Constant
-  std::string name;          // Input
+  std::vector<int64_t> ints;  // axis+keepdims, permutation, slice {axis, start}, triu k,
+                              // and for an index Input the number of rows it indexes
+  double value = 0;           // Constant
+  std::string name;           // Input
+  std::vector<double> values; // Literal, C order
 };
 
 class Graph;
@@ -99,7 +123,14 @@ public:
   void output(const std::string &name, Tensor value);
   void probe(const std::string &name, Tensor value);
 
+  // Records that integer input `ids` holds row ids into a table of `rows`
+  // rows (random test inputs for it are drawn from [0, rows)).
+  void markIndexInput(Tensor ids, int64_t rows);
+
   Tensor constant(double value);
+  // A scalar of `dtype` (its value rounded to it). A constant takes the type
+  // of the tensor it combines with, among floats or among integers.
+  Tensor constant(double value, DType dtype);
   // triu(ones(rows, cols), k): 1 where column - row >= k, else 0.
   Tensor triu(int64_t rows, int64_t cols, int64_t k);
 
@@ -112,6 +143,24 @@ public:
   Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t length);
   Tensor gather(Tensor table, Tensor ids);
 
+  // x placed in `shape`: axis i of x is axis dimensions[i] of the result
+  // (distinct axes; x's size there is the same, or 1 to be repeated).
+  Tensor broadcast(Tensor x, Shape shape, std::vector<int64_t> dimensions);
+  Tensor compare(CompareFn fn, Tensor a, Tensor b);
+  Tensor select(Tensor pred, Tensor onTrue, Tensor onFalse);
+  Tensor iota(Shape shape, DType dtype, int64_t axis);
+  // Adds low[i] and high[i] elements of `value` (a scalar) before and after
+  // axis i, and interior[i] between its elements; negative low or high
+  // cut elements off instead.
+  Tensor pad(Tensor x, Tensor value, std::vector<int64_t> low, std::vector<int64_t> high,
+             std::vector<int64_t> interior);
+  Tensor concat(std::vector<Tensor> parts, int64_t axis);
+  Tensor convert(Tensor x, DType dtype);
+  // A dense constant; `values` in C order, rounded to `dtype`.
+  Tensor literal(Shape shape, DType dtype, std::vector<double> values);
+  // Elements start[i], start[i] + stride[i], ... below limit[i] on each axis.
+  Tensor stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int64_t> limit, std::vector<int64_t> stride);
+
   const std::vector<Node> &nodes() const { return nodes_; }
   const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }
   const std::vector<int> &inputs() const { return inputs_; }
@@ -121,6 +170,11 @@ public:
 private:
   Tensor add(Node node);
   void checkOwned(Tensor t, const char *what) const;
+  // A Constant operand of an op that needs a tensor becomes a rank-0 Literal.
+  Tensor materialized(Tensor t);
+  // The element type of an elementwise op over these operands: the tensors'
+  // common type, which a Constant adopts if it is of the same kind.
+  DType commonType(const std::vector<Tensor> &operands, const char *op) const;
 
   std::string name_;
   DType floatType_;
@@ -158,8 +212,15 @@ Tensor exp(Tensor x);
 Tensor tanh(Tensor x);
 Tensor sqrt(Tensor x);
 Tensor rsqrt(Tensor x);
+Tensor log(Tensor x);
+Tensor abs(Tensor x);
 Tensor maximum(Tensor a, Tensor b);
 Tensor minimum(Tensor a, Tensor b);
+Tensor power(Tensor a, Tensor b);
+// np.where(pred, a, b)
+Tensor where(Tensor pred, Tensor a, Tensor b);
+// x.astype(dtype)
+Tensor astype(Tensor x, DType dtype);
 
 Tensor sum(Tensor x, int64_t axis, bool keepdims = false);
 Tensor max(Tensor x, int64_t axis, bool keepdims = false);
