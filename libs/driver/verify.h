@@ -3,9 +3,9 @@
 //   verify A.npy B.npy [--rtol R --atol A]
 //     compares two arrays elementwise (numpy allclose); exit 1 on FAIL.
 //   verify KERNEL... [--shape ...] --target gpu|cpu
-//     traces each kernel, compiles it, runs it on fresh random inputs and
-//     compares with the float64 reference (the same graph evaluated
-//     eagerly); prints a table; exit 1 if any kernel fails.
+//     traces each kernel (or reads each FILE.hlo), compiles it, runs it on
+//     fresh random inputs and compares with the float64 reference (the same
+//     graph evaluated eagerly); prints a table; exit 1 if any kernel fails.
 #pragma once
 
 #include "models/unit_kernels.h"
@@ -23,12 +23,13 @@ namespace mlpipe {
 bool verifyFiles(const std::string &actual, const std::string &expected, double rtol, double atol);
 
 struct KernelVerifyRequest {
-  std::vector<std::string> kernels; // "all" expands to the six unit kernels
+  std::vector<std::string> kernels; // "all" expands to the six unit kernels; FILE.hlo is an HLO module
   KernelOptions options;
   Target target = Target::Gpu;
   std::string chip = "sm_90";
   std::optional<uint64_t> seed;    // fresh when unset; printed so a failure can be replayed
-  std::optional<double> tolerance; // on ||out - ref|| / ||ref||; default 1e-5 (f32), 1e-12 (f64)
+  std::optional<double> tolerance; // on ||out - ref|| / ||ref||; default by the narrowest float stored:
+                                   // 1e-2 (bf16), 2e-3 (f16), 1e-5 (f32), 1e-12 (f64)
   std::string saveDirectory;       // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
 };
 
@@ -36,7 +37,7 @@ struct KernelVerifyRequest {
 bool verifyKernels(const KernelVerifyRequest &request);
 
 // Random inputs for a graph: floats uniform in [-1, 1), ids uniform over
-// their table's rows. Never zeros.
+// their table's rows, other integers in [-16, 16), i1 true or false.
 std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed);
 
 } // namespace mlpipe
