@@ -60,7 +60,7 @@ int64_t integerMinimum(DType dtype) {
   return dtype == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
 }
 
-int64_t asInt64(double value) { return static_cast<int64_t>(storedValue(DType::i64, value)); }
+int64_t asInt64(double value) { return saturatingInt64(value); }
 
 // Two's complement arithmetic on int64, wrapped to `dtype` afterwards.
 double wrapped(DType dtype, uint64_t bits) {

@@ -92,7 +92,7 @@ std::string scalarLiteral(double value, DType dtype) {
     return floatLiteral(value, dtype);
   if (dtype == DType::i1)
     return value != 0 ? "true" : "false";
-  return fmt::format("{}", static_cast<int64_t>(storedValue(dtype, value)));
+  return fmt::format("{}", saturatingInt64(storedValue(dtype, value)));
 }
 
 // arith.constant's value: "1.5e+00 : f32", "7 : i32", "true" (an i1 is

@@ -45,7 +45,7 @@ void HostTensor::set(int64_t i, double value) {
     as<int32_t>()[i] = static_cast<int32_t>(storedValue(DType::i32, value));
     break;
   case DType::i64:
-    as<int64_t>()[i] = static_cast<int64_t>(storedValue(DType::i64, value));
+    as<int64_t>()[i] = saturatingInt64(value);
     break;
   case DType::f16:
     as<uint16_t>()[i] = floatToF16Bits(static_cast<float>(value));

@@ -59,10 +59,6 @@ bool isFloat(DType dtype) {
 
 bool isInteger(DType dtype) { return dtype == DType::i32 || dtype == DType::i64; }
 
-namespace {
-
-// Truncates toward zero, saturating at the int64 range (NaN gives 0), so
-// that no double converts with undefined behaviour.
 int64_t saturatingInt64(double value) {
   if (std::isnan(value))
     return 0;
@@ -72,8 +68,6 @@ int64_t saturatingInt64(double value) {
     return std::numeric_limits<int64_t>::min();
   return static_cast<int64_t>(value);
 }
-
-} // namespace
 
 double storedValue(DType dtype, double value) {
   switch (dtype) {

@@ -29,6 +29,10 @@ bool isInteger(DType dtype);
 // f16 and bf16 round to nearest even, integers truncate toward zero and wrap
 // to their width (NaN becomes 0), i1 is value != 0. f64 keeps it as it is.
 double storedValue(DType dtype, double value);
+// A double as int64: truncated toward zero, saturating at the int64 range
+// (NaN gives 0), so that no value converts with undefined behaviour. (A
+// double holds integers exactly only up to 2^53.)
+int64_t saturatingInt64(double value);
 
 using Shape = std::vector<int64_t>;
 
