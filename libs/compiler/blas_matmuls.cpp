@@ -1,18 +1,5 @@
-// mlpipe-blas-matmuls: on the CPU, floating-point linalg.matmul and
-// linalg.batch_matmul become cblas_sgemm / cblas_dgemm calls wherever the
-// operand layouts allow it; the rest stay linalg and become loops.
-//
-//   linalg.matmul ins(%a, %b : memref<64x128xf32>, memref<128x96xf32>) outs(%c : memref<64x96xf32>)
-// becomes (pointer arithmetic abbreviated)
-//   %pa = <aligned pointer of %a + its offset> : !llvm.ptr   (the same for %b and %c)
-//   func.call @cblas_sgemm(%rowMajor, %noTrans, %noTrans, %c64, %c96, %c128, %one, %pa, %c128,
-//                          %pb, %c96, %one, %pc, %c96) : (...) -> ()
-//
-// BLAS takes each matrix as row-major or transposed with a leading dimension,
-// so an operand qualifies when one of its two strides is 1 and the other at
-// least the row length (a transposed view is read with CblasTrans, no copy).
-// C must be row-major. beta = 1 keeps linalg's C += A B. A batched matmul is
-// a loop of calls stepping each pointer by its batch stride.
+// mlpipe-blas-matmuls: CPU matmuls become cblas_sgemm / cblas_dgemm calls.
+// Passes.td holds its description, with IR before and after.
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,6 +15,10 @@
 #include <optional>
 
 namespace mlpipe {
+
+#define GEN_PASS_DEF_BLASMATMULSPASS
+#include "compiler/Passes.h.inc"
+
 namespace {
 
 // CBLAS enum values (cblas.h).
@@ -68,14 +59,7 @@ std::optional<MatrixOperand> matrixOperand(mlir::Value value) {
   return MatrixOperand{value, *layout};
 }
 
-struct BlasMatmulsPass : mlir::PassWrapper<BlasMatmulsPass, mlir::OperationPass<mlir::ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(BlasMatmulsPass)
-  llvm::StringRef getArgument() const final { return "mlpipe-blas-matmuls"; }
-  llvm::StringRef getDescription() const final { return "Replace CPU matmuls with cblas_?gemm calls"; }
-  void getDependentDialects(mlir::DialectRegistry &registry) const final {
-    registry.insert<mlir::LLVM::LLVMDialect, mlir::scf::SCFDialect, mlir::func::FuncDialect>();
-  }
-
+struct BlasMatmulsPass : impl::BlasMatmulsPassBase<BlasMatmulsPass> {
   void runOnOperation() final {
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     getOperation().walk([&](mlir::linalg::LinalgOp op) {
@@ -190,7 +174,5 @@ struct BlasMatmulsPass : mlir::PassWrapper<BlasMatmulsPass, mlir::OperationPass<
 };
 
 } // namespace
-
-std::unique_ptr<mlir::Pass> createBlasMatmulsPass() { return std::make_unique<BlasMatmulsPass>(); }
 
 } // namespace mlpipe

@@ -39,7 +39,10 @@ public:
   MlirModule &operator=(MlirModule &&) noexcept;
   ~MlirModule();
 
-  std::string print() const;
+  // The module as text. With `locations`, every op's location is printed too
+  // (trace does this: the front end's scopes, loc("h.3.ln_1"), name the
+  // fusions that fuse makes).
+  std::string print(bool locations = false) const;
   Stage stage() const;
   mlir::ModuleOp op() const;
 
@@ -90,5 +93,9 @@ std::vector<KernelReport> checkPtx(const MlirModule &module, const std::string &
 
 // Counts ops by name ("linalg.generic") in a module: structural checks.
 int countOps(const MlirModule &module, std::string_view opName);
+
+// The whole of mlpipe-opt: MLIR's opt driver with every upstream dialect and
+// pass and all of mlpipe's own registered, plus --debug-only.
+int mlpipeOptMain(int argc, char **argv);
 
 } // namespace mlpipe

@@ -1,18 +1,5 @@
-// mlpipe-fill-per-use: a linalg.fill on tensors with several uses becomes one
-// fill per use.
-//
-// cse merges equal fills, so two matmuls of one shape end up accumulating
-// into one zero-filled tensor; bufferization must then copy it for the first
-// matmul to keep it for the second. Refilling is cheaper than copying:
-//
-//   %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x64x64xf32>) -> tensor<2x64x64xf32>
-//   %a = linalg.batch_matmul ins(...) outs(%z : ...)
-//   %b = linalg.batch_matmul ins(...) outs(%z : ...)
-// becomes
-//   %z = linalg.fill ins(%zero : f32) outs(%e : ...) -> ...
-//   %a = linalg.batch_matmul ins(...) outs(%z : ...)
-//   %z2 = linalg.fill ins(%zero : f32) outs(%e : ...) -> ...
-//   %b = linalg.batch_matmul ins(...) outs(%z2 : ...)
+// mlpipe-fill-per-use: every use of a tensor linalg.fill gets its own fill.
+// Passes.td holds its description, with IR before and after.
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,13 +8,13 @@
 #include "mlir/Pass/Pass.h"
 
 namespace mlpipe {
+
+#define GEN_PASS_DEF_FILLPERUSEPASS
+#include "compiler/Passes.h.inc"
+
 namespace {
 
-struct FillPerUsePass : mlir::PassWrapper<FillPerUsePass, mlir::OperationPass<mlir::func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FillPerUsePass)
-  llvm::StringRef getArgument() const final { return "mlpipe-fill-per-use"; }
-  llvm::StringRef getDescription() const final { return "Give every use of a tensor linalg.fill its own fill"; }
-
+struct FillPerUsePass : impl::FillPerUsePassBase<FillPerUsePass> {
   void runOnOperation() final {
     llvm::SmallVector<mlir::linalg::FillOp> fills;
     getOperation().walk([&](mlir::linalg::FillOp fill) {
@@ -48,7 +35,5 @@ struct FillPerUsePass : mlir::PassWrapper<FillPerUsePass, mlir::OperationPass<ml
 };
 
 } // namespace
-
-std::unique_ptr<mlir::Pass> createFillPerUsePass() { return std::make_unique<FillPerUsePass>(); }
 
 } // namespace mlpipe

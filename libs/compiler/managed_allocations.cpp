@@ -1,20 +1,5 @@
-// mlpipe-managed-allocations: the host's buffers become managed memory that
-// both the host and the GPU can address.
-//
-//   %buf = memref.alloc() : memref<64xf32>
-//   ...
-//   memref.dealloc %buf : memref<64xf32>
-// becomes
-//   %buf = gpu.alloc host_shared () : memref<64xf32>
-//   ...
-//   %0 = gpu.wait async
-//   %1 = gpu.dealloc async [%0] %buf : memref<64xf32>
-//   gpu.wait [%1]
-//
-// The allocation stays synchronous: gpu-to-llvm refuses host_shared
-// allocations that carry an async token. The deallocation is async inside a
-// wait because gpu-to-llvm leaves a synchronous gpu.dealloc unconverted.
-// Kernels (inside gpu.module) are left alone.
+// mlpipe-managed-allocations: the host's buffers become managed GPU memory.
+// Passes.td holds its description, with IR before and after.
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,16 +10,13 @@
 #include "mlir/Pass/Pass.h"
 
 namespace mlpipe {
+
+#define GEN_PASS_DEF_MANAGEDALLOCATIONSPASS
+#include "compiler/Passes.h.inc"
+
 namespace {
 
-struct ManagedAllocationsPass : mlir::PassWrapper<ManagedAllocationsPass, mlir::OperationPass<mlir::ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ManagedAllocationsPass)
-  llvm::StringRef getArgument() const final { return "mlpipe-managed-allocations"; }
-  llvm::StringRef getDescription() const final {
-    return "Host memref.alloc/dealloc to gpu.alloc host_shared / gpu.dealloc";
-  }
-  void getDependentDialects(mlir::DialectRegistry &registry) const final { registry.insert<mlir::gpu::GPUDialect>(); }
-
+struct ManagedAllocationsPass : impl::ManagedAllocationsPassBase<ManagedAllocationsPass> {
   void runOnOperation() final {
     for (auto function : getOperation().getOps<mlir::func::FuncOp>()) {
       llvm::SmallVector<mlir::memref::AllocOp> allocations;
@@ -74,7 +56,5 @@ struct ManagedAllocationsPass : mlir::PassWrapper<ManagedAllocationsPass, mlir::
 };
 
 } // namespace
-
-std::unique_ptr<mlir::Pass> createManagedAllocationsPass() { return std::make_unique<ManagedAllocationsPass>(); }
 
 } // namespace mlpipe

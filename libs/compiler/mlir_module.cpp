@@ -1,6 +1,7 @@
 // The process-wide MLIR context, parsing with file:line:col diagnostics,
 // printing, and telling which stage a module is at.
 #include "compiler/compiler.h"
+#include "compiler/debug.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
 
@@ -14,22 +15,39 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlpipe {
 
+namespace {
+
+void registerEverything(mlir::DialectRegistry &registry) {
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  // Without the LLVM IR translations, serialising a gpu.module crashes
+  // instead of failing.
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::registerAllPasses();
+  registerMlpipePasses();
+}
+
+} // namespace
+
+int mlpipeOptMain(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registerEverything(registry);
+  registerDebugOnlyOption();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "mlpipe-opt: any MLIR or mlpipe pass on a .mlir file\n", registry));
+}
+
 mlir::MLIRContext &compilerContext() {
   static mlir::MLIRContext *context = [] {
     mlir::DialectRegistry registry;
-    mlir::registerAllDialects(registry);
-    mlir::registerAllExtensions(registry);
-    // Without the LLVM IR translations, serialising a gpu.module crashes
-    // instead of failing.
-    mlir::registerAllToLLVMIRTranslations(registry);
-    mlir::registerAllPasses();
-    registerMlpipePasses();
+    registerEverything(registry);
     auto *ctx = new mlir::MLIRContext(registry);
     ctx->loadAllAvailableDialects();
     return ctx;
@@ -70,11 +88,58 @@ MlirModule MlirModule::parse(std::string_view text, const std::string &bufferNam
   return MlirModule(std::move(impl));
 }
 
-std::string MlirModule::print() const {
+namespace {
+
+// Drops " loc(unknown)", " loc(#A)" for every alias #A of loc(unknown), and
+// those aliases' definitions, so printed locations show names alone.
+std::string withoutUnknownLocations(const std::string &text) {
+  std::vector<std::string> unknownAliases;
+  std::string kept;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string line = text.substr(start, end - start);
+    start = end;
+    if (line.rfind("#loc", 0) == 0 && line.find(" = loc(unknown)") != std::string::npos) {
+      unknownAliases.push_back(line.substr(0, line.find(' ')));
+      continue;
+    }
+    kept += line;
+  }
+  std::vector<std::string> patterns = {" loc(unknown)"};
+  for (const std::string &alias : unknownAliases)
+    patterns.push_back(" loc(" + alias + ")");
+  for (const std::string &pattern : patterns)
+    for (size_t at = kept.find(pattern); at != std::string::npos; at = kept.find(pattern, at))
+      kept.erase(at, pattern.size());
+  return kept;
+}
+
+} // namespace
+
+std::string MlirModule::print(bool locations) const {
   std::string text;
   llvm::raw_string_ostream os(text);
-  impl_->module->print(os);
+  mlir::OpPrintingFlags flags;
+  if (locations) {
+    // Only the front end's names are worth printing: positions in the
+    // traced text are dropped.
+    mlir::Location unknown = mlir::UnknownLoc::get(impl_->module->getContext());
+    impl_->module->walk([&](mlir::Operation *op) {
+      if (!mlir::isa<mlir::NameLoc>(op->getLoc()))
+        op->setLoc(unknown);
+      for (mlir::Region &region : op->getRegions())
+        for (mlir::Block &block : region)
+          for (mlir::BlockArgument argument : block.getArguments())
+            argument.setLoc(unknown);
+    });
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  }
+  impl_->module->print(os, flags);
   os.flush();
+  if (locations)
+    text = withoutUnknownLocations(text);
   return text + (text.empty() || text.back() == '\n' ? "" : "\n");
 }
 

@@ -30,16 +30,14 @@ namespace mlpipe {
 
 const std::map<std::string, std::string> &embeddedPipelines();
 
+namespace {
+#define GEN_PASS_REGISTRATION
+#include "compiler/Passes.h.inc"
+} // namespace
+
 void registerMlpipePasses() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    mlir::registerPass(createFillPerUsePass);
-    mlir::registerPass(createTransposedOperandViewsPass);
-    mlir::registerPass(createTiledMatmulsPass);
-    mlir::registerPass(createCopiesAsLinalgPass);
-    mlir::registerPass(createManagedAllocationsPass);
-    mlir::registerPass(createBlasMatmulsPass);
-  });
+  std::call_once(once, [] { registerMlpipeCompilerPasses(); });
 }
 
 const char *stageToolName(StageTool tool) {

@@ -1,21 +1,5 @@
-// mlpipe-tiled-matmuls: every floating-point linalg.matmul and
-// linalg.batch_matmul on memrefs becomes a launch of a hand-written
-// shared-memory tiled kernel.
-//
-//   linalg.matmul ins(%a, %b : memref<64x128xf32>, memref<128x96xf32>) outs(%c : memref<64x96xf32>)
-// becomes
-//   %0 = memref.cast %a : memref<64x128xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-//   ... (the same for %b and %c)
-//   gpu.launch_func @mlpipe_tiled_matmul_2d_f32::@tiled_matmul_2d_f32
-//       blocks in (%6, %4, %c1) threads in (%c16, %c16, %c1) args(%0 : ..., %1 : ..., %2 : ...)
-//
-// One kernel per rank and element type, taking fully dynamic strided memrefs,
-// so transposed and sliced views need no copies. Each 16x16 thread block
-// computes a 16x16 tile of C: per step along K it stages a 16x16 tile of A
-// and of B in workgroup memory (out-of-range elements read as zero), with a
-// gpu.barrier after the loads and after the inner product, then adds the sum
-// to C (linalg semantics: C += A B). The batched kernel takes the batch from
-// the third grid dimension.
+// mlpipe-tiled-matmuls: GPU matmuls become launches of a shared-memory tiled kernel.
+// Passes.td holds its description, with IR before and after.
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,6 +16,10 @@
 #include <string>
 
 namespace mlpipe {
+
+#define GEN_PASS_DEF_TILEDMATMULSPASS
+#include "compiler/Passes.h.inc"
+
 namespace {
 
 // 16x16 = 256 threads per block, one output element each; the two staged
@@ -147,17 +135,7 @@ std::string kernelText(int64_t rank, mlir::Type element) {
   return text;
 }
 
-struct TiledMatmulsPass : mlir::PassWrapper<TiledMatmulsPass, mlir::OperationPass<mlir::ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TiledMatmulsPass)
-  llvm::StringRef getArgument() const final { return "mlpipe-tiled-matmuls"; }
-  llvm::StringRef getDescription() const final {
-    return "Replace floating-point linalg.matmul/batch_matmul with shared-memory tiled GPU kernels";
-  }
-  void getDependentDialects(mlir::DialectRegistry &registry) const final {
-    registry
-        .insert<mlir::gpu::GPUDialect, mlir::scf::SCFDialect, mlir::arith::ArithDialect, mlir::memref::MemRefDialect>();
-  }
-
+struct TiledMatmulsPass : impl::TiledMatmulsPassBase<TiledMatmulsPass> {
   void runOnOperation() final {
     mlir::ModuleOp module = getOperation();
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
@@ -240,7 +218,5 @@ struct TiledMatmulsPass : mlir::PassWrapper<TiledMatmulsPass, mlir::OperationPas
 };
 
 } // namespace
-
-std::unique_ptr<mlir::Pass> createTiledMatmulsPass() { return std::make_unique<TiledMatmulsPass>(); }
 
 } // namespace mlpipe

@@ -1,19 +1,5 @@
-// mlpipe-transposed-operand-views: a matmul operand that is a transposed copy
-// reads the original through a transposed view instead; the copy goes.
-//
-//   %kT = memref.alloc() : memref<2x64x64xf32>
-//   linalg.transpose ins(%k : memref<64x2x64xf32, strided<...>>) outs(%kT : ...) permutation = [1, 2, 0]
-//   linalg.batch_matmul ins(%q, %kT : ...) outs(%s : ...)
-//   memref.dealloc %kT : memref<2x64x64xf32>
-// becomes
-//   %kT = memref.transpose %k (d0, d1, d2) -> (d1, d2, d0) : ... to memref<2x64x64xf32, strided<...>>
-//   linalg.batch_matmul ins(%q, %kT : ...) outs(%s : ...)
-//
-// The matmul kernels take fully strided operands, so the view costs nothing
-// but uncoalesced reads, while the copy cost a kernel and a buffer. It is
-// done only when the copy is read by nothing but matmul inputs, no op between
-// the copy and the last matmul writes to or frees the memory viewed, and any
-// later reuse of the copy's buffer starts by overwriting all of it.
+// mlpipe-transposed-operand-views: matmul operands that are transposed copies become views.
+// Passes.td holds its description, with IR before and after.
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -30,6 +16,10 @@
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlpipe {
+
+#define GEN_PASS_DEF_TRANSPOSEDOPERANDVIEWSPASS
+#include "compiler/Passes.h.inc"
+
 namespace {
 
 bool isMatmul(mlir::Operation *op) { return mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(op); }
@@ -62,12 +52,7 @@ bool mayWriteOrFree(mlir::Operation *op, mlir::Value root) {
   return true;
 }
 
-struct TransposedOperandViewsPass
-    : mlir::PassWrapper<TransposedOperandViewsPass, mlir::OperationPass<mlir::func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TransposedOperandViewsPass)
-  llvm::StringRef getArgument() const final { return "mlpipe-transposed-operand-views"; }
-  llvm::StringRef getDescription() const final { return "Read transposed matmul operands through views, not copies"; }
-
+struct TransposedOperandViewsPass : impl::TransposedOperandViewsPassBase<TransposedOperandViewsPass> {
   void runOnOperation() final {
     llvm::SmallVector<mlir::linalg::TransposeOp> transposes;
     getOperation().walk([&](mlir::linalg::TransposeOp op) { transposes.push_back(op); });
@@ -184,9 +169,5 @@ struct TransposedOperandViewsPass
 };
 
 } // namespace
-
-std::unique_ptr<mlir::Pass> createTransposedOperandViewsPass() {
-  return std::make_unique<TransposedOperandViewsPass>();
-}
 
 } // namespace mlpipe

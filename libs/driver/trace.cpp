@@ -38,7 +38,7 @@ std::string trace(const TraceRequest &request) {
          fmt::join(names, ", "));
   }
   MlirModule module = MlirModule::parse(fe::emitMlir(program), request.program + ".traced.mlir");
-  return module.print();
+  return module.print(/*locations=*/true);
 }
 
 } // namespace mlpipe

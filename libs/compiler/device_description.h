@@ -1,0 +1,36 @@
+// What the emitters' heuristics know about the GPU they compile for, one
+// description per --chip. The numbers are those of one representative part
+// of each compute capability (named in `part`); launch heuristics read them
+// (threads per block, blocks to fill every SM, how much shared memory a
+// tile may take) instead of hard-coding an H100.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mlpipe {
+
+struct DeviceDescription {
+  std::string chip; // "sm_90"
+  std::string part; // "H100/H200 SXM": whose numbers these are
+  int smCount = 0;
+  int warpSize = 32;
+  int maxThreadsPerBlock = 1024;
+  int maxThreadsPerSm = 2048;
+  int registersPerSm = 65536;
+  int maxRegistersPerThread = 255;
+  // Static shared memory a block may use without opting in, and with.
+  int64_t sharedMemoryPerBlock = 48 * 1024;
+  int64_t sharedMemoryPerBlockOptIn = 48 * 1024;
+  int64_t l2CacheBytes = 0;
+
+  // Resident threads the whole GPU can hold: the width a grid-stride loop
+  // needs to keep every SM busy.
+  int64_t residentThreads() const { return static_cast<int64_t>(smCount) * maxThreadsPerSm; }
+};
+
+// The description for a chip name as --chip takes it ("sm_90", "sm_90a");
+// throws mlpipe::Error naming the chips it knows otherwise.
+const DeviceDescription &deviceDescription(const std::string &chip);
+
+} // namespace mlpipe

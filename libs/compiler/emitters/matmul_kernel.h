@@ -1,0 +1,56 @@
+// The generated matmul kernel (`--matmul generated`): C = epilogue(A·B [+ C])
+// as a register-tiled GPU kernel built with builders.
+//
+//   MatmulOperands operands{a, b, c};        // host-side memrefs, rank 2 or 3 (batch first)
+//   emitGeneratedMatmul(host, loc, operands, /*accumulate=*/false, nullptr, kernels, device, "c_fc_matmul");
+//
+// Shapes are static; operands may be strided views (a transposed weight is
+// read in place). Each thread block computes a tile of C, each thread a small
+// register tile of it; K-slices of A and B are staged through double-buffered
+// workgroup memory with 128-bit loads where the layout allows. Every edge
+// size is handled without out-of-bounds access. Skinny products (M small, as
+// in GPT-2 decoding) take a bandwidth-bound form that streams B once. The
+// choices read the device description and are printed under
+// --debug-only=mlpipe-emitters.
+#pragma once
+
+#include "compiler/device_description.h"
+#include "compiler/emitters/kernel_factory.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+#include <string>
+
+namespace mlpipe::emitters {
+
+struct MatmulOperands {
+  mlir::Value a; // [M, K] or [B, M, K]
+  mlir::Value b; // [K, N] or [B, K, N]
+  mlir::Value c; // [M, N] or [B, M, N]: the output (and, when accumulating, an input)
+};
+
+// What happens to each element of A·B before it is stored into C. The
+// emitter of a matmul fusion builds it from the fusion's elementwise
+// epilogue (a bias add, GELU, a residual add).
+struct MatmulEpilogue {
+  // Host-side buffers the epilogue reads; they become extra kernel arguments.
+  llvm::SmallVector<mlir::Value> hostOperands;
+  // Builds, inside the kernel, the value to store at `index` ((batch,) row,
+  // column; index-typed values) from the accumulated `product`;
+  // `kernelOperands` are the kernel's values of hostOperands.
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands,
+                            mlir::ValueRange index, mlir::Value product)>
+      apply;
+};
+
+// Builds the kernel (through `kernels`, named `name`) and launches it at the
+// host builder's insertion point. With `accumulate`, C's old value is added
+// to the product before the epilogue (linalg's C += A·B); otherwise C is
+// only written. Fails (with a diagnostic at `loc`) for shapes or types it
+// does not handle.
+mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
+                                        bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
+                                        const DeviceDescription &device, const std::string &name);
+
+} // namespace mlpipe::emitters
