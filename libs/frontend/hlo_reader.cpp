@@ -1062,6 +1062,11 @@ private:
                      const std::vector<Value> &arguments, bool isEntry, int depth) {
     Value value;
     try {
+      // The op's place in the user's program (metadata's op_name) names
+      // the nodes it records; a call or fusion leaves naming to its ops.
+      std::optional<Graph::Scope> scope;
+      if (std::string name = scopeName(ins); !name.empty() && ins.opcode != "call" && ins.opcode != "fusion")
+        scope.emplace(*graph_, name);
       value = build(ins, operands, arguments, isEntry, depth);
       if (ins.shape) {
         checkDeclared(ins, *ins.shape, value);
@@ -1076,6 +1081,44 @@ private:
       failOp(ins, fmt::format("the module records more than {} operations once calls and fusions are inlined",
                               kMaxGraphNodes));
     return value;
+  }
+
+  // metadata={op_name="jit(f)/jit(main)/attn/dot_general[...]" ...} as a
+  // front-end scope: "attn.dot_general" (the jit wrappers and bracketed
+  // parameters dropped, path separators as dots, only identifier
+  // characters kept). Empty when there is no op_name.
+  static std::string scopeName(const Instruction &ins) {
+    std::string_view text;
+    for (const Attribute &attribute : ins.attributes)
+      if (attribute.name == "metadata")
+        text = attribute.text;
+    size_t start = text.find("op_name=\"");
+    if (start == std::string_view::npos)
+      return "";
+    start += 9;
+    size_t end = start;
+    while (end < text.size() && text[end] != '"')
+      end += text[end] == '\\' ? 2 : 1;
+    std::string_view opName = text.substr(start, std::min(end, text.size()) - start);
+    std::string scope;
+    size_t part = 0;
+    while (part <= opName.size()) {
+      size_t slash = std::min(opName.find('/', part), opName.size());
+      std::string_view component = opName.substr(part, slash - part);
+      part = slash + 1;
+      if (component.starts_with("jit(") || component.starts_with("pjit("))
+        continue;
+      std::string cleaned;
+      int nesting = 0;
+      for (char c : component) {
+        nesting += c == '[' || c == '(' ? 1 : c == ']' || c == ')' ? -1 : 0;
+        if (nesting == 0 && (std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+          cleaned += c;
+      }
+      if (!cleaned.empty())
+        scope += (scope.empty() ? "" : ".") + cleaned;
+    }
+    return scope;
   }
 
   void checkDeclared(const Instruction &ins, const ShapeText &declared, const Value &value) const {
