@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace mlpipe::fe {
 
@@ -269,10 +270,9 @@ public:
         emitNode(static_cast<int>(id));
     scope_.clear();
     std::vector<std::string> values, types;
+    std::set<int> returned;
     for (auto &[name, id] : graph_.outputs()) {
-      if (graph_.node(id).kind == OpKind::Constant)
-        fail("output '{}' of '{}' is a bare constant; outputs must be tensors", name, graph_.name());
-      values.push_back(value(id));
+      values.push_back(outputValue(name, id, !returned.insert(id).second));
       types.push_back(type(id));
     }
     line("return {} : {}", fmt::join(values, ", "), fmt::join(types, ", "));
@@ -280,6 +280,36 @@ public:
   }
 
 private:
+  // Each result is a tensor an op computes, and no two are the same value:
+  // bufferization's results-to-out-params (MLIR 22) crashes on a function
+  // that returns its argument or a constant. So an input or a repeated
+  // output is copied (linalg.copy, which canonicalization keeps, into a
+  // fresh bufferization.alloc_tensor) and a constant is written by a
+  // generic that yields it.
+  std::string outputValue(const std::string &name, int id, bool repeated) {
+    const Node &node = graph_.node(id);
+    bool splat = node.kind == OpKind::Constant ||
+                 (node.kind == OpKind::Literal &&
+                  std::all_of(node.values.begin(), node.values.end(), [&](double v) { return v == node.values[0]; }));
+    if (splat) {
+      double v = node.kind == OpKind::Constant ? node.value : node.values.front();
+      return emitGeneric(node.shape, node.dtype, {},
+                         [&](const std::vector<std::string> &) { return bodyConstant(v, node.dtype); });
+    }
+    if (node.kind == OpKind::Literal)
+      fail("output '{}' of '{}' is a constant tensor of different values; mlpipe returns computed tensors (and "
+           "constants that are one value everywhere)",
+           name, graph_.name());
+    if (node.kind != OpKind::Input && !repeated)
+      return value(id);
+    // A tensor of its own to copy into: tensor.empty values of one type are
+    // merged by cse, and bufferization would then copy in place.
+    std::string init = fresh(), copy = fresh();
+    line("{} = bufferization.alloc_tensor() : {}", init, type(id));
+    line("{} = linalg.copy ins({} : {}) outs({} : {}) -> {}", copy, value(id), type(id), init, type(id), type(id));
+    return copy;
+  }
+
   template <typename... Args> void line(fmt::format_string<Args...> format, Args &&...args) {
     std::string text = fmt::format(format, std::forward<Args>(args)...);
     out_ += "    ";
