@@ -49,7 +49,7 @@ namespace {
 // Limits that keep hostile input from exhausting the stack or memory.
 constexpr int kMaxNesting = 64;                    // tuple shapes, calls within calls
 constexpr size_t kMaxRank = 32;                    // dimensions of one shape
-constexpr size_t kMaxGraphNodes = size_t(1) << 20; // recorded ops, after inlining
+constexpr size_t kMaxGraphNodes = size_t(1) << 18; // recorded ops, after inlining
 constexpr size_t kMaxQuoted = 40;                  // characters of the input echoed in a message
 
 struct Location {
