@@ -906,7 +906,14 @@ public:
     for (size_t i = 0; i < outputs.size(); ++i) {
       Tensor output = outputs[i];
       const Node &node = graph_->node(output.id());
-      if (node.kind == OpKind::Constant) // outputs are tensors, not captured scalars
+      bool varies = node.kind == OpKind::Literal &&
+                    std::any_of(node.values.begin(), node.values.end(), [&](double v) { return v != node.values[0]; });
+      if (varies)
+        failAt(source_, rootInstruction.loc,
+               fmt::format("output {} of the entry computation is a constant of different values; mlpipe returns "
+                           "computed tensors, and constants that are one value everywhere",
+                           i));
+      if (node.kind == OpKind::Constant) // outputs are tensors, not captured scalars (node dies here)
         output = graph_->literal({}, node.dtype, {node.value});
       graph_->output(root.tensor ? "y" : fmt::format("y{}", i), output);
     }
