@@ -48,6 +48,8 @@ step lit.all lit -sv -j 8 "$work/test"
 step verify.kernels.sm_90 verify all --target gpu --chip sm_90
 step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
 step verify.kernels.f64 verify all --target gpu --dtype f64
+step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
+step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75
 
 # 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
 #    (compute-sanitizer memcheck and racecheck), on unit kernels and on whole
@@ -130,6 +132,8 @@ step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu -
 
 echo
 cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
+echo
+cat "$logs/verify.hlo.sm_90.log" 2>/dev/null
 echo
 tail -4 "$logs/gpt2.verify.sublayer.log" "$logs/gpt2.verify.fused.log" 2>/dev/null
 echo

@@ -7,6 +7,7 @@
 #include "runtime/mgpu_runtime.h"
 #include "support/blas.h"
 #include "support/error.h"
+#include "support/float16.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -22,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,8 +49,21 @@ DType dtypeOf(mlir::Type type) {
     return DType::i32;
   if (type.isInteger(64))
     return DType::i64;
+  if (type.isF16())
+    return DType::f16;
+  if (type.isBF16())
+    return DType::bf16;
+  if (type.isInteger(1))
+    return DType::i1;
   fail("unsupported element type in an entry signature");
 }
+
+// f32 -> bf16 for code the JIT compiles: LLVM calls __truncsfbf2 where the
+// CPU has no bf16 conversion instruction, and libgcc before GCC 13 does not
+// provide it. The x86-64 and AArch64 calling conventions return a bf16 in
+// the low 16 bits of the first float register, where this float's low bits
+// go.
+float truncateFloatToBf16(float value) { return std::bit_cast<float>(static_cast<uint32_t>(floatToBf16Bits(value))); }
 
 std::vector<TensorSpec> readSpecs(mlir::Operation *function, llvm::StringRef attribute) {
   std::vector<TensorSpec> specs;
@@ -239,6 +254,7 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
       add(name, address);
     for (auto &[name, address] : gpu::gemmSymbols())
       add(name, address);
+    add("__truncsfbf2", reinterpret_cast<void *>(&truncateFloatToBf16));
     add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
     add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
     return symbols;

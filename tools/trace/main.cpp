@@ -8,18 +8,20 @@
 
 int main(int argc, char **argv) {
   CLI::App app{"Trace a tensor program to linalg-on-tensors MLIR.\n"
-               "Programs: gelu softmax layernorm matmul gather attention transpose colsum, and gpt2."};
+               "Programs: gelu softmax layernorm matmul gather attention transpose colsum, gpt2, or an XLA HLO\n"
+               "module FILE.hlo (its ENTRY computation; inputs named after its parameters, outputs y or y0, y1, ...)."};
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
              "  trace matmul --shape 16x768 --shape 3072x768 --transpose-b --epilogue bias-gelu\n"
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
              "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm\n"
-             "  trace gpt2 --mode decode --config tiny       # one token against the KV cache");
+             "  trace gpt2 --mode decode --config tiny       # one token against the KV cache\n"
+             "  trace model.hlo | fuse | bufferize | lower-cpu > model.cpu.mlir");
   mlpipe::TraceRequest request;
   std::vector<std::string> shapes;
   std::string dtype = "f32", output = "-";
-  app.add_option("program", request.program, "What to trace")->required();
+  app.add_option("program", request.program, "What to trace: a kernel, gpt2 or FILE.hlo")->required();
   app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
   app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");

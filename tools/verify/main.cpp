@@ -14,7 +14,8 @@ int main(int argc, char **argv) {
   CLI::App app{"Check results.\n"
                "  verify A.npy B.npy       compare two arrays (numpy allclose): PASS or FAIL\n"
                "  verify KERNEL...         compile each kernel, run it on fresh random inputs and compare\n"
-               "                           with the float64 reference (KERNEL may be 'all')\n"
+               "                           with the float64 reference (KERNEL may be 'all', or an XLA HLO\n"
+               "                           module FILE.hlo)\n"
                "  verify gpt2              greedy steps after a prompt, each compared with the float64\n"
                "                           reference: embedding, block residuals, logits and token\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
              "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
              "  verify all --target cpu\n"
              "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
+             "  verify model.hlo --target cpu --save out/\n"
              "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
   std::vector<std::string> what;
   double rtol = 1e-5, atol = 1e-8;
@@ -32,7 +34,7 @@ int main(int argc, char **argv) {
   mlpipe::KernelVerifyRequest request;
   uint64_t seed = 0;
   double tolerance = 0;
-  app.add_option("what", what, "Two .npy files, kernel names, or gpt2")->required();
+  app.add_option("what", what, "Two .npy files, kernel names or FILE.hlo modules, or gpt2")->required();
   app.add_option("--rtol", rtol, "Files: relative tolerance")->capture_default_str();
   app.add_option("--atol", atol, "Files: absolute tolerance")->capture_default_str();
   app.add_option("--shape", shapes, "Kernels: shape of each input in order");
