@@ -59,7 +59,7 @@ double timeCalls(const MatmulBenchRequest &request, const std::function<void(int
 HostTensor resultOf(const OperandSet &set, const MatmulShape &shape) {
   Shape dims = shape.batch > 0 ? Shape{shape.batch, shape.m, shape.n} : Shape{shape.m, shape.n};
   HostTensor tensor(DType::f32, dims);
-  std::memcpy(tensor.data(), set.y.data(), tensor.byteSize());
+  set.y.download(tensor.data(), tensor.byteSize());
   return tensor;
 }
 
@@ -131,10 +131,8 @@ void benchMatmul(const MatmulBenchRequest &request) {
                      TargetBuffer(Target::Gpu, 4 * yElements)};
       // Each set differs (the random block, shifted), so no result repeats.
       std::rotate(random.begin(), random.begin() + (s * 7919) % random.size(), random.end());
-      std::memcpy(set.a.data(), random.data(), 4 * aElements);
-      std::memcpy(set.b.data(), random.data(), 4 * bElements);
-      for (TargetBuffer *buffer : {&set.a, &set.b, &set.y})
-        gpu::prefetchToDevice(buffer->data(), buffer->size());
+      set.a.upload(random.data(), 4 * aElements);
+      set.b.upload(random.data(), 4 * bElements);
       operands.push_back(std::move(set));
     }
     double flops = 2.0 * batch * shape.m * shape.n * shape.k;
@@ -182,7 +180,9 @@ void benchMatmul(const MatmulBenchRequest &request) {
         executable.enqueue(entry, {set.a.data(), set.b.data(), set.y.data()});
       };
       double microseconds = timeCalls(request, [&](int64_t i) { call(operands[i % sets]); });
-      std::memset(operands[0].y.data(), 0xff, operands[0].y.size()); // NaN: a result left unwritten shows
+      // NaN: a result left unwritten shows.
+      std::vector<unsigned char> nan(operands[0].y.size(), 0xff);
+      operands[0].y.upload(nan.data(), nan.size());
       call(operands[0]);
       gpu::synchronize();
       Comparison comparison = compareTensors(resultOf(operands[0], shape), expected, 0.0, 0.0);

@@ -237,10 +237,15 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
 
   auto start = std::chrono::steady_clock::now();
   initializeNativeTarget();
-  auto transformer = mlir::makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
+  // A GPU module's host code only launches kernels (and, under a CUDA graph,
+  // runs once per capture): optimising it buys nothing and costs seconds for
+  // the fused model's one large function. CPU code is the computation itself.
+  bool gpuHost = impl->target == Target::Gpu;
+  auto transformer =
+      mlir::makeOptimizingTransformer(/*optLevel=*/gpuHost ? 0 : 3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
   mlir::ExecutionEngineOptions options;
   options.transformer = transformer;
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  options.jitCodeGenOptLevel = gpuHost ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Aggressive;
   auto engine = mlir::ExecutionEngine::create(impl->module.op(), options);
   if (!engine)
     fail("the JIT could not compile the module: {}", llvm::toString(engine.takeError()));

@@ -463,12 +463,27 @@ GemmSession::~GemmSession() {
   tearDown(s);
 }
 
+// The GEMM as the profiler shows it: "cublas_gemm_1024x3072x768_bias_gelu".
+std::string profileName(const GemmProblem &p) {
+  static const char *epilogues[] = {"", "_bias", "_gelu", "_bias_gelu"};
+  int epilogue = static_cast<int>(p.epilogue);
+  std::string name = fmt::format("cublas_gemm_{}{}x{}x{}", p.batch > 1 ? std::to_string(p.batch) + "x" : "", p.m,
+                                 p.n, p.k);
+  if (epilogue > 0 && epilogue < 4)
+    name += epilogues[epilogue];
+  return p.c ? name + "_plus_c" : name;
+}
+
 void gemm(const GemmProblem &problem, void *stream) {
   validate(problem);
   State &s = state();
   std::lock_guard lock(s.mutex);
   sessionState(problem);
   driver();
+  int64_t element = problem.element == gemm_abi::kF64 ? 8 : 4;
+  int64_t bytes = element * problem.batch *
+                  (problem.m * problem.k + problem.k * problem.n + problem.m * problem.n * (problem.c ? 2 : 1));
+  LibraryWork timed(profileName(problem), bytes, 2 * problem.batch * problem.m * problem.n * problem.k, stream);
   if (problem.element == gemm_abi::kF64)
     runClassic(s, problem, stream);
   else

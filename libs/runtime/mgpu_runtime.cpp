@@ -978,6 +978,40 @@ float EventTimer::milliseconds() {
   return ms;
 }
 
+struct LibraryWork::State {
+  CUstream stream = nullptr;
+  ProfilerState *profiler = nullptr;
+  ProfiledLaunch timed;
+};
+
+LibraryWork::LibraryWork(std::string name, int64_t bytes, int64_t flops, void *stream)
+    : state_(std::make_unique<State>()) {
+  CudaDriver &d = driver();
+  state_->stream = static_cast<CUstream>(stream);
+  state_->profiler = capturingOnThread ? nullptr : profilerOnThread;
+  if (state_->profiler) {
+    state_->timed = {std::move(name), profilerEvent(d, *state_->profiler), profilerEvent(d, *state_->profiler), bytes,
+                     flops};
+    check(d.cuEventRecord(state_->timed.start, state_->stream), "cuEventRecord");
+  } else {
+    state_->timed.kernel = std::move(name);
+  }
+}
+
+LibraryWork::~LibraryWork() {
+  try {
+    CudaDriver &d = driver();
+    ++launchCount;
+    noteLaunch(state_->stream, state_->timed.kernel);
+    if (state_->profiler) {
+      check(d.cuEventRecord(state_->timed.stop, state_->stream), "cuEventRecord");
+      state_->profiler->launches.push_back(std::move(state_->timed));
+    }
+  } catch (const std::exception &e) {
+    die(e.what());
+  }
+}
+
 LaunchProfiler::LaunchProfiler() {
   driver();
   if (profilerOnThread)

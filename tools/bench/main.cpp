@@ -77,6 +77,9 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   matmul->add_option("--launches", matmulRequest.launches, "Back-to-back calls per timing")->capture_default_str();
   matmul->add_option("--warmup", matmulRequest.warmup, "Untimed rounds of calls first")->capture_default_str();
+  // One subcommand at most: "bench kernels matmul" names the matmul kernel,
+  // not the matmul subcommand.
+  app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
   if (*matmul)
     return mlpipe::runTool("bench", [&] {
