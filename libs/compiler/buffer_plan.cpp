@@ -33,7 +33,11 @@ struct Temporary {
   const char *whyNot = nullptr; // when not plannable
 };
 
+// The bytes of a statically shaped buffer; 0 for a dynamic one, which the
+// plan leaves out (see unplannable).
 int64_t byteSize(mlir::MemRefType type) {
+  if (!type.hasStaticShape())
+    return 0;
   int64_t bits = type.getElementTypeBitWidth();
   return type.getNumElements() * ((bits + 7) / 8);
 }

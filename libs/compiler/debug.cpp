@@ -5,6 +5,7 @@
 #include "llvm/Support/CommandLine.h"
 
 #include <mutex>
+#include <optional>
 
 namespace mlpipe {
 
@@ -35,8 +36,9 @@ void registerDebugOnlyOption() {
   std::call_once(once, [] {
     if (llvm::cl::getRegisteredOptions().count("debug-only"))
       return;
-    // Lives as long as the process: LLVM's option registry keeps a pointer.
-    new llvm::cl::opt<std::string>(
+    // Lives until exit: LLVM's option registry keeps a pointer to it.
+    static std::optional<llvm::cl::opt<std::string>> option;
+    option.emplace(
         "debug-only", llvm::cl::desc("Print the choices of these mlpipe debug types (mlpipe-emitters, ...)"),
         llvm::cl::value_desc("type[,type...]"),
         llvm::cl::cb<void, const std::string &>([](const std::string &types) { enableDebugTypes(types); }));
