@@ -169,6 +169,11 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
               {"format", options.format},
               {"toolkit", checkedToolkit(options)}};
   }
+  if (tool == StageTool::Outline) {
+    // The emitters' heuristics read the chip's device description.
+    checkChip(options.chip);
+    values = {{"chip", options.chip}};
+  }
   return fillOptions(stripComments(text), values);
 }
 

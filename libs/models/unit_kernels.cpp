@@ -65,6 +65,8 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
     fail("--batch must be positive, not {}", options.batch);
   if (options.batch > 0 && name != "matmul")
     fail("--batch applies to matmul only");
+  if ((options.transposeA || options.transposeB) && name != "matmul")
+    fail("--transpose-a and --transpose-b apply to matmul only");
   if (!isFloat(options.dtype))
     fail("--dtype must be f32 or f64, not {}", dtypeName(options.dtype));
 
@@ -91,8 +93,13 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
       shapes[0].insert(shapes[0].begin(), options.batch);
       shapes[1].insert(shapes[1].begin(), options.batch);
     }
-    Tensor a = g.input("a", shapes[0]);
-    Tensor b = g.input("b", shapes[1]);
+    // A transposed input is stored with its last two axes swapped.
+    auto swapped = [](Shape shape) {
+      std::swap(shape[shape.size() - 2], shape[shape.size() - 1]);
+      return shape;
+    };
+    Tensor a = options.transposeA ? swapLastAxes(g.input("a", swapped(shapes[0]))) : g.input("a", shapes[0]);
+    Tensor b = options.transposeB ? swapLastAxes(g.input("b", swapped(shapes[1]))) : g.input("b", shapes[1]);
     g.output("y", matmul(a, b));
   } else if (name == "gather") {
     requireRank(kernel, shapes[0], 2, "table");

@@ -4,7 +4,8 @@
 //   gelu       y = gelu(x)                         x: 64x256
 //   softmax    y = softmax(x) over the last axis   x: 64x256
 //   layernorm  y = layer_norm(x, weight, bias)     x: 64x256, weight and bias: 256
-//   matmul     y = a @ b (batched with --batch)    a: 64x128, b: 128x96
+//   matmul     y = a @ b (batched with --batch;    a: 64x128, b: 128x96
+//              a and/or b stored transposed with --transpose-a/-b)
 //   gather     y = table[ids]                      table: 512x64, ids: 32 (i32)
 //   attention  y = causal multi-head attention     q, k, v: 64x128, 2 heads
 //
@@ -23,7 +24,12 @@ struct KernelOptions {
   std::vector<Shape> shapes; // one per input in order, or empty for the defaults
   DType dtype = DType::f32;  // float type of the kernel
   int64_t batch = 0;         // matmul: > 0 makes it a batched matmul
-  int64_t heads = 2;         // attention
+  // matmul: the input is stored transposed (a as [K, M], b as [N, K], like a
+  // tied embedding) and the program reads it through a transpose; --shape
+  // still gives the product's a (MxK) and b (KxN).
+  bool transposeA = false;
+  bool transposeB = false;
+  int64_t heads = 2; // attention
 };
 
 struct UnitKernel {

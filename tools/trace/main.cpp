@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
+             "  trace matmul --shape 1x768 --shape 768x50257 --transpose-b\n"
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
              "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm");
   mlpipe::TraceRequest request;
@@ -21,6 +22,9 @@ int main(int argc, char **argv) {
   app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
   app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");
+  app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a is stored transposed (KxM), read through a view");
+  app.add_flag("--transpose-b", request.kernel.transposeB,
+               "matmul: b is stored transposed (NxK, like a tied embedding), read through a view");
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
   app.add_option("--mode", request.mode, "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project)")
       ->check(CLI::IsMember({"fused", "sublayer"}))

@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
   app.footer("Examples:\n"
              "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
              "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
+             "  verify matmul --shape 1x768 --shape 768x50257 --transpose-b --target gpu\n"
              "  verify all --target cpu\n"
              "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
   std::vector<std::string> what;
@@ -35,6 +36,8 @@ int main(int argc, char **argv) {
   app.add_option("--shape", shapes, "Kernels: shape of each input in order");
   app.add_option("--dtype", dtype, "Kernels: float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.options.batch, "matmul: batch size");
+  app.add_flag("--transpose-a", request.options.transposeA, "matmul: a is stored transposed (KxM)");
+  app.add_flag("--transpose-b", request.options.transposeB, "matmul: b is stored transposed (NxK)");
   app.add_option("--heads", request.options.heads, "attention: heads")->capture_default_str();
   app.add_option("--target", target, "Kernels: gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
