@@ -4,8 +4,9 @@
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls="test-epilogue=bias-gelu-residual" --cse | FileCheck %s --check-prefix=AUTO-EPILOGUE
 
 // GPT-2 decoding's 16x768 @ 768x3072: the skinny form. 8 warps split each
-// block's 128-row K-slice; every thread streams 8 rows of B (one 128-bit
-// vector each) ahead of the arithmetic, for 16 rows of C in registers; A's
+// block's 128-row K-slice; every thread streams its 16 rows of B in chunks
+// of 4 (one 128-bit vector each), the next chunk's loads issued before the
+// arithmetic on the current one, for 16 rows of C in registers; A's
 // slice is staged in shared memory; the warps add their partial sums in
 // shared memory. K is split 6 ways across the grid, so C is zeroed first
 // (the fill folded into the kernels) and the partial sums are added
@@ -17,11 +18,11 @@
 // CHECK: gpu.func @mlp_matmul_zero(%[[Z:.*]]: memref<16x3072xf32>) kernel
 // CHECK: memref.store %{{.*}}, %[[Z]]
 // CHECK: gpu.func @mlp_matmul(%[[A:.*]]: memref<16x768xf32>, %[[B:.*]]: memref<768x3072xf32>, %[[C:.*]]: memref<16x3072xf32>) workgroup(%[[SA:.*]] : memref<128x16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[RED:.*]] : memref<8x8x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
-// CHECK-COUNT-8: vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<768x3072xf32>, vector<4xf32>
+// CHECK-COUNT-4: vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<768x3072xf32>, vector<4xf32>
 // CHECK-COUNT-8: memref.store %{{.*}}, %[[SA]]
 // CHECK-NEXT: gpu.barrier
-// CHECK: scf.for
-// CHECK-COUNT-8: vector.load %[[B]]
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
+// CHECK-COUNT-4: vector.load %[[B]]
 // CHECK: vector.load %[[SA]][{{.*}}] {alignment = 16 : i64} : memref<128x16xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK: vector.fma
 // CHECK: scf.yield

@@ -85,11 +85,18 @@ constexpr double kStepOverheadInstructions = 24.0; // address arithmetic, barrie
 // less, which is what makes many small blocks on few SMs slow.
 constexpr int64_t kWarpsForFullIssue = 8;
 // Registers a thread needs beside its accumulators, fragments and prefetched
-// tile (addresses, indices, loop state): with it the estimate matches
-// ptxas's count for the 8x8 and 8x4 f32 tiles (128 and ~72).
-constexpr int64_t kRegisterOverhead = 32;
+// tile (addresses, indices, loop state). With it the estimate for the 8x4
+// f32 tile (74) matches what ptxas takes unconstrained (75), so that three
+// blocks of 256 threads fit an SM; the 8x8 tile (112, ptxas 126) fits two.
+constexpr int64_t kRegisterOverhead = 24;
 // Blocks one SM holds at most (16 on sm_75, 32 from sm_80 on: the smaller).
 constexpr int64_t kMaxBlocksPerSm = 16;
+// The kernels tell ptxas how many blocks an SM should hold (.minnctapersm):
+// the tiled kernel as many as the cost model counts on, the skinny one this
+// many.
+// Without it ptxas may take up to 255 registers: the 8x8 tile at a ragged
+// edge lands at 132, one block of 256 threads per SM instead of two.
+constexpr int64_t kSkinnyBlocksPerSm = 2;
 // Splitting K across blocks adds one atomic add per element of C per split;
 // an L2 atomic costs about as much as this many FMAs of one SM's issue slots
 // (H100: ~1 atomic per clock per L2 slice against 128 FMAs per clock per SM).
@@ -110,10 +117,15 @@ constexpr int64_t kSkinnyRowsPerBlock = 16;
 // Warps per skinny block; they split the block's K-slice row by row and add
 // their partial sums in shared memory at the end.
 constexpr int64_t kSkinnyWarps = 8;
-// Rows of B each thread keeps in flight (issued before the arithmetic that
-// uses the previous ones): 8 x 16 bytes per thread, 32 KiB per block, enough
-// with one or two blocks per SM to cover HBM's latency at full bandwidth.
+// Rows of B each thread loads per chunk, at most; the next chunk's loads are
+// issued before the current chunk's arithmetic, so twice this many are in
+// flight: with 8, 256 B per thread, 64 KiB per block.
 constexpr int64_t kSkinnyRowsInFlight = 8;
+// Registers a skinny thread may use, so that two blocks of 256 threads fit
+// an SM (kSkinnyBlocksPerSm): its accumulators, two chunks of B rows and
+// kRegisterOverhead. With 16 rows of C in registers that leaves 4 rows of B
+// per chunk (still 128 B in flight per thread, 8 MiB over an H200).
+constexpr int64_t kSkinnyRegisters = 128;
 // Each warp gets at least this many rows of its block's K-slice, so that the
 // shared-memory reduction stays small next to the streaming.
 constexpr int64_t kSkinnyMinRowsPerWarp = 4;
@@ -218,9 +230,10 @@ struct TiledConfig {
   int64_t blockM = 0, blockN = 0, blockK = kBlockK;
   int64_t threadM = 0, threadN = 0;
   int64_t splitK = 1;
-  int64_t kPerSplit = 0; // a multiple of blockK
-  bool mFastest = true;  // tiles of M on grid x (consecutive blocks share a tile of B)
-  double cost = 0;       // the model's estimate, in FMA issue slots of the busiest SM
+  int64_t kPerSplit = 0;   // a multiple of blockK
+  bool mFastest = true;    // tiles of M on grid x (consecutive blocks share a tile of B)
+  int64_t blocksPerSm = 1; // the blocks an SM should hold at once (for ptxas)
+  double cost = 0;         // the model's estimate, in FMA issue slots of the busiest SM
 
   int64_t threadsM() const { return blockM / threadM; }
   int64_t threadsN() const { return blockN / threadN; }
@@ -368,6 +381,13 @@ mlir::FailureOr<TiledConfig> chooseTiled(const Problem &p, const GeneratedMatmul
   // the other axis: the logits product's 8 tiles of M run side by side on
   // one tile of the 50257 columns, so B comes from HBM once.
   best->mFastest = ceilDiv(p.m, best->blockM) <= ceilDiv(p.n, best->blockN);
+  // Ask ptxas to fit as many blocks as an SM will be given, as far as the
+  // register estimate allows. The estimate is good for f32 tiles; ptxas's
+  // own choice serves f64 better (it hoists fragments of doubles across the
+  // K steps).
+  int64_t blocks = p.batch * ceilDiv(p.m, best->blockM) * ceilDiv(p.n, best->blockN) * best->splitK;
+  best->blocksPerSm =
+      p.elementBytes == 4 ? std::min(residentBlocks(p, *best, device), ceilDiv(blocks, device.smCount)) : 1;
   return *best;
 }
 
@@ -394,7 +414,12 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   int64_t maxSlice = std::max<int64_t>(c.warps, kSkinnyASharedBytes / rowBytes / c.warps * c.warps);
   c.kPerSplit = std::min(roundUp(ceilDiv(p.k, splits), c.warps), maxSlice);
   c.splitK = ceilDiv(p.k, c.kPerSplit);
-  c.rowsInFlight = std::min(kSkinnyRowsInFlight, c.rowsPerWarp());
+  int64_t words = p.elementBytes / 4;
+  int64_t accumulators = c.rowsPerBlock * c.vectorN * words;
+  int64_t forB = (kSkinnyRegisters - kRegisterOverhead - accumulators) / (2 * c.vectorN * words);
+  int64_t most = std::clamp<int64_t>(std::min(forB, kSkinnyRowsInFlight), 1, c.rowsPerWarp());
+  // As many chunks as that needs, evened out (16 rows by at most 5: 4 x 4).
+  c.rowsInFlight = ceilDiv(c.rowsPerWarp(), ceilDiv(c.rowsPerWarp(), most));
   int64_t bytesPerReductionRow = c.warps * c.blockN * p.elementBytes;
   c.reductionRows = std::clamp<int64_t>(kSkinnyReductionSharedBytes / bytesPerReductionRow, 1, c.rowsPerBlock);
   return c;
@@ -569,6 +594,16 @@ void guarded(const Ix &ix, Value condition, const std::function<void()> &body) {
   body();
 }
 
+// Runs `then` or `otherwise` by `condition`.
+void branch(const Ix &ix, Value condition, const std::function<void()> &then, const std::function<void()> &otherwise) {
+  auto branch = mlir::scf::IfOp::create(ix.b, ix.loc, condition, /*withElseRegion=*/true);
+  mlir::OpBuilder::InsertionGuard guard(ix.b);
+  ix.b.setInsertionPointToStart(&branch.getThenRegion().front());
+  then();
+  ix.b.setInsertionPointToStart(&branch.getElseRegion().front());
+  otherwise();
+}
+
 // The final value of one element of C: the product, plus C's old value when
 // accumulating, through the epilogue.
 struct OutputWriter {
@@ -649,6 +684,8 @@ int64_t bytesOf(mlir::Type type) {
 void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TiledConfig &cfg,
                     const LoadPlan &planA, const LoadPlan &planB, int64_t widthCAllowed) {
   alignWorkgroupBuffers(b, f);
+  if (cfg.blocksPerSm > 1)
+    f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(cfg.blocksPerSm)));
   mlir::Location loc = f.getLoc();
   Ix ix{b, loc};
   mlir::Type element = p.element;
@@ -826,24 +863,45 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
   // Epilogue: each thread writes its tile.
   OutputWriter writer{p, c, epilogueOperands};
   // With a vector C, N is a multiple of the vector: each vector is wholly
-  // inside or wholly outside.
+  // inside or wholly outside. At a ragged right edge a fragment (4 columns)
+  // is tested as a whole first, so that only the last column tile tests
+  // each column (and the tests stay inside their branch, not live across the
+  // whole epilogue).
   const int64_t widthC = cfg.splitK > 1 ? 1 : std::min(kFragment, widthCAllowed);
   const bool rowEdge = p.m % cfg.blockM != 0, colEdge = p.n % cfg.blockN != 0;
+  auto writePart = [&](Value acc, Value row, Value col, int64_t part) {
+    if (cfg.splitK > 1)
+      c.atomicAdd(ix, extract(ix, acc, part), batch, row, col);
+    else
+      writer.write(ix, slice(ix, acc, part, widthC), batch, row, col, widthC, widthC > 1);
+  };
   for (int64_t r = 0; r < cfg.threadM; ++r) {
     Value row = ix.add(ix.add(m0, fragmentRow[r / kFragment]), r % kFragment);
     Value rowInside = rowEdge ? ix.lt(row, p.m) : Value();
     for (int64_t g = 0; g < groupsN; ++g) {
       Value acc = loop.getResult(r * groupsN + g);
-      for (int64_t part = 0; part < kFragment; part += widthC) {
-        Value col = ix.add(ix.add(n0, fragmentCol[g]), part);
-        Value inside = ix.both(rowInside, colEdge ? ix.lt(col, p.n) : Value());
-        guarded(ix, inside, [&] {
-          if (cfg.splitK > 1)
-            c.atomicAdd(ix, extract(ix, acc, part), batch, row, col);
-          else
-            writer.write(ix, slice(ix, acc, part, widthC), batch, row, col, widthC, widthC > 1);
-        });
+      Value col0 = ix.add(n0, fragmentCol[g]);
+      auto writeWhole = [&] {
+        for (int64_t part = 0; part < kFragment; part += widthC)
+          writePart(acc, row, ix.add(col0, part), part);
+      };
+      if (!colEdge) {
+        guarded(ix, rowInside, writeWhole);
+        continue;
       }
+      guarded(ix, rowInside, [&] {
+        Value whole = ix.lt(ix.add(col0, kFragment - 1), p.n);
+        if (widthC == kFragment) {
+          guarded(ix, whole, writeWhole);
+          return;
+        }
+        branch(ix, whole, writeWhole, [&] {
+          for (int64_t part = 0; part < kFragment; part += widthC) {
+            Value col = ix.add(col0, part);
+            guarded(ix, ix.lt(col, p.n), [&] { writePart(acc, row, col, part); });
+          }
+        });
+      });
     }
   }
 }
@@ -864,6 +922,7 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
 void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const SkinnyConfig &cfg,
                      bool cVector) {
   alignWorkgroupBuffers(b, f);
+  f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(kSkinnyBlocksPerSm)));
   mlir::Location loc = f.getLoc();
   Ix ix{b, loc};
   mlir::Type element = p.element;
