@@ -86,6 +86,9 @@ timings() {
     --input v=@"$work/t/attention/v.npy" --repeat 200
 }
 step timings.kernels timings
+# The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
+# issue's target products, defaults and a sweep of forced configurations.
+step timings.matmuls python3 ci/time-matmuls.py
 step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
 
 echo
@@ -98,6 +101,8 @@ echo
 cat "$logs/bench.gpt2.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
+echo
+sed -n '/^product /,$p' "$logs/timings.matmuls.log" 2>/dev/null
 echo
 printf '%s\n' "${summary[@]}"
 rm -rf "$work"
