@@ -31,7 +31,7 @@
 // SM90: attention_scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tiled 128x128x8, thread tile 8x8, 256 threads, split-K 1 (64 rows each), A vectors 4 along K, B vectors 4 along N, C vectors 4, grid (8, 8, 12)
 // SM90: attention_values_batch_matmul: generated matmul 12x1024x64x1024 (batch x M x N x K), tiled 64x64x8, thread tile 8x4, 128 threads, split-K 2
 // Decoding's logits read wte^T along K: the tiled kernel with 16-row tiles.
-// SM90: decode_logits_matmul: generated matmul 1x16x50257x768 (batch x M x N x K), tiled 16x128x8, thread tile 4x8, 64 threads, split-K 2 (384 rows each), A vectors 4 along K, B vectors 4 along K
+// SM90: decode_logits_matmul: generated matmul 1x16x50257x768 (batch x M x N x K), tiled 16x128x8, thread tile 4x8, 64 threads, split-K 1 (768 rows each), A vectors 4 along K, B vectors 4 along K
 
 // A T4 has 40 SMs: 192 tiles of 128x128 are plenty.
 // SM75: logits_matmul: {{.*}} tiled 128x128x8, thread tile 8x8

@@ -79,11 +79,18 @@ constexpr int64_t kBlockK = 8;
 // (fragment loads + FMAs) / FMAs, i.e. 1.06, 1.09, 1.13 per FMA, plus the
 // fixed per-step cost below, which is what makes small tiles slower.
 constexpr double kStepOverheadInstructions = 24.0; // address arithmetic, barrier, global loads, loop
-// An SM issues at full rate once it holds this many warps: two per
-// scheduler, each with a register tile of independent FMAs to cover shared
-// loads and barriers. With fewer resident warps it issues proportionally
-// less, which is what makes many small blocks on few SMs slow.
-constexpr int64_t kWarpsForFullIssue = 8;
+// An SM issues at full rate once it holds this many warps: a warp with a
+// register tile of independent FMAs issues about two cycles in three
+// between shared loads and barriers, so 6 keep the 4 schedulers busy. With
+// fewer resident warps it issues proportionally less.
+constexpr int64_t kWarpsForFullIssue = 6;
+// Tiles of A and B come from L2 at about 24 bytes per clock per SM under
+// full load (an H100/H200: ~5.5 TB/s over 132 SMs at 1.75 GHz), while the
+// SM issues 4 warp instructions per clock: a byte costs this many issue
+// slots. Loading overlaps the arithmetic, so a block costs the larger of
+// the two; it is what keeps thin tiles (16 rows of 128 columns re-reading B
+// for every 16 rows) from winning on large products.
+constexpr double kIssueSlotsPerL2Byte = 4.0 / 24.0;
 // Registers a thread needs beside its accumulators, fragments and prefetched
 // tile (addresses, indices, loop state). With it the estimate for the 8x4
 // f32 tile (74) matches what ptxas takes unconstrained (75), so that three
@@ -292,11 +299,12 @@ int64_t residentBlocks(const Problem &p, const TiledConfig &c, const DeviceDescr
   return std::max<int64_t>(1, std::min({byThreads, byRegisters, byShared, kMaxBlocksPerSm}));
 }
 
-// Estimated time of a tiled configuration in FMA issue slots of the busiest
-// SM: its share of the blocks (rounded up: a partial last wave costs a whole
-// one), each costing the block's FMAs plus its shared loads and per-step
-// overhead, slowed where too few warps are resident to issue every cycle,
-// plus the split-K atomics spread over the SMs.
+// Estimated time of a tiled configuration in warp-instruction issue slots
+// of the busiest SM: its share of the blocks (rounded up: a partial last
+// wave costs a whole one), each costing the larger of its instructions
+// (FMAs, shared loads, per-step overhead; slowed where too few warps are
+// resident to issue every cycle) and its loads from L2, plus the split-K
+// atomics spread over the SMs.
 double tiledCost(const Problem &p, const TiledConfig &c, const DeviceDescription &device) {
   int64_t blocks = p.batch * ceilDiv(p.m, c.blockM) * ceilDiv(p.n, c.blockN) * c.splitK;
   int64_t blocksPerSm = ceilDiv(blocks, device.smCount);
@@ -305,11 +313,12 @@ double tiledCost(const Problem &p, const TiledConfig &c, const DeviceDescription
   double instructionsPerStep = fmasPerThreadStep + fragmentLoads + kStepOverheadInstructions;
   double steps = static_cast<double>(ceilDiv(c.kPerSplit, c.blockK));
   int64_t warps = c.threads() / device.warpSize;
-  double blockCost = instructionsPerStep * steps * static_cast<double>(warps);
   int64_t residentWarps = std::min(blocksPerSm, residentBlocks(p, c, device)) * warps;
   double issueRate = std::min(1.0, static_cast<double>(residentWarps) / kWarpsForFullIssue);
+  double blockCompute = instructionsPerStep * steps * static_cast<double>(warps) / issueRate;
+  double blockLoads = static_cast<double>((c.blockM + c.blockN) * c.kPerSplit * p.elementBytes) * kIssueSlotsPerL2Byte;
   double atomics = c.splitK > 1 ? static_cast<double>(p.batch * p.m * p.n * c.splitK) : 0.0;
-  return static_cast<double>(blocksPerSm) * blockCost / issueRate +
+  return static_cast<double>(blocksPerSm) * std::max(blockCompute, blockLoads) +
          atomics * kAtomicCostInFmas / device.warpSize / device.smCount;
 }
 
