@@ -649,7 +649,7 @@ def main():
         return 1
     worst = 0.0
     for e, a in zip(expected, actual):
-        scale = max(1.0, max(abs(v) for v in e.data))
+        scale = max([1.0] + [abs(v) for v in e.data])
         for i, (x, y) in enumerate(zip(e.data, a.data)):
             if not (abs(x - y) <= options.rtol * scale):
                 print("kernel_sim: FAIL: %s[%d] is %r, expected %r" % (e.name, i, y, x))
