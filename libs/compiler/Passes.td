@@ -127,7 +127,7 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     ListOption<"blockTile", "block-tile", "int64_t",
                "The tiled kernel's block tile M,N,K (default: chosen per product)">,
     ListOption<"threadTile", "thread-tile", "int64_t",
-               "Each thread's register tile M,N, 4 or 8 each (default: 8x8, 8x4 or 4x8 by block tile; 4x4 for f64)">,
+               "Each thread's register tile M,N, 4 or 8 each (default: chosen with the block tile; with a forced block tile 8x8, 4x4 for f64)">,
     Option<"splitK", "split-k", "int64_t", /*default=*/"0",
            "Slices K is split into across blocks (0: chosen per product, 1: none)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
