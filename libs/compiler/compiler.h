@@ -39,7 +39,10 @@ public:
   MlirModule &operator=(MlirModule &&) noexcept;
   ~MlirModule();
 
-  std::string print() const;
+  // The module as text. With `locations`, every op's location is printed too
+  // (trace does this: the front end's scopes, loc("h.3.ln_1"), name the
+  // fusions that fuse makes).
+  std::string print(bool locations = false) const;
   Stage stage() const;
   mlir::ModuleOp op() const;
 

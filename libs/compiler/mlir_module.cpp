@@ -88,11 +88,58 @@ MlirModule MlirModule::parse(std::string_view text, const std::string &bufferNam
   return MlirModule(std::move(impl));
 }
 
-std::string MlirModule::print() const {
+namespace {
+
+// Drops " loc(unknown)", " loc(#A)" for every alias #A of loc(unknown), and
+// those aliases' definitions, so printed locations show names alone.
+std::string withoutUnknownLocations(const std::string &text) {
+  std::vector<std::string> unknownAliases;
+  std::string kept;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string line = text.substr(start, end - start);
+    start = end;
+    if (line.rfind("#loc", 0) == 0 && line.find(" = loc(unknown)") != std::string::npos) {
+      unknownAliases.push_back(line.substr(0, line.find(' ')));
+      continue;
+    }
+    kept += line;
+  }
+  std::vector<std::string> patterns = {" loc(unknown)"};
+  for (const std::string &alias : unknownAliases)
+    patterns.push_back(" loc(" + alias + ")");
+  for (const std::string &pattern : patterns)
+    for (size_t at = kept.find(pattern); at != std::string::npos; at = kept.find(pattern, at))
+      kept.erase(at, pattern.size());
+  return kept;
+}
+
+} // namespace
+
+std::string MlirModule::print(bool locations) const {
   std::string text;
   llvm::raw_string_ostream os(text);
-  impl_->module->print(os);
+  mlir::OpPrintingFlags flags;
+  if (locations) {
+    // Only the front end's names are worth printing: positions in the
+    // traced text are dropped.
+    mlir::Location unknown = mlir::UnknownLoc::get(impl_->module->getContext());
+    impl_->module->walk([&](mlir::Operation *op) {
+      if (!mlir::isa<mlir::NameLoc>(op->getLoc()))
+        op->setLoc(unknown);
+      for (mlir::Region &region : op->getRegions())
+        for (mlir::Block &block : region)
+          for (mlir::BlockArgument argument : block.getArguments())
+            argument.setLoc(unknown);
+    });
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  }
+  impl_->module->print(os, flags);
   os.flush();
+  if (locations)
+    text = withoutUnknownLocations(text);
   return text + (text.empty() || text.back() == '\n' ? "" : "\n");
 }
 

@@ -27,7 +27,7 @@ std::string trace(const TraceRequest &request) {
     fail("unknown program '{}': expected one of {}, gpt2", request.program, fmt::join(names, ", "));
   }
   MlirModule module = MlirModule::parse(fe::emitMlir(program), request.program + ".traced.mlir");
-  return module.print();
+  return module.print(/*locations=*/true);
 }
 
 } // namespace mlpipe

@@ -49,7 +49,15 @@ Graph::Graph(std::string name, DType floatType) : name_(std::move(name)), floatT
     fail("a graph's float type must be f32 or f64, not {}", dtypeName(floatType));
 }
 
+Graph::Scope::Scope(Graph &graph, const std::string &name) : graph_(graph) {
+  graph_.scopes_.push_back(graph_.scopes_.empty() ? name : graph_.scopes_.back() + "." + name);
+}
+
+Graph::Scope::~Scope() { graph_.scopes_.pop_back(); }
+
 Tensor Graph::add(Node node) {
+  if (node.scope.empty() && !scopes_.empty())
+    node.scope = scopes_.back();
   nodes_.push_back(std::move(node));
   return Tensor(this, static_cast<int>(nodes_.size()) - 1);
 }

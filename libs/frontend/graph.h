@@ -58,6 +58,7 @@ struct Node {
                              // and for an index Input the number of rows it indexes
   double value = 0;          // Constant
   std::string name;          // Input
+  std::string scope;         // where in the model it was recorded: "h.3.ln_1" (see Graph::Scope)
 };
 
 class Graph;
@@ -86,6 +87,23 @@ private:
 class Graph {
 public:
   Graph(std::string name, DType floatType);
+
+  // Names the part of the model the nodes recorded while it lives belong to;
+  // scopes nest with dots ("h.3" then "ln_1" gives "h.3.ln_1"). The emitter
+  // writes the scope as each op's location, so fusions and kernels are named
+  // for what they compute ("ln_1_row_reduction").
+  //
+  //   { Graph::Scope scope(g, "ln_1"); h = nn::layerNorm(x, w, b); }
+  class Scope {
+  public:
+    Scope(Graph &graph, const std::string &name);
+    ~Scope();
+    Scope(const Scope &) = delete;
+    Scope &operator=(const Scope &) = delete;
+
+  private:
+    Graph &graph_;
+  };
 
   const std::string &name() const { return name_; }
   DType floatType() const { return floatType_; }
@@ -124,6 +142,7 @@ private:
 
   std::string name_;
   DType floatType_;
+  std::vector<std::string> scopes_;
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<std::pair<std::string, int>> outputs_;

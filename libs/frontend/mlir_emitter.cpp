@@ -146,6 +146,7 @@ public:
     for (size_t id = 0; id < graph_.nodes().size(); ++id)
       if (live_[id] && graph_.node(static_cast<int>(id)).kind != OpKind::Input)
         emitNode(static_cast<int>(id));
+    scope_.clear();
     std::vector<std::string> values, types;
     for (auto &[name, id] : graph_.outputs()) {
       if (graph_.node(id).kind == OpKind::Constant)
@@ -159,9 +160,20 @@ public:
 
 private:
   template <typename... Args> void line(fmt::format_string<Args...> format, Args &&...args) {
+    std::string text = fmt::format(format, std::forward<Args>(args)...);
     out_ += "    ";
-    out_ += fmt::format(format, std::forward<Args>(args)...);
+    out_ += text;
+    if (!scope_.empty() && endsOperation(text))
+      out_ += " loc(" + quote(scope_) + ")";
     out_ += '\n';
+  }
+
+  // Whether a line is the last of an operation (where its location goes):
+  // a one-line op, or the closing line of an op with a region.
+  static bool endsOperation(const std::string &text) {
+    if (text.rfind("} ->", 0) == 0 || text == "  }")
+      return true;
+    return text.rfind("%", 0) == 0 && text.back() != '{' && text.find("linalg.reduce") == std::string::npos;
   }
 
   std::string fresh() { return fmt::format("%v{}", counter_++); }
@@ -270,6 +282,7 @@ private:
 
   void emitNode(int id) {
     const Node &node = graph_.node(id);
+    scope_ = node.scope;
     switch (node.kind) {
     case OpKind::Input:
       return;
@@ -548,6 +561,7 @@ private:
   std::string &out_;
   std::vector<bool> live_;
   std::map<int, std::string> names_;
+  std::string scope_; // the scope of the node being emitted: its ops' location
   // Keepdims reductions: the value before the size-1 axis went back, and its type.
   std::map<int, std::pair<std::string, std::string>> keptReductions_;
   int counter_ = 0;

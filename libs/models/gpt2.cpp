@@ -73,22 +73,53 @@ Tensor embed(Tensor ids, Tensor wte, Tensor wpe) {
   return take(wte, ids) + ids.graph().slice(wpe, 0, 0, length);
 }
 
+// Each piece records under a scope named as the weights it uses are, so
+// fusions and kernels carry names like ln_1_row_reduction.
 Tensor attend(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &config) {
-  Tensor h = nn::layerNorm(x, p["ln_1.weight"], p["ln_1.bias"], config.layerNormEps);
-  std::vector<Tensor> qkv = split(nn::linear(h, p["attn.c_attn.weight"], p["attn.c_attn.bias"]), 3, -1);
-  Tensor heads = nn::causalAttention(qkv[0], qkv[1], qkv[2], config.nHead);
+  Graph &g = x.graph();
+  Tensor h, qkvAll, heads, projected;
+  {
+    Graph::Scope scope(g, "ln_1");
+    h = nn::layerNorm(x, p["ln_1.weight"], p["ln_1.bias"], config.layerNormEps);
+  }
+  {
+    Graph::Scope scope(g, "attn.c_attn");
+    qkvAll = nn::linear(h, p["attn.c_attn.weight"], p["attn.c_attn.bias"]);
+  }
+  {
+    Graph::Scope scope(g, "attn");
+    std::vector<Tensor> qkv = split(qkvAll, 3, -1);
+    heads = nn::causalAttention(qkv[0], qkv[1], qkv[2], config.nHead);
+  }
+  Graph::Scope scope(g, "attn.c_proj");
   return x + nn::linear(heads, p["attn.c_proj.weight"], p["attn.c_proj.bias"]);
 }
 
 Tensor feedforward(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &config) {
-  Tensor h = nn::layerNorm(x, p["ln_2.weight"], p["ln_2.bias"], config.layerNormEps);
-  Tensor inner = nn::gelu(nn::linear(h, p["mlp.c_fc.weight"], p["mlp.c_fc.bias"]));
+  Graph &g = x.graph();
+  Tensor h, inner;
+  {
+    Graph::Scope scope(g, "ln_2");
+    h = nn::layerNorm(x, p["ln_2.weight"], p["ln_2.bias"], config.layerNormEps);
+  }
+  {
+    Graph::Scope scope(g, "mlp.c_fc");
+    inner = nn::gelu(nn::linear(h, p["mlp.c_fc.weight"], p["mlp.c_fc.bias"]));
+  }
+  Graph::Scope scope(g, "mlp.c_proj");
   return x + nn::linear(inner, p["mlp.c_proj.weight"], p["mlp.c_proj.bias"]);
 }
 
 // The language-model head is the token embedding, transposed (tied weights).
 Tensor project(Tensor x, Tensor lnWeight, Tensor lnBias, Tensor wte, const Gpt2Config &config) {
-  return matmul(nn::layerNorm(x, lnWeight, lnBias, config.layerNormEps), transpose(wte, {1, 0}));
+  Graph &g = x.graph();
+  Tensor h;
+  {
+    Graph::Scope scope(g, "ln_f");
+    h = nn::layerNorm(x, lnWeight, lnBias, config.layerNormEps);
+  }
+  Graph::Scope scope(g, "lm_head");
+  return matmul(h, transpose(wte, {1, 0}));
 }
 
 // The whole model in one graph; with `probes`, the embedding and every
@@ -103,10 +134,15 @@ void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes)
   Tensor lnWeight = g.input("ln_f.weight", {config.nEmbd});
   Tensor lnBias = g.input("ln_f.bias", {config.nEmbd});
 
-  Tensor x = embed(ids, wte, wpe);
+  Tensor x;
+  {
+    Graph::Scope scope(g, "embed");
+    x = embed(ids, wte, wpe);
+  }
   if (probes)
     g.probe("embedding", x);
   for (int64_t i = 0; i < config.nLayer; ++i) {
+    Graph::Scope scope(g, "h." + std::to_string(i));
     x = feedforward(attend(x, blocks[i], config), blocks[i], config);
     if (probes)
       g.probe("blocks." + std::to_string(i) + ".residual", x);
@@ -121,6 +157,7 @@ void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, 
     Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
     Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
     Tensor wpe = g.input("wpe.weight", {config.nCtx, config.nEmbd});
+    Graph::Scope scope(g, "embed");
     g.output("x", embed(ids, wte, wpe));
   }
   std::vector<ParameterSpec> all = blockParameters(config);

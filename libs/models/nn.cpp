@@ -58,9 +58,26 @@ Tensor causalAttention(Tensor q, Tensor k, Tensor v, int64_t heads) {
     fail("attention: width {} does not split into {} heads", q.dim(1), heads);
   int64_t length = q.dim(0);
   double scale = 1.0 / std::sqrt(static_cast<double>(q.dim(1) / heads));
-  Tensor qh = splitHeads(q, heads), khT = splitHeadsTransposed(k, heads), vh = splitHeads(v, heads);
-  Tensor scores = matmul(qh, khT) * scale + causalMask(q.graph(), length);
-  return mergeHeads(matmul(softmax(scores), vh));
+  Graph &g = q.graph();
+  Tensor qh, khT, vh, scores, weights, values;
+  {
+    Graph::Scope scope(g, "heads");
+    qh = splitHeads(q, heads), khT = splitHeadsTransposed(k, heads), vh = splitHeads(v, heads);
+  }
+  {
+    Graph::Scope scope(g, "scores");
+    scores = matmul(qh, khT) * scale + causalMask(g, length);
+  }
+  {
+    Graph::Scope scope(g, "softmax");
+    weights = softmax(scores);
+  }
+  {
+    Graph::Scope scope(g, "values");
+    values = matmul(weights, vh);
+  }
+  Graph::Scope scope(g, "merge_heads");
+  return mergeHeads(values);
 }
 
 } // namespace mlpipe::nn

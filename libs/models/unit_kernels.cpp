@@ -72,6 +72,8 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
 
   Program program;
   Graph &g = program.addFunction(name, options.dtype);
+  // Kernels are named for the unit kernel: gelu_loop, softmax_row_reduction.
+  Graph::Scope scope(g, name);
   if (name == "gelu") {
     g.output("y", nn::gelu(g.input("x", shapes[0])));
   } else if (name == "softmax") {
