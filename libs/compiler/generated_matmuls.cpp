@@ -21,6 +21,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/Pass.h"
 
+#include <cctype>
 #include <string>
 
 namespace mlpipe {
@@ -95,6 +96,25 @@ mlir::linalg::FillOp zeroFillBefore(mlir::linalg::LinalgOp op) {
       return {};
   }
   return {};
+}
+
+// The front end's scope of an op (its location's name: "h.3.mlp.c_fc" ->
+// "h_3_mlp_c_fc"), else its function's name.
+std::string scopeOf(mlir::Operation *op, mlir::func::FuncOp function) {
+  std::string scope;
+  op->getLoc()->walk([&](mlir::Location location) {
+    if (auto named = mlir::dyn_cast<mlir::NameLoc>(location)) {
+      scope = named.getName().str();
+      return mlir::WalkResult::interrupt();
+    }
+    return mlir::WalkResult::advance();
+  });
+  if (scope.empty())
+    scope = function ? function.getName().str() : "matmul";
+  for (char &c : scope)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      c = '_';
+  return scope;
 }
 
 // The function argument trace named `name` (mlpipe.name), if any.
@@ -177,8 +197,9 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
     emitters::KernelFactory kernels(module);
     for (mlir::linalg::LinalgOp op : matmuls) {
       auto function = op->getParentOfType<mlir::func::FuncOp>();
-      // Named for where it is; KernelFactory numbers the modules of equal names.
-      std::string name = (function ? function.getName().str() + "_" : std::string()) +
+      // Named for what it computes; KernelFactory numbers the modules of
+      // equal names.
+      std::string name = scopeOf(op, function) + "_" +
                          (mlir::isa<mlir::linalg::BatchMatmulOp>(op) ? "batch_matmul" : "matmul");
       std::optional<emitters::MatmulEpilogue> epilogue;
       if (!testEpilogueKind.empty()) {

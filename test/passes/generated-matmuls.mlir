@@ -162,3 +162,14 @@ func.func @argument_c(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<6
   linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>)
   return
 }
+
+// -----
+
+// A kernel is named for the front end's scope of its matmul (the op's
+// location), where there is one.
+// CHECK-LABEL: func.func @scoped
+// CHECK: gpu.launch_func @h_0_mlp_c_fc_matmul::@h_0_mlp_c_fc_matmul
+func.func @scoped(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>) loc("h.0.mlp.c_fc")
+  return
+}
