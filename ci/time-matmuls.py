@@ -4,8 +4,9 @@
     source .device/setup.sh && ci/time-matmuls.py [--quick] [--repeat N]
 
 For each of the issue's target products it compiles the product with the
-tools (trace | fuse | bufferize | outline [--pipeline with pass options] |
-lower-nvvm), loads the kernels' PTX with the CUDA driver, launches them on
+tools (trace | fuse | bufferize | outline --pipeline P | lower-nvvm, P being
+outline's passes with the matmul fusion inlined first and the chosen pass
+options; see OUTLINE_PIPELINE), loads the kernels' PTX with the CUDA driver, launches them on
 PyTorch's stream on PyTorch tensors, and times them with CUDA events: the
 median over many batches of back-to-back launches after a warm-up, the
 operands rotated over several copies so that they come from HBM, not L2. The
@@ -90,6 +91,21 @@ SWEEP = {
 ROTATION_BYTES = 240 << 20
 MAX_COPIES = 16
 
+# outline's passes, with the matmul fusion inlined before the matmul pass:
+# its zero fill then folds into the kernel (C written, not added to), as a
+# matmul emitter taking the fusion whole will have it. (outline's own
+# pipeline, until then, emits the fill as a loop kernel of its own, and the
+# product adds into C.)
+OUTLINE_PIPELINE = """builtin.module(
+  func.func(mlpipe-transposed-operand-views),
+  inline,
+  mlpipe-generated-matmuls{chip={chip} %s},
+  mlpipe-emit-fusions{chip={chip}},
+  canonicalize,
+  mlpipe-managed-allocations,
+  canonicalize, cse)
+"""
+
 MEMREF = re.compile(r"memref<(?:[^<>]|<[^<>]*>)*>")
 
 
@@ -159,17 +175,13 @@ def compile_product(work, m, k, n, batch, transpose_b, options):
     if transpose_b:
         trace += ["--transpose-b"]
     bufferized, _ = run(["bufferize"], run(["fuse"], run(trace)[0])[0])
-    with open(os.path.join(ROOT, "pipelines", "outline.pipeline")) as f:
-        pipeline = f.read()
-    pipeline = pipeline.replace("mlpipe-generated-matmuls{chip={chip}}",
-                                "mlpipe-generated-matmuls{chip={chip} %s}" % options)
     pipeline_file = os.path.join(work, "outline.pipeline")
     with open(pipeline_file, "w") as f:
-        f.write(pipeline)
+        f.write(OUTLINE_PIPELINE % options)
     outlined, _ = run(["outline", "--chip", "sm_90", "--pipeline", pipeline_file], bufferized)
     lowered, _ = run(["lower-nvvm", "--chip", "sm_90"], outlined)
-    # The emitter's choice, as outline's first two passes make it.
-    passes = "builtin.module(func.func(mlpipe-transposed-operand-views), mlpipe-generated-matmuls{chip=sm_90 %s})"
+    # The emitter's choice, as the pipeline's first passes make it.
+    passes = "builtin.module(func.func(mlpipe-transposed-operand-views), inline, mlpipe-generated-matmuls{chip=sm_90 %s})"
     _, choice = run(["mlpipe-opt", "--pass-pipeline=" + passes % options, "--debug-only=mlpipe-emitters",
                      "-o", os.devnull], bufferized)
     return outlined, lowered, choice.strip()

@@ -40,6 +40,54 @@ def FillPerUsePass : Pass<"mlpipe-fill-per-use", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def PartitionFusionsPass : Pass<"mlpipe-partition-fusions", "mlir::ModuleOp"> {
+  let summary = "Group each entry function's linalg ops into fusions around one hero";
+  let description = [{
+    The partitioner of `fuse`. Every entry function's linalg ops (on tensors)
+    are grouped into fusions, each outlined into a private function that
+    records its kind in `mlpipe.fusion` (loop, row_reduction,
+    column_reduction, transpose or matmul) and is named after the front end's
+    scope of its hero (`ln_1_row_reduction`). `outline` later hands each
+    fusion to the emitter its kind names.
+
+    XLA's rule decides who joins whom: an op is emitted with its users when
+    it has one user, or when all its users are in one fusion and read it
+    through the same indexing; otherwise it is its own piece, so no element
+    is ever computed twice. Views (reshapes, slices), fills and empty tensors
+    are copied into every fusion that reads them. Elementwise producers join
+    any fusion but a matmul's; reductions over the same rows share one
+    row_reduction fusion (softmax: max, sum of exp, divide; layer norm: mean,
+    variance, scale and shift); a matmul takes an elementwise epilogue that
+    reads its product element by element (bias add, GELU, residual add) and
+    transposes of its operands, which the matmul emitters read as views.
+
+    ```mlir
+    func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %max = linalg.reduce ins(%x ...) outs(%fill ...) dimensions = [1] (maximumf)
+      %exp = linalg.generic ins(%x, %max ...) { exp(x - max) }
+      %sum = linalg.reduce ins(%exp ...) outs(%fill2 ...) dimensions = [1] (addf)
+      %y = linalg.generic ins(%exp, %sum ...) { exp / sum }
+      return %y
+    }
+    ```
+    becomes
+    ```mlir
+    func.func private @softmax_row_reduction(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32>
+        attributes {mlpipe.fusion = "row_reduction"} {
+      ... the same four ops, with their fills ...
+    }
+    func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %y = call @softmax_row_reduction(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      return %y
+    }
+    ```
+
+    Under `--debug-only=mlpipe-partitioner` it prints why each fusion
+    starts where it does.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // outline and lower-cpu: matmuls
 //===----------------------------------------------------------------------===//
@@ -166,6 +214,89 @@ def BlasMatmulsPass : Pass<"mlpipe-blas-matmuls", "mlir::ModuleOp"> {
     batch stride.
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect", "mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// outline: the emitters
+//===----------------------------------------------------------------------===//
+
+def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
+  let summary = "Replace every call of a fusion function with the kernels its emitter builds";
+  let description = [{
+    The emitters of `outline`. Each call of a bufferized fusion function (a
+    private function with `mlpipe.fusion`, as the partitioner of `fuse`
+    makes) in host code is handed to the emitter its kind names — loop,
+    row_reduction, column_reduction, transpose or matmul — which builds the
+    kernel in a `gpu.module` of its own (structurally identical kernels are
+    built once) and replaces the call by `gpu.launch_func`. A fusion no
+    emitter takes whole is emitted op by op. Launch configurations come from
+    the device description of `chip`; `--debug-only=mlpipe-emitters` prints
+    each choice.
+
+    ```mlir
+    func.func private @gelu_loop(%x: memref<64x256xf32>, %y: memref<64x256xf32>)
+        attributes {mlpipe.fusion = "loop"} {
+      linalg.generic ... ins(%x ...) outs(%y ...) { ... tanh ... }
+      return
+    }
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      call @gelu_loop(%x, %y) : (memref<64x256xf32>, memref<64x256xf32>) -> ()
+      return
+    }
+    ```
+    becomes
+    ```mlir
+    gpu.module @gelu_loop {
+      gpu.func @gelu_loop(%x: memref<64x256xf32>, %y: memref<64x256xf32>) kernel
+          attributes {known_block_size = array<i32: 256, 1, 1>, mlpipe.bytes = 131072 : i64, ...} {
+        ... vector.load ... : memref<16384xf32>, vector<4xf32>
+        ... math.tanh ...
+        vector.store ... : memref<16384xf32>, vector<4xf32>
+      }
+    }
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      gpu.launch_func @gelu_loop::@gelu_loop blocks in (%c16, %c1, %c1) threads in (%c256, %c1, %c1)
+          args(%x : memref<64x256xf32>, %y : memref<64x256xf32>)
+      return
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU the launch heuristics read the device description of">,
+    Option<"matmul", "matmul", "std::string", /*default=*/"\"generated\"",
+           "Matmul fusions left for this pass: 'generated' (the register-tiled kernel)">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+}
+
+def ElideResultCopiesPass : Pass<"mlpipe-elide-result-copies", "mlir::func::FuncOp"> {
+  let summary = "Write results straight into their out-parameters instead of copying them there";
+  let description = [{
+    After buffer-results-to-out-params, a function whose result came from a
+    call (a fusion) allocates a buffer for the call and copies it into the
+    out-parameter at the end. When nothing else touches the out-parameter,
+    the call writes into it directly and the copy (a kernel, on the GPU)
+    goes:
+
+    ```mlir
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      %alloc = memref.alloc() : memref<64x256xf32>
+      call @gelu_loop(%x, %alloc) : (...) -> ()
+      memref.copy %alloc, %y : memref<64x256xf32> to memref<64x256xf32>
+      memref.dealloc %alloc : memref<64x256xf32>
+      return
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      call @gelu_loop(%x, %y) : (...) -> ()
+      return
+    }
+    ```
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -63,6 +63,7 @@ struct StageOptions {
   int optLevel = 3;
   std::string format = "isa"; // isa (PTX text), bin (cubin) or fatbin
   std::string toolkit;        // CUDA toolkit root; empty = the configured default
+  std::string debugOnly;      // --debug-only: debug types whose choices are printed
 };
 
 void runStage(StageTool tool, MlirModule &module, const StageOptions &options);

@@ -2,6 +2,7 @@
 // pipeline (built in, or --pipeline FILE), fill in its options, run it, and
 // check what the stage promises about its output.
 #include "compiler/compiler.h"
+#include "compiler/debug.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
 
@@ -158,6 +159,10 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
   std::string text =
       options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
   std::map<std::string, std::string> values;
+  if (tool == StageTool::Outline) {
+    checkChip(options.chip);
+    values = {{"chip", options.chip}};
+  }
   if (tool == StageTool::LowerNvvm) {
     checkChip(options.chip);
     if (options.optLevel < 0 || options.optLevel > 3)
@@ -168,11 +173,6 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
               {"opt", std::to_string(options.optLevel)},
               {"format", options.format},
               {"toolkit", checkedToolkit(options)}};
-  }
-  if (tool == StageTool::Outline) {
-    // The emitters' heuristics read the chip's device description.
-    checkChip(options.chip);
-    values = {{"chip", options.chip}};
   }
   return fillOptions(stripComments(text), values);
 }
@@ -236,6 +236,8 @@ void checkLoweredForGpu(const MlirModule &module) {
 
 void runStage(StageTool tool, MlirModule &module, const StageOptions &options) {
   requireStage(tool, module);
+  if (!options.debugOnly.empty())
+    enableDebugTypes(options.debugOnly);
   std::string source = options.pipelineFile.empty() ? std::string("built-in ") + stageToolName(tool) + " pipeline"
                                                     : options.pipelineFile;
   runPipeline(pipelineText(tool, options), source, module);

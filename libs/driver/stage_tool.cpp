@@ -26,9 +26,13 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
   app.add_option("input", input, "MLIR file, or - for stdin")->capture_default_str();
   app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
   app.add_option("--pipeline", options.pipelineFile, "Run this pipeline file instead of the built-in one");
-  if (tool == StageTool::LowerNvvm || tool == StageTool::Outline)
-    app.add_option("--chip", options.chip, "Target GPU, e.g. sm_75, sm_90")->capture_default_str();
+  app.add_option("--debug-only", options.debugOnly,
+                 "Print the choices of these debug types (mlpipe-partitioner, mlpipe-emitters, all)");
+  if (tool == StageTool::Outline)
+    app.add_option("--chip", options.chip, "The GPU whose description the emitters' heuristics read, e.g. sm_90")
+        ->capture_default_str();
   if (tool == StageTool::LowerNvvm) {
+    app.add_option("--chip", options.chip, "Target GPU, e.g. sm_75, sm_90")->capture_default_str();
     app.add_option("--opt", options.optLevel, "Optimisation level 0-3")->capture_default_str();
     app.add_option("--format", options.format, "isa (PTX text), bin (cubin) or fatbin")->capture_default_str();
     app.add_option("--toolkit", options.toolkit, "CUDA toolkit root (default: $CUDA_HOME, else the build's)");

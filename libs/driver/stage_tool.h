@@ -12,7 +12,7 @@ namespace mlpipe {
 void runStageTool(StageTool tool, const std::string &input, const std::string &output, const StageOptions &options);
 
 // The whole main() of a stage tool: the input file, -o, --pipeline (and for
-// outline and lower-nvvm --chip; lower-nvvm --opt, --format, --toolkit), --help with `summary` and
+// lower-nvvm --chip, --opt, --format, --toolkit), --help with `summary` and
 // `example`, then runStageTool.
 int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, const char *example);
 

@@ -23,7 +23,8 @@ bool verifyFiles(const std::string &actual, const std::string &expected, double 
   return comparison.pass;
 }
 
-std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed) {
+std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed, double offset,
+                                                             double scale) {
   std::mt19937_64 generator(seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   std::vector<std::pair<std::string, HostTensor>> inputs;
@@ -32,7 +33,7 @@ std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &gr
     HostTensor tensor(node.dtype, node.shape);
     if (isFloat(node.dtype)) {
       for (int64_t i = 0; i < tensor.numel(); ++i)
-        tensor.set(i, uniform(generator));
+        tensor.set(i, id == graph.inputs().front() ? offset + scale * uniform(generator) : uniform(generator));
     } else {
       int64_t rows = node.ints.empty() ? 1 << 16 : node.ints[0];
       std::uniform_int_distribution<int64_t> row(0, rows - 1);
@@ -68,7 +69,7 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
   fe::Program program = traceUnitKernel(name, request.options);
   const fe::Graph &graph = *program.functions.front();
   inputText = describeInputs(graph);
-  auto inputs = randomInputs(graph, seed);
+  auto inputs = randomInputs(graph, seed, request.inputOffset, request.inputScale);
 
   ref::Values referenceInputs;
   for (auto &[input, tensor] : inputs)

@@ -18,6 +18,8 @@ const std::vector<UnitKernel> &unitKernels() {
       {"matmul", "a @ b (a batched matmul with --batch N)", {"a", "b"}, {{64, 128}, {128, 96}}},
       {"gather", "rows of table picked by i32 ids", {"table", "ids"}, {{512, 64}, {32}}},
       {"attention", "causal multi-head attention of q, k, v ([T, C]; --heads)", {"q"}, {{64, 128}}},
+      {"transpose", "x transposed (its last two axes swapped)", {"x"}, {{64, 96}}},
+      {"colsum", "sums of x over its first axis (one per column)", {"x"}, {{256, 96}}},
   };
   return kernels;
 }
@@ -108,6 +110,14 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
     Tensor table = g.input("table", shapes[0]);
     Tensor ids = g.indexInput("ids", shapes[1], shapes[0][0]);
     g.output("y", take(table, ids));
+  } else if (name == "transpose") {
+    Tensor x = g.input("x", shapes[0]);
+    if (x.rank() < 2)
+      fail("transpose: --shape for x needs at least 2 dimensions, not {}", formatShape(shapes[0]));
+    g.output("y", swapLastAxes(x));
+  } else if (name == "colsum") {
+    Tensor x = g.input("x", shapes[0]);
+    g.output("y", sum(x, 0));
   } else if (name == "attention") {
     requireRank(kernel, shapes[0], 2, "q");
     Tensor q = g.input("q", shapes[0]);

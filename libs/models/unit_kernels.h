@@ -1,4 +1,4 @@
-// The six unit kernels, each a small Program over the front end with a
+// The unit kernels, each a small Program over the front end with a
 // default shape, so that `trace gelu` alone works:
 //
 //   gelu       y = gelu(x)                         x: 64x256

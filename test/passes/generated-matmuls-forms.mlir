@@ -13,8 +13,8 @@
 // atomically.
 // CHECK-LABEL: func.func @mlp
 // CHECK-NOT: linalg.
-// CHECK: gpu.launch_func @mlp_matmul_zero::@mlp_matmul_zero blocks in (%c192, %c1, %c1) threads in (%c256, %c1, %c1) args(%arg4 : memref<16x3072xf32>)
-// CHECK: gpu.launch_func @mlp_matmul::@mlp_matmul blocks in (%c24, %c6, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>)
+// CHECK: gpu.launch_func @mlp_matmul_zero_module::@mlp_matmul_zero blocks in (%c192, %c1, %c1) threads in (%c256, %c1, %c1) args(%arg4 : memref<16x3072xf32>)
+// CHECK: gpu.launch_func @mlp_matmul_module::@mlp_matmul blocks in (%c24, %c6, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>)
 // CHECK: gpu.func @mlp_matmul_zero(%[[Z:.*]]: memref<16x3072xf32>) kernel
 // CHECK: memref.store %{{.*}}, %[[Z]]
 // CHECK: gpu.func @mlp_matmul(%[[A:.*]]: memref<16x768xf32>, %[[B:.*]]: memref<768x3072xf32>, %[[C:.*]]: memref<16x3072xf32>) workgroup(%[[SA:.*]] : memref<128x16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[RED:.*]] : memref<8x8x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
@@ -39,9 +39,9 @@
 // epilogue (bias, GELU, residual) over C as its own kernel, which alone takes
 // the epilogue's operands.
 // SPLIT-LABEL: func.func @mlp
-// SPLIT: gpu.launch_func @mlp_matmul_zero::@mlp_matmul_zero {{.*}} args(%arg4 : memref<16x3072xf32>)
-// SPLIT: gpu.launch_func @mlp_matmul::@mlp_matmul {{.*}} args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>)
-// SPLIT: gpu.launch_func @mlp_matmul_epilogue::@mlp_matmul_epilogue {{.*}} args(%arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
+// SPLIT: gpu.launch_func @mlp_matmul_zero_module::@mlp_matmul_zero {{.*}} args(%arg4 : memref<16x3072xf32>)
+// SPLIT: gpu.launch_func @mlp_matmul_module::@mlp_matmul {{.*}} args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>)
+// SPLIT: gpu.launch_func @mlp_matmul_epilogue_module::@mlp_matmul_epilogue {{.*}} args(%arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
 // SPLIT: gpu.func @mlp_matmul(
 // SPLIT-NOT: math.tanh
 // SPLIT: memref.atomic_rmw addf
@@ -57,7 +57,7 @@
 // before it is stored; its operands are extra kernel arguments.
 // FUSED-LABEL: func.func @mlp
 // FUSED-NOT: _zero
-// FUSED: gpu.launch_func @mlp_matmul::@mlp_matmul {{.*}} args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
+// FUSED: gpu.launch_func @mlp_matmul_module::@mlp_matmul {{.*}} args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
 // FUSED-NOT: gpu.launch_func
 // FUSED: gpu.func @mlp_matmul(%{{.*}}: memref<16x768xf32>, %{{.*}}: memref<768x3072xf32>, %[[C:.*]]: memref<16x3072xf32>, %[[BIAS:.*]]: memref<3072xf32>, %[[RES:.*]]: memref<16x3072xf32>)
 // FUSED: scf.yield
@@ -70,8 +70,8 @@
 // The skinny form splits K too, with the same three kernels.
 // AUTO-EPILOGUE-LABEL: func.func @mlp
 // AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_zero
-// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul::@mlp_matmul blocks in (%c24, %c6, %c1)
-// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_epilogue::@mlp_matmul_epilogue
+// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_module::@mlp_matmul blocks in (%c24, %c6, %c1)
+// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_epilogue_module::@mlp_matmul_epilogue
 func.func @mlp(%a: memref<16x768xf32> {mlpipe.name = "a"}, %b: memref<768x3072xf32> {mlpipe.name = "b"},
                %bias: memref<3072xf32> {mlpipe.name = "bias"}, %residual: memref<16x3072xf32> {mlpipe.name = "residual"},
                %c: memref<16x3072xf32> {mlpipe.name = "y"}) {
@@ -89,14 +89,14 @@ func.func @mlp(%a: memref<16x768xf32> {mlpipe.name = "a"}, %b: memref<768x3072xf
 // gives way to the tiled kernel.
 // AUTO-EPILOGUE-LABEL: func.func @aliased
 // AUTO-EPILOGUE-NOT: _zero
-// AUTO-EPILOGUE: gpu.launch_func @aliased_matmul::@aliased_matmul
+// AUTO-EPILOGUE: gpu.launch_func @aliased_matmul_module::@aliased_matmul
 // AUTO-EPILOGUE-NOT: gpu.launch_func
 // AUTO-EPILOGUE: gpu.func @aliased_matmul({{.*}}) workgroup(%{{.*}} : memref<2x8x{{[0-9]+}}xf32
 // AUTO-EPILOGUE-NOT: atomic_rmw
 // AUTO-EPILOGUE: math.tanh
 // SPLIT-LABEL: func.func @aliased
 // SPLIT-NOT: _zero
-// SPLIT: gpu.launch_func @aliased_matmul::@aliased_matmul blocks in (%{{.*}}, %{{.*}}, %c1)
+// SPLIT: gpu.launch_func @aliased_matmul_module::@aliased_matmul blocks in (%{{.*}}, %{{.*}}, %c1)
 // SPLIT-NOT: gpu.launch_func
 // SPLIT: gpu.func @aliased_matmul(
 // SPLIT-NOT: atomic_rmw

@@ -10,8 +10,8 @@
 // CHECK-LABEL: func.func @tiled
 // CHECK-NOT: linalg.fill
 // CHECK-NOT: linalg.matmul
-// CHECK: gpu.launch_func @tiled_matmul::@tiled_matmul blocks in (%c2, %c3, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<256x64xf32>, %arg1 : memref<64x384xf32>, %arg2 : memref<256x384xf32>)
-// CHECK: gpu.module @tiled_matmul
+// CHECK: gpu.launch_func @tiled_matmul_module::@tiled_matmul blocks in (%c2, %c3, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<256x64xf32>, %arg1 : memref<64x384xf32>, %arg2 : memref<256x384xf32>)
+// CHECK: gpu.module @tiled_matmul_module
 // CHECK: gpu.func @tiled_matmul(%[[A:.*]]: memref<256x64xf32>, %[[B:.*]]: memref<64x384xf32>, %[[C:.*]]: memref<256x384xf32>) workgroup(%[[SA:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>, mlpipe.bytes = 557056 : i64, mlpipe.flops = 12582912 : i64}
 // A's rows are contiguous along K: a vector along K, stored transposed.
 // CHECK: %[[A0:.*]] = vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<256x64xf32>, vector<4xf32>
@@ -56,7 +56,7 @@ func.func @tiled(%a: memref<256x64xf32>, %b: memref<64x384xf32>, %c: memref<256x
 // a fill, C is read and added to.
 // CHECK-LABEL: func.func @logits
 // CHECK: %[[WTET:.*]] = memref.transpose %arg1
-// CHECK: gpu.launch_func @logits_matmul::@logits_matmul {{.*}} args(%arg0 : memref<64x32xf32>, %[[WTET]] : memref<32x50xf32, strided<[1, 32]>>, %arg2 : memref<64x50xf32>)
+// CHECK: gpu.launch_func @logits_matmul_module::@logits_matmul {{.*}} args(%arg0 : memref<64x32xf32>, %[[WTET]] : memref<32x50xf32, strided<[1, 32]>>, %arg2 : memref<64x50xf32>)
 // CHECK: gpu.func @logits_matmul(%{{.*}}: memref<64x32xf32>, %[[B:.*]]: memref<32x50xf32, strided<[1, 32]>>, %[[C:.*]]: memref<64x50xf32>)
 // CHECK: %[[BT:.*]] = memref.transpose %[[B]] (d0, d1) -> (d1, d0) : memref<32x50xf32, strided<[1, 32]>> to memref<50x32xf32, strided<[32, 1]>>
 // CHECK: %[[COL:.*]] = arith.minsi %{{.*}}, %c49
@@ -82,7 +82,7 @@ func.func @logits(%x: memref<64x32xf32>, %wte: memref<50x32xf32>, %y: memref<64x
 // slice, so K past the edge reads as zero (select); scalar loads of A (its
 // K axis is odd) along K; f64 shared rows are padded by 2 (16 bytes).
 // CHECK-LABEL: func.func @batched
-// CHECK: gpu.launch_func @batched_batch_matmul::@batched_batch_matmul blocks in (%c1, %c1, %c3) threads in (%c256, %c1, %c1)
+// CHECK: gpu.launch_func @batched_batch_matmul_module::@batched_batch_matmul blocks in (%c1, %c1, %c3) threads in (%c256, %c1, %c1)
 // CHECK: gpu.func @batched_batch_matmul({{.*}}) workgroup(%{{.*}} : memref<2x8x130xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<2x8x130xf64, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK: %[[BATCH:.*]] = gpu.block_id z
 // CHECK: %[[KIN:.*]] = arith.cmpi slt, %{{.*}}, %c5 : index
@@ -124,12 +124,12 @@ func.func @untouched(%a: memref<4x4xi32>, %b: memref<4x4xi32>, %c: memref<4x4xi3
 // CHECK-NOT: linalg.fill {{.*}} outs(%[[C]]
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[D]] : memref<64x64xf32>)
 // CHECK-NEXT: linalg.copy ins(%arg0 : memref<64x64xf32>) outs(%[[D]] : memref<64x64xf32>)
-// CHECK: gpu.launch_func @fill_earlier_matmul::@fill_earlier_matmul {{.*}} args(%arg0 : memref<64x64xf32>, %arg1 : memref<64x64xf32>, %[[C]] : memref<64x64xf32>)
-// CHECK: gpu.launch_func @fill_earlier_matmul_1::@fill_earlier_matmul {{.*}} args(%arg0 : memref<64x64xf32>, %arg1 : memref<64x64xf32>, %[[D]] : memref<64x64xf32>)
+// CHECK: gpu.launch_func @fill_earlier_matmul_module::@fill_earlier_matmul {{.*}} args(%arg0 : memref<64x64xf32>, %arg1 : memref<64x64xf32>, %[[C]] : memref<64x64xf32>)
+// CHECK: gpu.launch_func @fill_earlier_matmul_1_module::@fill_earlier_matmul_1 {{.*}} args(%arg0 : memref<64x64xf32>, %arg1 : memref<64x64xf32>, %[[D]] : memref<64x64xf32>)
 // CHECK: gpu.func @fill_earlier_matmul(
 // CHECK-NOT: arith.addf
 // CHECK: gpu.return
-// CHECK: gpu.func @fill_earlier_matmul(
+// CHECK: gpu.func @fill_earlier_matmul_1(
 // CHECK: arith.addf
 // CHECK: gpu.return
 func.func @fill_earlier(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %x: memref<64x64xf32>) {
@@ -168,7 +168,7 @@ func.func @argument_c(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<6
 // A kernel is named for the front end's scope of its matmul (the op's
 // location), where there is one.
 // CHECK-LABEL: func.func @scoped
-// CHECK: gpu.launch_func @h_0_mlp_c_fc_matmul::@h_0_mlp_c_fc_matmul
+// CHECK: gpu.launch_func @h_0_mlp_c_fc_matmul_module::@h_0_mlp_c_fc_matmul
 func.func @scoped(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
   linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>) loc("h.0.mlp.c_fc")
   return

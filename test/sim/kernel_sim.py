@@ -3,12 +3,14 @@
 
     kernel_sim.py --reference bufferized.mlir --actual outlined.mlir [--seed N]
 
-Both files are in MLIR's generic form (mlpipe-opt --mlir-print-op-generic).
-The first is a host function whose linalg.fill / linalg.matmul /
-linalg.batch_matmul run as reference semantics; the second is the same
-function after a kernel-building pass, whose gpu.launch_func are run by
-interpreting the kernels' ops (arith, math, memref, vector, scf, gpu) for
-every thread of every block. The function's arguments get the same random
+Both files are in MLIR's generic form (mlpipe-opt --mlir-print-op-generic
+--mlir-print-local-scope). In the first, the public host function (and the
+fusion functions it calls) runs linalg.fill, linalg.transpose,
+linalg.matmul and linalg.batch_matmul as reference semantics; the second is
+the same program after kernel-building passes (one pass, or all of
+outline), whose gpu.launch_func are run by interpreting the kernels' ops
+(arith, math, memref, vector, scf, gpu) for every thread of every block.
+The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
 
@@ -20,7 +22,8 @@ write, or two writes, of one address by different threads), and in global
 memory within a launch (atomic adds excepted). Values are Python floats
 (float64), so a wrong index shows as a large error, not as rounding.
 
-Kept small on purpose: it knows the ops mlpipe's matmul emitter builds.
+Kept small on purpose: it knows the ops mlpipe's matmul emitter builds, and
+those of the loop kernels outline makes of fills.
 """
 
 import argparse
@@ -423,6 +426,8 @@ def execute(op, args, thread):
         return math.tanh(args[0])
     if name == "vector.fma":
         return [a * b + c for a, b, c in zip(*args)]
+    if name == "vector.from_elements":
+        return list(args)
     if name == "vector.broadcast":
         return [args[0]] * vector_width(op.result_type)
     if name == "vector.extract":
@@ -480,6 +485,16 @@ def execute(op, args, thread):
         order = [dims.index(d.strip()) for d in m.group(2).split(",")]
         return MemRef(src.buf, src.offset, [src.sizes[i] for i in order], [src.strides[i] for i in order],
                       src.element_bytes)
+    if name == "memref.collapse_shape":
+        # Each group of dimensions becomes one (a view of contiguous groups).
+        src = args[0]
+        groups = re.search(r"reassociation = \[(.*)\]\}", op.attrs).group(1)
+        sizes, strides = [], []
+        for group in re.findall(r"\[([\d, ]+)\]", groups):
+            dims = [int(d) for d in group.split(",")]
+            sizes.append(math.prod(src.sizes[d] for d in dims))
+            strides.append(src.strides[dims[-1]])
+        return MemRef(src.buf, src.offset, sizes, strides, src.element_bytes)
     if name == "memref.cast":
         return args[0]
     if name == "gpu.thread_id":
@@ -552,6 +567,17 @@ def linalg_reference(op, args):
         for index in all_indices(out.sizes):
             out.buf.data[out.address(index, op)] = value
         return
+    if name == "linalg.transpose":
+        source, target = args
+        order = [int(d) for d in re.search(r"permutation = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        for index in all_indices(target.sizes):
+            source_index = [0] * len(index)
+            for i, d in enumerate(order):
+                source_index[d] = index[i]
+            target.buf.data[target.address(index, op)] = source.buf.data[source.address(source_index, op)]
+        return
+    if name not in ("linalg.matmul", "linalg.batch_matmul"):
+        raise SimError("line %d: the simulator has no reference for %s" % (op.line, name))
     a, b, c = args
     batched = name == "linalg.batch_matmul"
     for index in all_indices(c.sizes):
@@ -579,7 +605,10 @@ def gelu_tanh(x):
 def run_module(text, seed, epilogue, stats):
     root = parse(text)
     module = root.ops[0]
-    functions = [op for op in module.regions[0][0].ops if op.name == "func.func" and op.regions and op.regions[0]]
+    functions = {re.search(r'sym_name = "([\w]+)"', op.attrs).group(1): op
+                 for op in module.regions[0][0].ops if op.name == "func.func" and op.regions and op.regions[0]}
+    # The entry: the one public function (fusion functions are private).
+    entries = [f for f in functions.values() if 'sym_visibility = "private"' not in f.attrs]
     kernels = {}
     for op in module.regions[0][0].ops:
         if op.name == "gpu.module":
@@ -588,9 +617,9 @@ def run_module(text, seed, epilogue, stats):
                 if inner.name == "gpu.func":
                     kernel_name = re.search(r'sym_name = "([\w]+)"', inner.attrs).group(1)
                     kernels[(module_name, kernel_name)] = inner
-    if len(functions) != 1:
-        raise SimError("expected one host function, found %d" % len(functions))
-    function = functions[0]
+    if len(entries) != 1:
+        raise SimError("expected one public host function, found %d" % len(entries))
+    function = entries[0]
     body = function.regions[0][0]
     rng = random.Random(seed)
     env = {}
@@ -604,19 +633,37 @@ def run_module(text, seed, epilogue, stats):
         fill_random(buf, rng)
         buffers.append(buf)
         env[name] = MemRef(buf, offset, sizes, strides, element_bytes)
+    run_host(body, env, functions, kernels, stats, epilogue, (body, names, env))
+    return buffers
+
+
+def run_host(body, env, functions, kernels, stats, epilogue, entry):
+    """Runs host code: launches, linalg ops as reference semantics, calls of
+    (fusion) functions, views and constants."""
     for op in body.ops:
         args = [env[o] for o in op.operands]
         if op.name == "func.return":
             break
         if op.name == "gpu.launch_func":
             launch(kernels, op, args, stats)
+        elif op.name == "func.call":
+            callee = functions[re.search(r"callee = @([\w]+)", op.attrs).group(1)].regions[0][0]
+            inner = {name: value for (name, _), value in zip(callee.args, args)}
+            run_host(callee, inner, functions, kernels, stats, epilogue, entry)
+        elif op.name == "memref.alloc":
+            sizes, strides, offset, element_bytes, _ = parse_memref(op.result_type)
+            buf = Buffer(math.prod(sizes), op.results[0])
+            buf.data = [float("nan")] * len(buf.data)
+            env[op.results[0]] = MemRef(buf, offset, sizes, strides, element_bytes)
+        elif op.name == "memref.dealloc":
+            continue
         elif op.name.startswith("linalg."):
             linalg_reference(op, args)
             if epilogue and op.name in ("linalg.matmul", "linalg.batch_matmul"):
-                apply_test_epilogue(op, env, body, names, args[2])
+                entry_body, names, entry_env = entry
+                apply_test_epilogue(op, entry_env, entry_body, names, args[2])
         else:
             env[op.results[0]] = execute(op, args, None) if op.results else execute(op, args, None)
-    return buffers
 
 
 def apply_test_epilogue(op, env, body, names, c):

@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
              "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
              "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
              "  verify matmul --shape 1x768 --shape 768x50257 --transpose-b --target gpu\n"
+             "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
              "  verify all --target cpu\n"
              "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
   std::vector<std::string> what;
@@ -47,6 +48,9 @@ int main(int argc, char **argv) {
   auto *seedOption = app.add_option(
       "--seed", seed, "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)");
   auto *toleranceOption = app.add_option("--tolerance", tolerance, "Kernels: bound on ||out-ref||/||ref||");
+  app.add_option("--input-offset", request.inputOffset, "Kernels: the first input is OFFSET + SCALE * uniform[-1, 1)")
+      ->capture_default_str();
+  app.add_option("--input-scale", request.inputScale, "Kernels: see --input-offset")->capture_default_str();
   mlpipe::Gpt2VerifyRequest gpt2;
   std::string gpt2Mode = "sublayer";
   app.add_option("--steps", gpt2.steps, "gpt2: greedy steps")->capture_default_str();

@@ -12,12 +12,14 @@ namespace mlpipe::emitters {
 KernelFactory::KernelFactory(mlir::ModuleOp module) : module_(module) {
   // Kernels already in the module (from an earlier emitter run) count for
   // deduplication and naming too.
-  module_.walk([&](mlir::gpu::GPUModuleOp kernelModule) { namesUsed_[kernelModule.getName()]++; });
+  module_.walk([&](mlir::gpu::GPUFuncOp kernel) { namesUsed_[kernel.getName()]++; });
 }
 
+// Kernel names are unique across the module (a profile names kernels by
+// them); each kernel's module is named after it.
 std::string KernelFactory::uniqueModuleName(llvm::StringRef name) {
   std::string candidate = name.str();
-  for (int suffix = 1; namesUsed_.count(candidate) || module_.lookupSymbol(candidate); ++suffix)
+  for (int suffix = 1; namesUsed_.count(candidate) || module_.lookupSymbol(candidate + "_module"); ++suffix)
     candidate = name.str() + "_" + std::to_string(suffix);
   namesUsed_[candidate]++;
   return candidate;
@@ -40,15 +42,24 @@ std::string structuralKey(mlir::gpu::GPUFuncOp kernel) {
 
 mlir::gpu::GPUFuncOp KernelFactory::build(const KernelSignature &signature,
                                           const std::function<void(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)> &body) {
+  return *tryBuild(signature, [&](mlir::OpBuilder &builder, mlir::gpu::GPUFuncOp kernel) {
+    body(builder, kernel);
+    return mlir::success();
+  });
+}
+
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+KernelFactory::tryBuild(const KernelSignature &signature,
+                        const std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)> &body) {
   mlir::MLIRContext *context = module_.getContext();
   module_->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(), mlir::UnitAttr::get(context));
   mlir::OpBuilder builder = mlir::OpBuilder::atBlockEnd(module_.getBody());
   mlir::Location loc = mlir::NameLoc::get(mlir::StringAttr::get(context, signature.name));
-  std::string moduleName = uniqueModuleName(signature.name);
-  auto kernelModule = mlir::gpu::GPUModuleOp::create(builder, loc, moduleName);
+  std::string kernelName = uniqueModuleName(signature.name);
+  auto kernelModule = mlir::gpu::GPUModuleOp::create(builder, loc, kernelName + "_module");
   builder.setInsertionPointToStart(kernelModule.getBody());
   auto type = mlir::FunctionType::get(context, signature.arguments, {});
-  auto kernel = mlir::gpu::GPUFuncOp::create(builder, loc, signature.name, type, signature.workgroupBuffers);
+  auto kernel = mlir::gpu::GPUFuncOp::create(builder, loc, kernelName, type, signature.workgroupBuffers);
   kernel->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
   kernel->setAttr("mlpipe.bytes", builder.getI64IntegerAttr(signature.bytesMoved));
   kernel->setAttr("mlpipe.flops", builder.getI64IntegerAttr(signature.flops));
@@ -58,11 +69,16 @@ mlir::gpu::GPUFuncOp KernelFactory::build(const KernelSignature &signature,
   builder.setInsertionPointToEnd(&entry);
   auto terminator = mlir::gpu::ReturnOp::create(builder, loc);
   builder.setInsertionPoint(terminator);
-  body(builder, kernel);
+  if (mlir::failed(body(builder, kernel))) {
+    namesUsed_.erase(kernelName);
+    kernelModule.erase();
+    return mlir::failure();
+  }
 
   std::string key = structuralKey(kernel);
   auto found = byStructure_.find(key);
   if (found != byStructure_.end()) {
+    namesUsed_.erase(kernelName);
     kernelModule.erase();
     ++shared_;
     return found->second;

@@ -29,8 +29,8 @@
 namespace mlpipe::emitters {
 
 struct KernelSignature {
-  std::string name;                              // what it computes: "ln_1_row_reduction"
-  llvm::SmallVector<mlir::Type> arguments;       // memrefs (and scalars) the host passes
+  std::string name;                               // what it computes: "ln_1_row_reduction"
+  llvm::SmallVector<mlir::Type> arguments;        // memrefs (and scalars) the host passes
   llvm::SmallVector<mlir::Type> workgroupBuffers; // memref<..., #gpu.address_space<workgroup>>
   // Bytes read plus written by one launch, and its floating-point operations
   // (0 for memory-bound kernels): recorded on the kernel as mlpipe.bytes and
@@ -58,11 +58,14 @@ public:
   // identical one built before (then this one is erased).
   mlir::gpu::GPUFuncOp build(const KernelSignature &signature,
                              const std::function<void(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)> &body);
+  // The same, for bodies that can fail: on failure the kernel is dropped.
+  mlir::FailureOr<mlir::gpu::GPUFuncOp>
+  tryBuild(const KernelSignature &signature,
+           const std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)> &body);
 
   // A gpu.launch_func of `kernel` at the host builder's insertion point.
   mlir::gpu::LaunchFuncOp launch(mlir::OpBuilder &host, mlir::Location loc, mlir::gpu::GPUFuncOp kernel,
-                                 const LaunchDims &dims, mlir::ValueRange arguments,
-                                 int64_t dynamicSharedBytes = 0);
+                                 const LaunchDims &dims, mlir::ValueRange arguments, int64_t dynamicSharedBytes = 0);
 
   int kernelsBuilt() const { return built_; }
   int kernelsShared() const { return shared_; }

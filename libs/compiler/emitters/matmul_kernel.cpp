@@ -96,6 +96,10 @@ constexpr double kIssueSlotsPerL2Byte = 4.0 / 24.0;
 // f32 tile (74) matches what ptxas takes unconstrained (75), so that three
 // blocks of 256 threads fit an SM; the 8x8 tile (112, ptxas 126) fits two.
 constexpr int64_t kRegisterOverhead = 24;
+// Registers the stores of C need besides, where they read memory (C's old
+// value when accumulating, an epilogue's operands): without them the 8x4
+// tile accumulating into C spilled 4 bytes when asked for three blocks.
+constexpr int64_t kReadingStoreRegisters = 16;
 // Blocks one SM holds at most (16 on sm_75, 32 from sm_80 on: the smaller).
 constexpr int64_t kMaxBlocksPerSm = 16;
 // The kernels tell ptxas how many blocks an SM should hold (.minnctapersm):
@@ -292,6 +296,8 @@ int64_t residentBlocks(const Problem &p, const TiledConfig &c, const DeviceDescr
   int64_t words = p.elementBytes / 4;
   int64_t prefetched = (c.blockM + c.blockN) * c.blockK / c.threads();
   int64_t registers = (c.threadM * c.threadN + c.threadM + c.threadN + prefetched) * words + kRegisterOverhead;
+  if (p.accumulate || p.epilogue)
+    registers += kReadingStoreRegisters;
   registers = std::min<int64_t>(roundUp(registers, 8), device.maxRegistersPerThread);
   int64_t byThreads = device.maxThreadsPerSm / c.threads();
   int64_t byRegisters = device.registersPerSm / (registers * c.threads());

@@ -1,0 +1,314 @@
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-emit-fusions=chip=sm_90 --cse | FileCheck %s
+
+// The loop emitter: the flattened output, consecutive threads on
+// consecutive groups of four elements, 128-bit loads and stores through a
+// flat view of each argument; the bias row is read through its own
+// indexing (a broadcast), vectorised too.
+// CHECK-LABEL: func.func @bias_gelu(
+// CHECK: gpu.launch_func @bias_gelu_loop_module::@bias_gelu_loop blocks in (%{{.*}}) threads in (%c256, %c1, %c1)
+// CHECK-SAME: args(%arg0 : memref<64x256xf32>, %arg1 : memref<256xf32>, %arg2 : memref<64x256xf32>)
+// CHECK-NOT: call @
+// CHECK: gpu.module @bias_gelu_loop_module
+// CHECK: gpu.func @bias_gelu_loop(%[[X:.*]]: memref<64x256xf32>, %[[B:.*]]: memref<256xf32>, %[[Y:.*]]: memref<64x256xf32>) kernel
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: mlpipe.bytes = 132096
+// CHECK-DAG: %[[XFLAT:.*]] = memref.collapse_shape %[[X]] {{\[}}[0, 1]] : memref<64x256xf32> into memref<16384xf32>
+// CHECK-DAG: %[[YFLAT:.*]] = memref.collapse_shape %[[Y]]
+// CHECK-DAG: gpu.thread_id x
+// CHECK-DAG: gpu.block_id x
+// CHECK: vector.load %[[XFLAT]][%{{.*}}] {alignment = 16 : i64} : memref<16384xf32>, vector<4xf32>
+// CHECK: vector.load %[[B]][%{{.*}}] {alignment = 16 : i64} : memref<256xf32>, vector<4xf32>
+// CHECK: math.tanh
+// CHECK: vector.store %{{.*}}, %[[YFLAT]][%{{.*}}] {alignment = 16 : i64} : memref<16384xf32>, vector<4xf32>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+module {
+  func.func private @bias_gelu_loop(%x: memref<64x256xf32>, %b: memref<256xf32>, %y: memref<64x256xf32>)
+      attributes {mlpipe.fusion = "loop"} {
+    %half = arith.constant 0.5 : f32
+    linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %b : memref<64x256xf32>, memref<256xf32>) outs(%y : memref<64x256xf32>) {
+    ^bb0(%a: f32, %c: f32, %o: f32):
+      %s = arith.addf %a, %c : f32
+      %t = math.tanh %s : f32
+      %v = arith.mulf %t, %half : f32
+      linalg.yield %v : f32
+    }
+    return
+  }
+  func.func @bias_gelu(%x: memref<64x256xf32>, %b: memref<256xf32>, %y: memref<64x256xf32>) {
+    call @bias_gelu_loop(%x, %b, %y) : (memref<64x256xf32>, memref<256xf32>, memref<64x256xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// An innermost extent of 3 cannot hold a group of four: scalar accesses,
+// and a bounded loop for the groups the grid does not cover evenly.
+// CHECK-LABEL: gpu.func @odd_loop(
+// CHECK-NOT: vector.load
+// CHECK: scf.for
+// CHECK: memref.load
+// CHECK: memref.store
+#id = affine_map<(d0, d1) -> (d0, d1)>
+module {
+  func.func private @odd_loop(%x: memref<7x3xf32>, %y: memref<7x3xf32>) attributes {mlpipe.fusion = "loop"} {
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x : memref<7x3xf32>) outs(%y : memref<7x3xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = arith.negf %a : f32
+      linalg.yield %v : f32
+    }
+    return
+  }
+  func.func @odd(%x: memref<7x3xf32>, %y: memref<7x3xf32>) {
+    call @odd_loop(%x, %y) : (memref<7x3xf32>, memref<7x3xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// Softmax over rows of 1024: one kernel, a warp per row, the row in
+// registers; each of the two reductions is a butterfly of xor shuffles.
+// The row is loaded once: eight 128-bit loads per lane, no more.
+// CHECK-LABEL: func.func @softmax(
+// CHECK-COUNT-1: gpu.launch_func
+// CHECK-LABEL: gpu.func @softmax_row_reduction(
+// CHECK-COUNT-8: vector.load
+// CHECK-NOT: vector.load
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c8_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK: math.exp
+// CHECK: gpu.shuffle xor %{{.*}}, %c16_i32,
+// CHECK: arith.divf
+// CHECK: vector.store
+// CHECK-NOT: gpu.barrier
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+module {
+  func.func private @softmax_row_reduction(%x: memref<8x1024xf32>, %y: memref<8x1024xf32>)
+      attributes {mlpipe.fusion = "row_reduction"} {
+    %zero = arith.constant 0.0 : f32
+    %ninf = arith.constant 0xFF800000 : f32
+    %m = memref.alloc() : memref<8xf32>
+    linalg.fill ins(%ninf : f32) outs(%m : memref<8xf32>)
+    linalg.reduce ins(%x : memref<8x1024xf32>) outs(%m : memref<8xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %r = arith.maximumf %in, %acc : f32
+        linalg.yield %r : f32
+      }
+    linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %m : memref<8x1024xf32>, memref<8xf32>) outs(%y : memref<8x1024xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %d = arith.subf %a, %b : f32
+      %e = math.exp %d : f32
+      linalg.yield %e : f32
+    }
+    linalg.fill ins(%zero : f32) outs(%m : memref<8xf32>)
+    linalg.reduce ins(%y : memref<8x1024xf32>) outs(%m : memref<8xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %r = arith.addf %in, %acc : f32
+        linalg.yield %r : f32
+      }
+    linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%y, %m : memref<8x1024xf32>, memref<8xf32>) outs(%y : memref<8x1024xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %v = arith.divf %a, %b : f32
+      linalg.yield %v : f32
+    }
+    memref.dealloc %m : memref<8xf32>
+    return
+  }
+  func.func @softmax(%x: memref<8x1024xf32>, %y: memref<8x1024xf32>) {
+    call @softmax_row_reduction(%x, %y) : (memref<8x1024xf32>, memref<8x1024xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// Rows of 5000 need a block each: the warps' sums meet in workgroup memory
+// behind a barrier.
+// CHECK-LABEL: gpu.func @rowsum_row_reduction(
+// CHECK-SAME: workgroup(%[[SLOTS:.*]] : memref<8xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK: gpu.shuffle xor
+// CHECK: memref.store %{{.*}}, %[[SLOTS]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[SLOTS]]
+module {
+  func.func private @rowsum_row_reduction(%x: memref<3x5000xf32>, %y: memref<3xf32>)
+      attributes {mlpipe.fusion = "row_reduction"} {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%y : memref<3xf32>)
+    linalg.reduce ins(%x : memref<3x5000xf32>) outs(%y : memref<3xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %r = arith.addf %in, %acc : f32
+        linalg.yield %r : f32
+      }
+    return
+  }
+  func.func @rowsum(%x: memref<3x5000xf32>, %y: memref<3xf32>) {
+    call @rowsum_row_reduction(%x, %y) : (memref<3x5000xf32>, memref<3xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// Column sums: 32-column tiles, 8 rows at once, the partials meeting in an
+// 8x33 workgroup tile; the rows are split over blocks, so a second kernel
+// combines each column's partials from a workspace the host allocates.
+// CHECK-LABEL: func.func @colsum(
+// CHECK: %[[WS:.*]] = memref.alloc() : memref<1x{{[0-9]+}}x96xf32>
+// CHECK: gpu.launch_func @colsum_column_reduction_partials_module::@colsum_column_reduction_partials {{.*}} threads in (%c32, %c8, %c1)
+// CHECK: gpu.launch_func @colsum_column_reduction_module::@colsum_column_reduction
+// CHECK: memref.dealloc %[[WS]]
+// CHECK-LABEL: gpu.func @colsum_column_reduction_partials(
+// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<8x33xf32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for
+// CHECK: memref.store %{{.*}}, %[[TILE]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-8: memref.load %[[TILE]]
+module {
+  func.func private @colsum_column_reduction(%x: memref<20000x96xf32>, %y: memref<96xf32>)
+      attributes {mlpipe.fusion = "column_reduction"} {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%y : memref<96xf32>)
+    linalg.reduce ins(%x : memref<20000x96xf32>) outs(%y : memref<96xf32>) dimensions = [0]
+      (%in: f32, %acc: f32) {
+        %r = arith.addf %in, %acc : f32
+        linalg.yield %r : f32
+      }
+    return
+  }
+  func.func @colsum(%x: memref<20000x96xf32>, %y: memref<96xf32>) {
+    call @colsum_column_reduction(%x, %y) : (memref<20000x96xf32>, memref<96xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// XLA's example exp -> transpose -> abs: one kernel. exp is computed as the
+// tile is read (along the input's rows), abs as it is written (along the
+// output's rows), through a 32x33 workgroup tile behind one barrier.
+// CHECK-LABEL: func.func @exp_transpose_abs(
+// CHECK-COUNT-1: gpu.launch_func
+// CHECK-LABEL: gpu.func @exp_transpose_abs_transpose(
+// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<32x33xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: known_block_size = array<i32: 32, 8, 1>
+// CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %[[TILE]]
+// CHECK-COUNT-1: gpu.barrier
+// CHECK: memref.load %[[TILE]]
+// CHECK: math.absf
+// CHECK: memref.store
+#id = affine_map<(d0, d1) -> (d0, d1)>
+module {
+  func.func private @exp_transpose_abs_transpose(%x: memref<100x70xf32>, %y: memref<70x100xf32>)
+      attributes {mlpipe.fusion = "transpose"} {
+    %e = memref.alloc() : memref<100x70xf32>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x : memref<100x70xf32>) outs(%e : memref<100x70xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = math.exp %a : f32
+      linalg.yield %v : f32
+    }
+    %t = memref.alloc() : memref<70x100xf32>
+    linalg.transpose ins(%e : memref<100x70xf32>) outs(%t : memref<70x100xf32>) permutation = [1, 0]
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%t : memref<70x100xf32>) outs(%y : memref<70x100xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = math.absf %a : f32
+      linalg.yield %v : f32
+    }
+    memref.dealloc %e : memref<100x70xf32>
+    memref.dealloc %t : memref<70x100xf32>
+    return
+  }
+  func.func @exp_transpose_abs(%x: memref<100x70xf32>, %y: memref<70x100xf32>) {
+    call @exp_transpose_abs_transpose(%x, %y) : (memref<100x70xf32>, memref<70x100xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// Two calls of structurally identical fusions share one kernel; the
+// fusion functions are gone.
+// CHECK-LABEL: func.func @twice(
+// CHECK: gpu.launch_func @first_loop_module::@first_loop
+// CHECK: gpu.launch_func @first_loop_module::@first_loop
+// CHECK-NOT: func.func private
+// CHECK-COUNT-1: gpu.module
+// CHECK-NOT: gpu.module
+#id = affine_map<(d0) -> (d0)>
+module {
+  func.func private @first_loop(%x: memref<64xf32>, %y: memref<64xf32>) attributes {mlpipe.fusion = "loop"} {
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%x : memref<64xf32>) outs(%y : memref<64xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = math.exp %a : f32
+      linalg.yield %v : f32
+    }
+    return
+  }
+  func.func private @second_loop(%x: memref<64xf32>, %y: memref<64xf32>) attributes {mlpipe.fusion = "loop"} {
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%x : memref<64xf32>) outs(%y : memref<64xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %v = math.exp %a : f32
+      linalg.yield %v : f32
+    }
+    return
+  }
+  func.func @twice(%x: memref<64xf32>, %y: memref<64xf32>, %z: memref<64xf32>) {
+    call @first_loop(%x, %y) : (memref<64xf32>, memref<64xf32>) -> ()
+    call @second_loop(%y, %z) : (memref<64xf32>, memref<64xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// A fusion no emitter takes whole (a loop fusion holding a row reduction)
+// is emitted op by op: the temporary it used lives on the host, between a
+// row reduction kernel and a loop kernel.
+// CHECK-LABEL: func.func @mixed(
+// CHECK: %[[TMP:.*]] = memref.alloc() : memref<4xf32>
+// CHECK: gpu.launch_func @mixed_loop_0_module::@mixed_loop_0
+// CHECK: gpu.launch_func @mixed_loop_1_module::@mixed_loop_1
+// CHECK: gpu.launch_func @mixed_loop_2_module::@mixed_loop_2
+// CHECK: memref.dealloc %[[TMP]]
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+module {
+  func.func private @mixed_loop(%x: memref<4x8xf32>, %y: memref<4x8xf32>) attributes {mlpipe.fusion = "loop"} {
+    %zero = arith.constant 0.0 : f32
+    %s = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%zero : f32) outs(%s : memref<4xf32>)
+    linalg.reduce ins(%x : memref<4x8xf32>) outs(%s : memref<4xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %r = arith.addf %in, %acc : f32
+        linalg.yield %r : f32
+      }
+    linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %s : memref<4x8xf32>, memref<4xf32>) outs(%y : memref<4x8xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %v = arith.subf %a, %b : f32
+      linalg.yield %v : f32
+    }
+    memref.dealloc %s : memref<4xf32>
+    return
+  }
+  func.func @mixed(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
+    call @mixed_loop(%x, %y) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+    return
+  }
+}
