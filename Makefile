@@ -10,6 +10,9 @@
 #                   UndefinedBehaviorSanitizer (in build-sanitized/)
 #   make fuzz       every fuzz target for FUZZ_SECONDS each (clang, libFuzzer;
 #                   in build-fuzz/)
+#   make roofline   bench --profile on the GPU, drawn as a roofline chart
+#                   ($(OUT)/roofline.png, gnuplot); CSV=FILE draws an existing
+#                   bench --profile --csv file instead (e.g. one from the GPU host)
 #
 # The kernel recipes are the tools' own shell pipelines.
 
@@ -32,7 +35,11 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZERS := npy safetensors gpt2_config bpe_loader tokenizer_encode cli_syntax
 
-.PHONY: all build test demo kernels test-sanitized fuzz clean
+ROOFLINE_MODES ?= fused
+ROOFLINE_SEQ ?= 1024
+CSV ?=
+
+.PHONY: all build test demo kernels roofline test-sanitized fuzz clean
 
 all: build
 
@@ -58,6 +65,14 @@ $(OUT)/%.$(CHIP).mlir: build
 
 $(OUT)/%.$(CHIP).ptx-check: $(OUT)/%.$(CHIP).mlir
 	ptx-check --chip $(CHIP) $< > $@.tmp && mv $@.tmp $@
+
+# One row per kernel from bench --profile, each kernel a point at its
+# arithmetic intensity under the copy and matmul roofs measured in the same run.
+roofline: build
+	@mkdir -p $(OUT)
+	$(if $(CSV),,bench --config 124M --weights $(WEIGHTS) --target gpu --modes $(ROOFLINE_MODES) --seq $(ROOFLINE_SEQ) --repeat 5 --warmup 1 --profile --csv $(OUT)/profile.csv)
+	gnuplot -e "csv='$(if $(CSV),$(CSV),$(OUT)/profile.csv)'; png='$(OUT)/roofline.png'" tools/bench/roofline.gnuplot
+	@echo "wrote $(OUT)/roofline.png"
 
 # Everything but the GPU tests, built with ASan and UBSan: the CPU path,
 # the JIT included, runs instrumented.

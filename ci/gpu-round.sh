@@ -42,21 +42,35 @@ SITE
 echo "== GPU: $(run --gpu-info)"
 # 1. Correctness.
 step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
+step unit.gpt2_runner_gpu_test gpt2_runner_gpu_test --log_level=message
 step lit.all lit -sv -j 8 "$work/test"
 step verify.kernels.sm_90 verify all --target gpu --chip sm_90
-step verify.kernels.sm_75 verify all --target gpu --chip sm_75
+step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
 step verify.kernels.f64 verify all --target gpu --dtype f64
 
-# 2. Memory: every GPU allocation freed, no bad access (compute-sanitizer).
+# 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
+#    (compute-sanitizer memcheck and racecheck), on unit kernels and on whole
+#    GPT-2 forwards replayed as CUDA graphs.
 sanitize() {
-  verify gelu matmul --target cpu --save "$work/data" >/dev/null || return 1
-  trace gelu | fuse | bufferize | outline | lower-nvvm -o "$work/gelu.gpu.mlir" || return 1
-  trace matmul | fuse | bufferize | outline | lower-nvvm -o "$work/matmul.gpu.mlir" || return 1
-  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
-    run "$work/gelu.gpu.mlir" --input x=@"$work/data/gelu/x.npy" --output y=@"$work/gelu.y.npy" || return 1
-  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
-    run "$work/matmul.gpu.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
+  verify gelu softmax matmul transpose layernorm --target cpu --save "$work/data" >/dev/null || return 1
+  for kernel in gelu softmax matmul transpose layernorm; do
+    trace $kernel | fuse | bufferize | outline | lower-nvvm -o "$work/$kernel.gpu.mlir" || return 1
+  done
+  memcheck="compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3"
+  racecheck="compute-sanitizer --tool racecheck --error-exitcode 3"
+  $memcheck run "$work/gelu.gpu.mlir" --input x=@"$work/data/gelu/x.npy" --output y=@"$work/gelu.y.npy" || return 1
+  $memcheck run "$work/matmul.gpu.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
     --output y=@"$work/matmul.y.npy" || return 1
+  $memcheck run "$work/softmax.gpu.mlir" --input x=@"$work/data/softmax/x.npy" --repeat 3 || return 1
+  $racecheck run "$work/softmax.gpu.mlir" --input x=@"$work/data/softmax/x.npy" || return 1
+  $racecheck run "$work/matmul.gpu.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" || return 1
+  $racecheck run "$work/transpose.gpu.mlir" --input x=@"$work/data/transpose/x.npy" || return 1
+  $racecheck run "$work/layernorm.gpu.mlir" --input x=@"$work/data/layernorm/x.npy" \
+    --input weight=@"$work/data/layernorm/weight.npy" --input bias=@"$work/data/layernorm/bias.npy" || return 1
+  for mode in sublayer fused; do
+    MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 3 --config tiny --mode $mode --target gpu ||
+      return 1
+  done
   verify "$work/gelu.y.npy" "$work/data/gelu/y.reference.npy" --rtol 1e-5 --atol 1e-6 &&
     verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
 }
@@ -70,6 +84,20 @@ step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weight
 rm -rf "$MLPIPE_CACHE_DIR"
 step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
 step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
+
+# Graph replay against direct launches: the same text, token for token (the
+# bit-for-bit check is unit.gpt2_runner_gpu_test).
+graphs_vs_direct() {
+  for mode in sublayer fused; do
+    generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode $mode --target gpu |
+      head -1 >"$work/graphs.$mode.txt" || return 1
+    generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode $mode --target gpu --no-graphs |
+      head -1 >"$work/direct.$mode.txt" || return 1
+    cmp "$work/graphs.$mode.txt" "$work/direct.$mode.txt" || return 1
+    echo "$mode: $(cat "$work/graphs.$mode.txt")"
+  done
+}
+step gpt2.graphs-vs-direct graphs_vs_direct
 
 # 4. Timings (GPU time from CUDA events, median).
 timings() {
@@ -86,10 +114,15 @@ timings() {
     --input v=@"$work/t/attention/v.npy" --repeat 200
 }
 step timings.kernels timings
+step bench.kernels bench kernels
 # The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
 # issue's target products, defaults and a sweep of forced configurations.
 step timings.matmuls python3 ci/time-matmuls.py
 step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
+step bench.gpt2.no-graphs bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2 --no-graphs
+# One row per kernel against the copy floor; the CSV comes back in $logs for
+# `make roofline CSV=.../profile.csv` on the build machine (no gnuplot here).
+step bench.profile bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 5 --warmup 1 --profile --csv "$logs/profile.csv"
 
 echo
 cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
@@ -98,7 +131,11 @@ tail -4 "$logs/gpt2.verify.sublayer.log" "$logs/gpt2.verify.fused.log" 2>/dev/nu
 echo
 tail -6 "$logs/gpt2.generate.sublayer.log" "$logs/gpt2.generate.fused.log" 2>/dev/null
 echo
+cat "$logs/bench.kernels.log" 2>/dev/null
+echo
 cat "$logs/bench.gpt2.log" 2>/dev/null
+echo
+sed -n '/^forward against/,$p' "$logs/bench.gpt2.no-graphs.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo

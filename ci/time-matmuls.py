@@ -179,7 +179,7 @@ def compile_product(work, m, k, n, batch, transpose_b, options):
     with open(pipeline_file, "w") as f:
         f.write(OUTLINE_PIPELINE % options)
     outlined, _ = run(["outline", "--chip", "sm_90", "--pipeline", pipeline_file], bufferized)
-    lowered, _ = run(["lower-nvvm", "--chip", "sm_90"], outlined)
+    lowered, _ = run(["lower-nvvm", "--chip", "sm_90", "--format", "isa"], outlined)
     # The emitter's choice, as the pipeline's first passes make it.
     passes = "builtin.module(func.func(mlpipe-transposed-operand-views), inline, mlpipe-generated-matmuls{chip=sm_90 %s})"
     _, choice = run(["mlpipe-opt", "--pass-pipeline=" + passes % options, "--debug-only=mlpipe-emitters",

@@ -21,6 +21,10 @@ config.substitutions.append(("%testdata", os.path.join(config.mlpipe_source_dir,
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
 
+import shutil
+if shutil.which("gnuplot"):
+    config.available_features.add("gnuplot")
+
 if os.path.exists(os.path.join(config.llvm_tools_dir, "llvm-as")):
     config.available_features.add("llvm-as")
 

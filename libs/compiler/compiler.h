@@ -9,6 +9,7 @@
 
 #include "support/error.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,12 +62,15 @@ struct StageOptions {
   std::string pipelineFile; // replaces the built-in pipeline when set
   std::string chip = "sm_90";
   int optLevel = 3;
-  std::string format = "isa"; // isa (PTX text), bin (cubin) or fatbin
+  std::string format = "bin"; // bin (cubin), fatbin, or isa (PTX text, assembled by the driver when it loads)
   std::string toolkit;        // CUDA toolkit root; empty = the configured default
   std::string debugOnly;      // --debug-only: debug types whose choices are printed
 };
 
-void runStage(StageTool tool, MlirModule &module, const StageOptions &options);
+// `passMs`, when given, receives each pass's milliseconds by its argument
+// (e.g. "mlpipe-assemble-kernels").
+void runStage(StageTool tool, MlirModule &module, const StageOptions &options,
+              std::map<std::string, double> *passMs = nullptr);
 
 // The text of a built-in pipeline ("fuse", "bufferize", "outline",
 // "lower-nvvm", "lower-cpu"), comments included.
@@ -74,6 +78,10 @@ std::string builtinPipeline(const std::string &name);
 // The CUDA toolkit used when none is given: $CUDA_HOME, else the one found
 // at configure time.
 std::string defaultCudaToolkit();
+// Where lower-nvvm keeps assembled kernels ($MLPIPE_CACHE_DIR/kernels, else
+// $XDG_CACHE_HOME/mlpipe/kernels, else ~/.cache/mlpipe/kernels); empty when
+// there is none usable.
+std::string kernelCacheDirectory();
 // Refuses chips ptxas would not know: "sm_" then a known compute capability.
 void checkChip(const std::string &chip);
 

@@ -42,8 +42,14 @@ using emitters::HeroRole;
 // Ops that cost nothing to repeat: they are copied into every fusion that
 // reads them instead of forming fusions of their own.
 bool isFree(mlir::Operation *op) {
-  return mlir::isa<mlir::arith::ConstantOp, mlir::tensor::EmptyOp, mlir::linalg::FillOp, mlir::tensor::ExpandShapeOp,
-                   mlir::tensor::CollapseShapeOp, mlir::tensor::ExtractSliceOp, mlir::tensor::CastOp>(op);
+  if (mlir::isa<mlir::arith::ConstantOp, mlir::tensor::EmptyOp, mlir::linalg::FillOp, mlir::tensor::ExpandShapeOp,
+                mlir::tensor::CollapseShapeOp, mlir::tensor::ExtractSliceOp, mlir::tensor::CastOp>(op))
+    return true;
+  // A scalar read from a tensor (a run-time position) and arithmetic on
+  // scalars: recomputed wherever they are needed.
+  bool scalarResults = llvm::all_of(op->getResultTypes(), [](mlir::Type t) { return !mlir::isa<mlir::ShapedType>(t); });
+  return op->getNumRegions() == 0 && scalarResults &&
+         (mlir::isa<mlir::tensor::ExtractOp>(op) || (op->getDialect() && op->getDialect()->getNamespace() == "arith"));
 }
 
 bool isView(mlir::Operation *op) {

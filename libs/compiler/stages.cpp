@@ -5,6 +5,7 @@
 #include "compiler/debug.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
+#include "compiler/ptx.h"
 
 #include "support/output_file.h"
 
@@ -22,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -70,6 +72,21 @@ std::string defaultCudaToolkit() {
   if (fromEnvironment && *fromEnvironment)
     return fromEnvironment;
   return MLPIPE_DEFAULT_CUDA_TOOLKIT;
+}
+
+std::string kernelCacheDirectory() {
+  std::string root;
+  if (const char *configured = std::getenv("MLPIPE_CACHE_DIR"); configured && *configured)
+    root = configured;
+  else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    root = std::string(xdg) + "/mlpipe";
+  else if (const char *home = std::getenv("HOME"); home && *home)
+    root = std::string(home) + "/.cache/mlpipe";
+  // The directory goes into the pipeline's text as a pass option: a path
+  // that text could not hold means no cache.
+  if (root.empty() || root.find_first_of(" \t,{}\"'=") != std::string::npos)
+    return "";
+  return root + "/kernels";
 }
 
 void checkChip(const std::string &chip) {
@@ -172,12 +189,39 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
     values = {{"chip", options.chip},
               {"opt", std::to_string(options.optLevel)},
               {"format", options.format},
-              {"toolkit", checkedToolkit(options)}};
+              {"toolkit", checkedToolkit(options)},
+              {"cache", kernelCacheDirectory()}};
   }
   return fillOptions(stripComments(text), values);
 }
 
-void runPipeline(const std::string &text, const std::string &source, MlirModule &module) {
+// Adds the wall time of each pass on the whole module, by its argument, to
+// a map. (Passes nested on kernels run on several threads at once; their
+// time is the enclosing stage's.)
+struct PassTimer : mlir::PassInstrumentation {
+  explicit PassTimer(std::map<std::string, double> &times) : times(times) {}
+  void runBeforePass(mlir::Pass *pass, mlir::Operation *op) override {
+    if (mlir::isa<mlir::ModuleOp>(op) && !op->getParentOp())
+      started[pass] = std::chrono::steady_clock::now();
+  }
+  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override { stop(pass, op); }
+  void runAfterPassFailed(mlir::Pass *pass, mlir::Operation *op) override { stop(pass, op); }
+  void stop(mlir::Pass *pass, mlir::Operation *op) {
+    if (!mlir::isa<mlir::ModuleOp>(op) || op->getParentOp())
+      return;
+    auto it = started.find(pass);
+    if (it == started.end())
+      return;
+    times[pass->getArgument().str()] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - it->second).count();
+    started.erase(it);
+  }
+  std::map<std::string, double> &times;
+  std::map<mlir::Pass *, std::chrono::steady_clock::time_point> started;
+};
+
+void runPipeline(const std::string &text, const std::string &source, MlirModule &module,
+                 std::map<std::string, double> *passMs) {
   mlir::MLIRContext &ctx = compilerContext();
   std::string parseErrors;
   llvm::raw_string_ostream errorStream(parseErrors);
@@ -186,6 +230,8 @@ void runPipeline(const std::string &text, const std::string &source, MlirModule 
     fail("bad pass pipeline in {}: {}", source, errorStream.str());
   mlir::PassManager pm(&ctx);
   static_cast<mlir::OpPassManager &>(pm) = std::move(*parsed);
+  if (passMs)
+    pm.addInstrumentation(std::make_unique<PassTimer>(*passMs));
   DiagnosticCollector diagnostics(ctx);
   if (mlir::failed(pm.run(module.op())))
     diagnostics.fail(fmt::format("the {} pipeline failed", source));
@@ -215,32 +261,23 @@ void checkLoweredForGpu(const MlirModule &module) {
   });
   module.op().walk([&](mlir::gpu::BinaryOp binary) {
     for (mlir::Attribute attribute : binary.getObjects()) {
-      auto object = mlir::cast<mlir::gpu::ObjectAttr>(attribute);
-      llvm::StringRef text = object.getObject().getValue();
-      size_t at = text.find(".extern .func");
-      while (at != llvm::StringRef::npos) {
-        size_t name = text.find("__nv_", at);
-        size_t lineEnd = text.find('\n', at);
-        if (name != llvm::StringRef::npos && name < lineEnd) {
-          size_t nameEnd = text.find_first_of("( \n", name);
-          fail("the PTX of {} calls {}, which libdevice did not resolve: is the CUDA toolkit complete?",
-               binary.getName().str(), text.substr(name, nameEnd - name).str());
-        }
-        at = text.find(".extern .func", lineEnd);
-      }
+      std::string call = unresolvedLibdeviceCall(ptxOf(mlir::cast<mlir::gpu::ObjectAttr>(attribute)));
+      if (!call.empty())
+        fail("the PTX of {} calls {}, which libdevice did not resolve: is the CUDA toolkit complete?",
+             binary.getName().str(), call);
     }
   });
 }
 
 } // namespace
 
-void runStage(StageTool tool, MlirModule &module, const StageOptions &options) {
+void runStage(StageTool tool, MlirModule &module, const StageOptions &options, std::map<std::string, double> *passMs) {
   requireStage(tool, module);
   if (!options.debugOnly.empty())
     enableDebugTypes(options.debugOnly);
   std::string source = options.pipelineFile.empty() ? std::string("built-in ") + stageToolName(tool) + " pipeline"
                                                     : options.pipelineFile;
-  runPipeline(pipelineText(tool, options), source, module);
+  runPipeline(pipelineText(tool, options), source, module, passMs);
   if (tool == StageTool::Outline)
     checkHostCodeIsOutlined(module);
   if (tool == StageTool::LowerNvvm)

@@ -1,32 +1,119 @@
 #include "driver/bench.h"
 
+#include "driver/verify.h"
+#include "runtime/ceilings.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
+#include "support/output_file.h"
 #include "support/statistics.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <random>
 
 namespace mlpipe {
 
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+const char *modeName(Gpt2Mode mode) { return mode == Gpt2Mode::Fused ? "fused" : "sublayer"; }
+
+// One kernel's launches in one forward.
+struct KernelRow {
+  std::string mode;
+  int64_t length = 0;
+  std::string kernel;
+  int64_t calls = 0;
+  double microseconds = 0; // all calls
+  int64_t bytes = 0;       // all calls; -1 when not known
+  int64_t flops = 0;       // all calls
+};
+
+std::vector<KernelRow> aggregate(const std::vector<gpu::KernelTime> &launches, const std::string &mode,
+                                 int64_t length) {
+  std::map<std::string, KernelRow> byName;
+  std::vector<std::string> order;
+  for (const gpu::KernelTime &launch : launches) {
+    auto [it, inserted] = byName.try_emplace(launch.kernel, KernelRow{mode, length, launch.kernel});
+    if (inserted)
+      order.push_back(launch.kernel);
+    KernelRow &row = it->second;
+    ++row.calls;
+    row.microseconds += launch.microseconds;
+    row.bytes = row.bytes < 0 || launch.bytes < 0 ? -1 : row.bytes + launch.bytes;
+    row.flops += launch.flops;
+  }
+  std::vector<KernelRow> rows;
+  for (const std::string &name : order)
+    rows.push_back(byName.at(name));
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const KernelRow &a, const KernelRow &b) { return a.microseconds > b.microseconds; });
+  return rows;
+}
+
+struct ShapeReport {
+  std::string mode;
+  int64_t length = 0;
+  double medianMs = 0, minMs = 0;
+  double kernelMs = -1; // the kernels' own time, summed (GPU)
+  int64_t launches = -1;
+  bool graph = false;
+  CompileTimings compile;
+  Gpt2ModuleInfo module;
+  size_t peakBytes = 0;
+};
+
+std::string csvField(const std::string &text) {
+  if (text.find_first_of(",\"\n") == std::string::npos)
+    return text;
+  std::string quoted = "\"";
+  for (char c : text)
+    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+} // namespace
+
 void benchGpt2(const BenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0)
     fail("--repeat must be positive and --warmup not negative");
+  if (!request.csv.empty() && !request.profile)
+    fail("--csv writes the --profile table: give --profile too");
   Gpt2Weights weights = loadGpt2Weights(request.model.weights, request.model.config, request.model.seed);
   const Gpt2Config &config = weights.config();
   Target target = request.model.run.compile.target;
-  std::cout << fmt::format("bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up\n",
+  bool gpu = target == Target::Gpu;
+  if (request.profile && !gpu)
+    fail("--profile times kernels on the GPU: use --target gpu");
+  std::cout << fmt::format("bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up{}\n",
                            config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description(),
-                           targetName(target), target == Target::Gpu ? " (" + gpu::deviceName() + ")" : "",
-                           request.repeat, request.warmup);
-  std::cout << fmt::format("{:<9} {:>6} {:>12} {:>12} {:>12}\n", "mode", "T", "median ms", "min ms", "compile ms");
+                           targetName(target), gpu ? " (" + gpu::deviceName() + ")" : "", request.repeat,
+                           request.warmup,
+                           gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
+  double copyRate = 0;
+  gpu::MatmulCeiling matmul;
+  if (request.profile) {
+    copyRate = gpu::copyBytesPerSecond();
+    matmul = gpu::measureMatmulCeiling();
+    std::cout << fmt::format("ceilings measured now: copy {:.0f} GB/s (read + written); matmul {}\n", copyRate / 1e9,
+                             matmul.flopsPerSecond > 0
+                                 ? fmt::format("{:.1f} TFLOP/s ({})", matmul.flopsPerSecond / 1e12, matmul.source)
+                                 : matmul.source);
+  }
   std::mt19937 generator(12345);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
   // Uploaded once, shared by the runner of each mode.
-  std::shared_ptr<const TargetWeights> onTarget = TargetWeights::upload(weights, target);
+  std::shared_ptr<const TargetWeights> onTarget =
+      TargetWeights::upload(weights, target, request.model.run.execution.memory);
+  std::vector<ShapeReport> reports;
+  std::vector<KernelRow> kernelRows;
+  std::cout << fmt::format("{:<9} {:>5} {:>10} {:>10} {:>11} {:>8} {:>9} {:>6} {:>10} {:>10}\n", "mode", "T",
+                           "median ms", "min ms", "kernels ms", "launches", "arena MiB", "graph", "peak MiB",
+                           "compile ms");
   for (Gpt2Mode mode : request.modes) {
     Gpt2RunOptions options = request.model.run;
     options.mode = mode;
@@ -37,18 +124,227 @@ void benchGpt2(const BenchRequest &request) {
       std::vector<int32_t> tokens(static_cast<size_t>(length));
       for (int32_t &id : tokens)
         id = token(generator);
-      double compileBefore = runner->timing().compileMs;
+      ShapeReport report{modeName(mode), length};
+      CompileTimings before = runner->timing().stages;
       runner->prepare(length);
-      double compileMs = runner->timing().compileMs - compileBefore;
+      report.compile = runner->timing().stages;
+      report.compile.add({-before.traceMs, -before.fuseMs, -before.bufferizeMs, -before.outlineMs, -before.lowerMs,
+                          -before.ptxasMs, -before.loadMs, -before.cacheHits});
+      if (gpu)
+        gpu::resetPeakAllocationBytes();
+
+      // The first forward runs directly: its launches are counted. The second
+      // is captured as a graph (unless graphs are off), outside the timing.
+      uint64_t launchesBefore = gpu ? gpu::counters().launches : 0;
+      int capturesBefore = runner->timing().graphCaptures;
+      runner->forward(tokens, false, false);
+      if (gpu)
+        report.launches = static_cast<int64_t>(gpu::counters().launches - launchesBefore);
+      runner->forward(tokens, false, false);
+      report.graph = runner->timing().graphCaptures > capturesBefore;
       for (int i = 0; i < request.warmup; ++i)
         runner->forward(tokens, false, false);
       std::vector<double> times;
       for (int i = 0; i < request.repeat; ++i)
         times.push_back(timeOnTarget(target, [&] { runner->forward(tokens, false, false); }));
-      std::cout << fmt::format("{:<9} {:>6} {:>12.3f} {:>12.3f} {:>12.0f}\n",
-                               mode == Gpt2Mode::Fused ? "fused" : "sublayer", length, median(times),
-                               *std::min_element(times.begin(), times.end()), compileMs);
+      report.medianMs = median(times);
+      report.minMs = *std::min_element(times.begin(), times.end());
+
+      // One more forward, launched directly with every kernel timed.
+      if (gpu) {
+        runner->useGraphs(false);
+        std::vector<gpu::KernelTime> launches;
+        {
+          gpu::LaunchProfiler profiler;
+          runner->forward(tokens, false, false);
+          launches = profiler.take();
+        }
+        runner->useGraphs(request.model.run.graphs);
+        report.kernelMs = 0;
+        for (const gpu::KernelTime &launch : launches)
+          report.kernelMs += launch.microseconds / 1000.0;
+        if (request.profile)
+          for (KernelRow &row : aggregate(launches, report.mode, length))
+            kernelRows.push_back(std::move(row));
+        report.peakBytes = gpu::peakAllocationBytes();
+      }
+      report.module = runner->moduleInfo(length);
+      std::cout << fmt::format("{:<9} {:>5} {:>10.3f} {:>10.3f} {:>11} {:>8} {:>9.2f} {:>6} {:>10} {:>10.0f}\n",
+                               report.mode, length, report.medianMs, report.minMs,
+                               report.kernelMs < 0 ? "-" : fmt::format("{:.3f}", report.kernelMs),
+                               report.launches < 0 ? "-" : std::to_string(report.launches),
+                               double(report.module.arenaBytes) / kMiB, report.graph ? "yes" : "no",
+                               gpu ? fmt::format("{:.0f}", double(report.peakBytes) / kMiB) : "-",
+                               report.compile.totalMs())
+                << std::flush;
+      reports.push_back(report);
     }
+  }
+
+  std::cout << "\nforward against its kernels (GPU): the forward's median over the sum of its kernels' own times\n";
+  std::cout << fmt::format("{:<9} {:>5} {:>10} {:>11} {:>7} {:>14} {:>16}\n", "mode", "T", "forward ms", "kernels ms",
+                           "ratio", "us per launch", "unplanned MiB");
+  for (const ShapeReport &report : reports) {
+    bool known = report.kernelMs > 0 && report.launches > 0;
+    std::cout << fmt::format(
+        "{:<9} {:>5} {:>10.3f} {:>11} {:>7} {:>14} {:>16.2f}\n", report.mode, report.length, report.medianMs,
+        known ? fmt::format("{:.3f}", report.kernelMs) : "-",
+        known ? fmt::format("{:.2f}x", report.medianMs / report.kernelMs) : "-",
+        known ? fmt::format("{:.2f}", 1000.0 * (report.medianMs - report.kernelMs) / double(report.launches)) : "-",
+        double(report.module.unplannedBytes) / kMiB);
+  }
+
+  std::cout << "\ncompile ms by stage (a cold compile; 'cached' when the lowered module came from the disk cache)\n";
+  std::cout << fmt::format("{:<9} {:>5} {:>7} {:>7} {:>9} {:>8} {:>10} {:>7} {:>7} {:>8}\n", "mode", "T", "trace",
+                           "fuse", "bufferize", "outline", gpu ? "lower-nvvm" : "lower-cpu", "ptxas", "load", "total");
+  for (const ShapeReport &report : reports) {
+    const CompileTimings &c = report.compile;
+    std::cout << fmt::format("{:<9} {:>5} {:>7.0f} {:>7.0f} {:>9.0f} {:>8.0f} {:>10.0f} {:>7.0f} {:>7.0f} {:>8.0f}{}\n",
+                             report.mode, report.length, c.traceMs, c.fuseMs, c.bufferizeMs, c.outlineMs, c.lowerMs,
+                             c.ptxasMs, c.loadMs, c.totalMs(), c.cacheHits > 0 ? "  cached" : "");
+  }
+
+  if (!request.profile)
+    return;
+  std::cout << fmt::format("\nkernels, one forward launched directly; floor = bytes moved at the copy rate ({:.0f} "
+                           "GB/s)\n",
+                           copyRate / 1e9);
+  std::cout << fmt::format("{:<9} {:>5} {:<40} {:>6} {:>10} {:>9} {:>12} {:>9} {:>7}\n", "mode", "T", "kernel", "calls",
+                           "us", "us/call", "bytes/call", "GB/s", "floor");
+  std::string csv = "mode,T,kernel,calls,us,us_per_call,bytes_per_call,flops_per_call,gb_per_s,tflop_per_s,"
+                    "ratio_to_floor,intensity,copy_gb_per_s,matmul_tflop_per_s\n";
+  for (const KernelRow &row : kernelRows) {
+    double perCall = row.microseconds / double(row.calls);
+    bool known = row.bytes >= 0;
+    double bytesPerCall = known ? double(row.bytes) / double(row.calls) : 0;
+    double rate = known && row.microseconds > 0 ? double(row.bytes) / (row.microseconds * 1e-6) : 0;
+    double floorRatio = known && row.bytes > 0 ? row.microseconds * 1e-6 / (double(row.bytes) / copyRate) : 0;
+    double flopRate = row.microseconds > 0 ? double(row.flops) / (row.microseconds * 1e-6) : 0;
+    double intensity = known && row.bytes > 0 ? double(row.flops) / double(row.bytes) : 0;
+    std::cout << fmt::format(
+        "{:<9} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7}\n", row.mode, row.length, row.kernel, row.calls,
+        row.microseconds, perCall, known ? fmt::format("{:.0f}", bytesPerCall) : "?",
+        known ? fmt::format("{:.0f}", rate / 1e9) : "?", floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-");
+    csv += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.0f},{:.0f},{:.3f},{:.4f},{:.4f},{:.6f},{:.3f},{:.4f}\n", row.mode,
+                       row.length, csvField(row.kernel), row.calls, row.microseconds, perCall, bytesPerCall,
+                       double(row.flops) / double(row.calls), rate / 1e9, flopRate / 1e12, floorRatio, intensity,
+                       copyRate / 1e9, matmul.flopsPerSecond / 1e12);
+  }
+  if (!request.csv.empty()) {
+    writeOutput(request.csv, csv);
+    std::cout << "wrote " << request.csv << "\n";
+  }
+}
+
+// ---- bench kernels ---------------------------------------------------------------
+
+std::vector<Shape> referenceShapes(const std::string &kernel) {
+  static const std::map<std::string, std::vector<Shape>> shapes = {
+      {"gelu", {{3072, 4096}}},      {"softmax", {{12288, 1024}}},           {"layernorm", {{16384, 768}}},
+      {"transpose", {{4096, 4096}}}, {"matmul", {{1024, 768}, {768, 3072}}},
+  };
+  auto found = shapes.find(kernel);
+  return found == shapes.end() ? std::vector<Shape>{} : found->second;
+}
+
+void benchKernels(const KernelBenchRequest &request) {
+  if (request.repeat <= 0 || request.warmup < 0)
+    fail("--repeat must be positive and --warmup not negative");
+  std::vector<std::string> kernels = request.kernels;
+  if (kernels.empty()) {
+    for (const char *name : {"gelu", "softmax", "layernorm", "transpose", "matmul"}) {
+      if (isUnitKernel(name))
+        kernels.push_back(name);
+      else
+        std::cout << fmt::format("(no unit kernel '{}' yet: skipped)\n", name);
+    }
+  }
+  for (const std::string &name : kernels)
+    if (!isUnitKernel(name))
+      fail("no unit kernel named '{}'", name);
+  if (!gpu::available())
+    fail("bench kernels times kernels on the GPU, but {}", gpu::unavailableReason());
+
+  size_t l2 = gpu::deviceL2Bytes();
+  std::cout << fmt::format("bench kernels on the gpu ({}, compiled for {}), {}; per launch: the median of 5 timings of "
+                           "{} back-to-back launches after {}, {}; inputs cycled over more than twice L2 ({:.0f} "
+                           "MiB); floor: a device-to-device copy moving the same bytes, timed now\n",
+                           gpu::deviceName(), request.chip, dtypeName(request.options.dtype), request.repeat,
+                           request.warmup, request.graphs ? "in a CUDA graph" : "launched directly", double(l2) / kMiB);
+  std::cout << fmt::format("{:<10} {:<24} {:>10} {:>9} {:>10} {:>7} {:>9}\n", "kernel", "shape", "us", "GB/s",
+                           "floor us", "ratio", "TFLOP/s");
+  gpu::Stream stream;
+  gpu::StreamScope current(stream);
+  for (const std::string &name : kernels) {
+    KernelOptions options = request.options;
+    if (options.shapes.empty())
+      options.shapes = referenceShapes(name);
+    fe::Program program = traceUnitKernel(name, options);
+    const fe::Graph &graph = *program.functions.front();
+    std::string shapeText;
+    for (int id : graph.inputs())
+      shapeText += (shapeText.empty() ? "" : " ") + formatShape(graph.node(id).shape);
+    CompileOptions compile{Target::Gpu, request.chip, "", false};
+    Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile));
+    const EntrySignature &entry = executable.entry(name);
+
+    // Inputs and outputs, repeated until they exceed twice L2, so no launch
+    // finds its data left in L2 by the one before.
+    auto inputs = randomInputs(graph, request.seed);
+    size_t bytes = 0;
+    for (auto &[input, tensor] : inputs)
+      bytes += tensor.byteSize();
+    for (const TensorSpec &spec : entry.outputs)
+      bytes += static_cast<size_t>(byteSize(spec.shape, spec.dtype));
+    size_t sets = std::max<size_t>(1, (2 * l2 + bytes - 1) / bytes);
+    std::vector<TargetBuffer> buffers;
+    std::vector<std::vector<void *>> pointers(sets);
+    for (size_t set = 0; set < sets; ++set) {
+      for (auto &[input, tensor] : inputs) {
+        buffers.emplace_back(Target::Gpu, tensor.byteSize());
+        buffers.back().upload(tensor.data(), tensor.byteSize());
+        pointers[set].push_back(buffers.back().data());
+      }
+      for (const TensorSpec &spec : entry.outputs) {
+        buffers.emplace_back(Target::Gpu, static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
+        pointers[set].push_back(buffers.back().data());
+      }
+    }
+    auto launchAll = [&] {
+      for (int i = 0; i < request.repeat; ++i)
+        executable.enqueue(entry, pointers[size_t(i) % sets]);
+    };
+    // At least one launch before any capture, so the kernel is loaded.
+    for (int i = 0; i < std::max(1, request.warmup); ++i)
+      executable.enqueue(entry, pointers[size_t(i) % sets]);
+    gpu::Graph replay;
+    bool graphs = request.graphs && executable.capturable();
+    if (graphs)
+      replay.capture(stream, launchAll);
+    std::vector<double> timings;
+    for (int round = 0; round < 5; ++round) {
+      gpu::EventTimer timer;
+      timer.start();
+      if (graphs)
+        replay.launch(stream);
+      else
+        launchAll();
+      timer.stop();
+      timings.push_back(timer.milliseconds() * 1000.0 / request.repeat);
+    }
+    double microseconds = median(timings);
+    // A copy of half the bytes reads half and writes half: the same bytes
+    // moved as the kernel's reads plus writes.
+    double floor = gpu::copyMilliseconds(bytes / 2) * 1000.0;
+    double flops = 0;
+    if (name == "matmul") {
+      const Shape &a = inputs[0].second.shape();
+      flops = 2.0 * double(numElements(entry.outputs[0].shape)) * double(a.back());
+    }
+    std::cout << fmt::format("{:<10} {:<24} {:>10.2f} {:>9.0f} {:>10.2f} {:>6.2f}x {:>9}\n", name, shapeText,
+                             microseconds, double(bytes) / (microseconds * 1e-6) / 1e9, floor, microseconds / floor,
+                             flops > 0 ? fmt::format("{:.2f}", flops / (microseconds * 1e-6) / 1e12) : "-")
+              << std::flush;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -13,22 +14,53 @@ namespace mlpipe {
 
 namespace {
 
-MlirModule lower(MlirModule module, const CompileOptions &options) {
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+MlirModule lower(MlirModule module, const CompileOptions &options, CompileTimings &timings) {
   StageOptions stage;
   stage.chip = options.chip;
   stage.toolkit = options.toolkit;
-  runStage(StageTool::Fuse, module, stage);
-  runStage(StageTool::Bufferize, module, stage);
+  stage.format = options.format;
+  auto timed = [&](StageTool tool, double &ms) {
+    auto start = std::chrono::steady_clock::now();
+    runStage(tool, module, stage);
+    ms += millisecondsSince(start);
+  };
+  timed(StageTool::Fuse, timings.fuseMs);
+  timed(StageTool::Bufferize, timings.bufferizeMs);
   if (options.target == Target::Gpu) {
-    runStage(StageTool::Outline, module, stage);
-    runStage(StageTool::LowerNvvm, module, stage);
+    timed(StageTool::Outline, timings.outlineMs);
+    // ptxas is a pass of lower-nvvm; its time is told apart.
+    std::map<std::string, double> passMs;
+    auto start = std::chrono::steady_clock::now();
+    runStage(StageTool::LowerNvvm, module, stage, &passMs);
+    double ptxasMs = passMs["mlpipe-assemble-kernels"];
+    timings.ptxasMs += ptxasMs;
+    timings.lowerMs += millisecondsSince(start) - ptxasMs;
   } else {
-    runStage(StageTool::LowerCpu, module, stage);
+    timed(StageTool::LowerCpu, timings.lowerMs);
   }
   return module;
 }
 
 } // namespace
+
+void CompileTimings::add(const CompileTimings &other) {
+  traceMs += other.traceMs;
+  fuseMs += other.fuseMs;
+  bufferizeMs += other.bufferizeMs;
+  outlineMs += other.outlineMs;
+  lowerMs += other.lowerMs;
+  ptxasMs += other.ptxasMs;
+  loadMs += other.loadMs;
+  cacheHits += other.cacheHits;
+}
+
+double CompileTimings::totalMs() const {
+  return traceMs + fuseMs + bufferizeMs + outlineMs + lowerMs + ptxasMs + loadMs;
+}
 
 std::string compileCacheDirectory() {
   std::filesystem::path directory;
@@ -45,26 +77,33 @@ std::string compileCacheDirectory() {
   return error ? "" : directory.string();
 }
 
-MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options) {
+MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options,
+                          CompileTimings *timings) {
+  CompileTimings local;
+  CompileTimings &times = timings ? *timings : local;
+  auto start = std::chrono::steady_clock::now();
   std::string traced = fe::emitMlir(program);
+  times.traceMs += millisecondsSince(start);
   std::string cached;
   if (options.diskCache) {
     std::string directory = compileCacheDirectory();
     if (!directory.empty()) {
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
-                        options.chip + options.toolkit;
+                        options.chip + options.toolkit + options.format;
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }
   if (!cached.empty() && std::filesystem::exists(cached)) {
     try {
-      return MlirModule::parse(readInput(cached), cached);
+      MlirModule module = MlirModule::parse(readInput(cached), cached);
+      ++times.cacheHits;
+      return module;
     } catch (const Error &) {
       // A damaged cache entry is recompiled and rewritten.
     }
   }
-  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options);
+  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options, times);
   if (!cached.empty()) {
     try {
       writeOutput(cached, module.print());

@@ -18,11 +18,28 @@ struct CompileOptions {
   // Keep lowered modules on disk, keyed by a hash of the traced IR, the
   // pipelines and these options ($MLPIPE_CACHE_DIR, else ~/.cache/mlpipe).
   bool diskCache = false;
+  std::string format = "bin"; // GPU kernels as cubin (bin), fatbin, or PTX for the driver to assemble (isa)
+};
+
+// Milliseconds by stage, for bench: what a first call (empty cache) costs.
+struct CompileTimings {
+  double traceMs = 0; // the front end's program to MLIR text (the caller traces)
+  double fuseMs = 0;
+  double bufferizeMs = 0;
+  double outlineMs = 0;
+  double lowerMs = 0; // lower-nvvm (or lower-cpu) without ptxas
+  double ptxasMs = 0; // assembling the kernels to cubin (wall time, in parallel)
+  double loadMs = 0;  // the JIT and loading the kernels on the GPU (the caller loads)
+  int cacheHits = 0;  // modules read from the disk cache instead
+  void add(const CompileTimings &other);
+  double totalMs() const;
 };
 
 // trace's text (linalg on tensors) -> lowered module for the target:
-// fuse, bufferize, then outline + lower-nvvm or lower-cpu.
-MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options);
+// fuse, bufferize, then outline + lower-nvvm or lower-cpu. `timings`, when
+// given, receives the time of each stage.
+MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options,
+                          CompileTimings *timings = nullptr);
 
 // Where the disk cache lives; empty when it cannot be used.
 std::string compileCacheDirectory();

@@ -11,7 +11,10 @@
 //
 // Both pad the token ids to paddedLength() (the next power of two), compile
 // each padded length once (and keep it on disk), and upload the weights to
-// the target once.
+// the target once. On the GPU a runner puts everything on one stream of its
+// own, asynchronously: the ids go up, the forward's calls are queued (the
+// whole forward replayed as one CUDA graph, captured once per length, unless
+// graphs are off), and the only wait is the copy of the logits back.
 #pragma once
 
 #include "driver/compile.h"
@@ -29,6 +32,8 @@ namespace mlpipe {
 struct Gpt2RunOptions {
   Gpt2Mode mode = Gpt2Mode::Sublayer;
   CompileOptions compile;
+  ExecutionOptions execution; // managed memory instead of device memory, for the tutorial's path
+  bool graphs = true;         // replay each forward as a CUDA graph
 };
 
 struct ForwardResult {
@@ -42,14 +47,25 @@ struct Gpt2Timing {
   double uploadMs = 0;  // copying the weights to the target
   std::vector<int64_t> compiledLengths;
   int forwards = 0;
+  CompileTimings stages; // compileMs by stage, summed over the lengths compiled
+  int graphCaptures = 0; // CUDA graphs captured (one per length, unless buffers changed)
 };
 
-// The weights, copied once into memory the target's code can read (managed
-// memory prefetched to the GPU, or host memory), shared by every runner of
-// the process.
+// What one compiled length holds, for bench.
+struct Gpt2ModuleInfo {
+  int64_t arenaBytes = 0;     // the module's arena
+  int64_t unplannedBytes = 0; // the largest entry's temporaries allocated one by one
+  int64_t activationBytes = 0;
+  std::map<std::string, KernelCost> kernelCosts;
+};
+
+// The weights, copied once into memory the target's code can read (device
+// memory, managed memory if asked, or host memory), shared by every runner
+// of the process.
 class TargetWeights {
 public:
-  static std::shared_ptr<const TargetWeights> upload(const Gpt2Weights &weights, Target target);
+  static std::shared_ptr<const TargetWeights> upload(const Gpt2Weights &weights, Target target,
+                                                     gpu::Memory memory = gpu::Memory::Device);
   void *operator[](const std::string &name) const;
   Target target() const { return target_; }
   double uploadMs() const { return uploadMs_; }
@@ -70,6 +86,10 @@ public:
   // Compiles the module for this many tokens now (benchmarks keep compile
   // time out of their numbers this way).
   virtual void prepare(int64_t tokens) = 0;
+  // The compiled module for this many tokens (compiling it if needed).
+  virtual Gpt2ModuleInfo moduleInfo(int64_t tokens) = 0;
+  // Replay forwards as CUDA graphs (the default), or launch every kernel.
+  virtual void useGraphs(bool graphs) = 0;
   const Gpt2Timing &timing() const { return timing_; }
 
 protected:

@@ -13,6 +13,10 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
   app.add_option("--target", flags.target, "gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.run.compile.chip, "GPU to compile for")->capture_default_str();
+  app.add_flag("--managed", flags.managed,
+               "Weights and buffers in managed memory (the tutorial's path), not device memory");
+  app.add_flag("--no-graphs", flags.noGraphs,
+               "Launch every kernel directly instead of replaying each forward as a CUDA graph");
   if (withMode)
     app.add_option("--mode", flags.mode, "sublayer (a host loop over compiled blocks) or fused (one function)")
         ->check(CLI::IsMember({"sublayer", "fused"}))
@@ -29,6 +33,8 @@ void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
   request.run.mode = parseGpt2Mode(flags.mode);
   request.run.compile.target = resolveTarget(flags.target);
   request.run.compile.diskCache = true;
+  request.run.execution.memory = flags.managed ? gpu::Memory::Managed : gpu::Memory::Device;
+  request.run.graphs = !flags.noGraphs;
 }
 
 } // namespace mlpipe

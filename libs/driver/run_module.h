@@ -14,6 +14,8 @@ struct RunRequest {
   std::vector<std::string> outputs; // NAME=@FILE
   std::string entry;                // "" = the only entry
   int repeat = 0;                   // > 0: time this many more runs and print the median
+  bool managed = false;             // GPU buffers in managed memory (the tutorial's path), not device memory
+  bool graphs = true;               // --repeat replays the call as a CUDA graph
 };
 
 void runModule(const RunRequest &request);

@@ -34,7 +34,8 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
   if (tool == StageTool::LowerNvvm) {
     app.add_option("--chip", options.chip, "Target GPU, e.g. sm_75, sm_90")->capture_default_str();
     app.add_option("--opt", options.optLevel, "Optimisation level 0-3")->capture_default_str();
-    app.add_option("--format", options.format, "isa (PTX text), bin (cubin) or fatbin")->capture_default_str();
+    app.add_option("--format", options.format, "bin (cubin, assembled by ptxas now), fatbin, or isa (PTX text)")
+        ->capture_default_str();
     app.add_option("--toolkit", options.toolkit, "CUDA toolkit root (default: $CUDA_HOME, else the build's)");
   }
   CLI11_PARSE(app, argc, argv);

@@ -16,8 +16,15 @@ std::string trace(const TraceRequest &request) {
   if (request.program == "gpt2") {
     if (!request.kernel.shapes.empty())
       fail("gpt2 takes --seq and --config, not --shape");
-    program =
-        traceGpt2(resolveGpt2Config(request.config), parseGpt2Mode(request.mode), request.seq, request.kernel.dtype);
+    // --mode decode (or prefill) is the fused program in that phase.
+    std::string mode = request.mode, phase = request.phase;
+    if (mode == "decode" || mode == "prefill") {
+      phase = mode;
+      mode = "fused";
+    }
+    Gpt2Phase gpt2Phase = parseGpt2Phase(phase);
+    int64_t seq = gpt2Phase == Gpt2Phase::Decode ? 1 : request.seq;
+    program = traceGpt2(resolveGpt2Config(request.config), parseGpt2Mode(mode), seq, request.kernel.dtype, gpt2Phase);
   } else if (isUnitKernel(request.program)) {
     program = traceUnitKernel(request.program, request.kernel);
   } else {

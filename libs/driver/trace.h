@@ -11,9 +11,10 @@ struct TraceRequest {
   std::string program;  // a unit kernel name, or gpt2
   KernelOptions kernel; // shapes, dtype, batch, heads
   // gpt2 only:
-  std::string mode = "fused";  // fused or sublayer
-  std::string config = "124M"; // tiny, 124M or a config.json
-  int64_t seq = 16;            // token positions
+  std::string mode = "fused";    // fused or sublayer (or decode / prefill: fused, in that phase)
+  std::string phase = "forward"; // forward, prefill (fills the KV cache) or decode (one token with it)
+  std::string config = "124M";   // tiny, 124M or a config.json
+  int64_t seq = 16;              // token positions
 };
 
 // Records the program, emits MLIR and parses it back (so a bug in the

@@ -77,23 +77,28 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
   ref::Values expected = ref::evaluate(graph, referenceInputs);
 
   CompileOptions compile{request.target, request.chip, ""};
-  Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile));
+  compile.format = request.format;
+  ExecutionOptions execution;
+  execution.memory = request.managed ? gpu::Memory::Managed : gpu::Memory::Device;
+  Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile), execution);
   const EntrySignature &entry = executable.entry(name);
+  TargetStream stream(executable.target());
+  TargetStream::Scope current(stream);
   std::vector<TargetBuffer> buffers;
   std::vector<void *> pointers;
   for (auto &[input, tensor] : inputs) {
-    buffers.emplace_back(executable.target(), tensor.byteSize());
-    std::memcpy(buffers.back().data(), tensor.data(), tensor.byteSize());
+    buffers.emplace_back(executable.target(), tensor.byteSize(), execution.memory);
+    buffers.back().upload(tensor.data(), tensor.byteSize());
   }
   for (const TensorSpec &spec : entry.outputs) {
     HostTensor poison = HostTensor::fromDoubles(spec.dtype, spec.shape,
                                                 std::vector<double>(static_cast<size_t>(numElements(spec.shape)), NAN));
-    buffers.emplace_back(executable.target(), poison.byteSize());
-    std::memcpy(buffers.back().data(), poison.data(), poison.byteSize());
+    buffers.emplace_back(executable.target(), poison.byteSize(), execution.memory);
+    buffers.back().upload(poison.data(), poison.byteSize());
   }
   for (auto &buffer : buffers)
     pointers.push_back(buffer.data());
-  executable.call(entry, pointers);
+  executable.enqueue(entry, pointers);
 
   double tolerance = request.tolerance.value_or(request.options.dtype == DType::f64 ? 1e-12 : 1e-5);
   std::string saveTo = request.saveDirectory.empty() ? "" : request.saveDirectory + "/" + name;
@@ -109,7 +114,7 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const TensorSpec &spec = entry.outputs[i];
     HostTensor actual(spec.dtype, spec.shape);
-    std::memcpy(actual.data(), pointers[inputs.size() + i], actual.byteSize());
+    buffers[inputs.size() + i].download(actual.data(), actual.byteSize());
     HostTensor reference = ref::toHost(*expected.at(spec.name), DType::f64);
     if (!saveTo.empty()) {
       writeNpy(saveTo + "/" + spec.name + ".npy", actual);

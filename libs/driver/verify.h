@@ -27,9 +27,11 @@ struct KernelVerifyRequest {
   KernelOptions options;
   Target target = Target::Gpu;
   std::string chip = "sm_90";
+  std::string format = "bin";      // GPU kernels as cubin, fatbin, or PTX (isa) the driver assembles
   std::optional<uint64_t> seed;    // fresh when unset; printed so a failure can be replayed
   std::optional<double> tolerance; // on ||out - ref|| / ||ref||; default 1e-5 (f32), 1e-12 (f64)
   std::string saveDirectory;       // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
+  bool managed = false;            // GPU buffers in managed memory (the tutorial's path)
   // The first input is offset + scale * uniform[-1, 1) (the others stay in
   // [-1, 1)): large values test what a naive softmax (overflow) or a naive
   // variance (cancellation) gets wrong.
@@ -42,7 +44,7 @@ bool verifyKernels(const KernelVerifyRequest &request);
 
 // Random inputs for a graph: floats uniform in [-1, 1) (the first input
 // offset + scale * that), ids uniform over their table's rows. Never zeros.
-std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed,
-                                                             double offset = 0, double scale = 1);
+std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed, double offset = 0,
+                                                             double scale = 1);
 
 } // namespace mlpipe

@@ -97,6 +97,20 @@ void Graph::output(const std::string &name, Tensor value) {
   outputs_.emplace_back(name, value.id());
 }
 
+void Graph::update(Tensor inout, Tensor value) {
+  checkOwned(inout, "update");
+  checkOwned(value, "update");
+  if (node(inout.id()).kind != OpKind::Input || !node(inout.id()).inout)
+    fail("update: only an in-out input can be updated");
+  if (inout.shape() != value.shape() || inout.dtype() != value.dtype())
+    fail("update: '{}' is {}, its new value {}", node(inout.id()).name, formatShape(inout.shape()),
+         formatShape(value.shape()));
+  for (auto &[existing, id] : updates_)
+    if (existing == inout.id())
+      fail("update: '{}' is already updated", node(inout.id()).name);
+  updates_.emplace_back(inout.id(), value.id());
+}
+
 void Graph::probe(const std::string &name, Tensor value) {
   checkOwned(value, "probe");
   probes_.emplace_back(name, value.id());
@@ -249,6 +263,18 @@ Tensor Graph::slice(Tensor x, int64_t axis, int64_t start, int64_t length) {
   return add(std::move(node));
 }
 
+Tensor Graph::select(Tensor x, int64_t axis, int64_t index) {
+  checkOwned(x, "select");
+  int64_t normalized = normalizeAxis(axis, x.rank(), "select");
+  if (index < 0 || index >= x.shape()[normalized])
+    fail("select: index {} is out of range for axis {} of size {}", index, axis, x.shape()[normalized]);
+  Shape shape = x.shape();
+  shape.erase(shape.begin() + normalized);
+  Node node{OpKind::Slice, 0, {x.id()}, shape, x.dtype()};
+  node.ints = {normalized, index, 1};
+  return add(std::move(node));
+}
+
 Tensor Graph::gather(Tensor table, Tensor ids) {
   checkOwned(table, "gather");
   checkOwned(ids, "gather");
@@ -260,6 +286,50 @@ Tensor Graph::gather(Tensor table, Tensor ids) {
   shape.push_back(table.shape()[1]);
   Node node{OpKind::Gather, 0, {table.id(), ids.id()}, shape, table.dtype()};
   return add(std::move(node));
+}
+
+Tensor Graph::insert(Tensor base, Tensor update, std::vector<int64_t> offsets, int64_t positionAxis, Tensor position) {
+  checkOwned(base, "insert");
+  checkOwned(update, "insert");
+  if (base.rank() != update.rank() || static_cast<int64_t>(offsets.size()) != base.rank())
+    fail("insert: a {} block into a {} tensor needs one offset per axis", formatShape(update.shape()),
+         formatShape(base.shape()));
+  if (base.dtype() != update.dtype())
+    fail("insert: the block is {}, the tensor {}", dtypeName(update.dtype()), dtypeName(base.dtype()));
+  for (int64_t axis = 0; axis < base.rank(); ++axis) {
+    int64_t offset = axis == positionAxis ? 0 : offsets[axis];
+    if (offset < 0 || offset + update.shape()[axis] > base.shape()[axis])
+      fail("insert: a {} block at {} does not fit a {} tensor", formatShape(update.shape()),
+           formatShape(Shape(offsets.begin(), offsets.end())), formatShape(base.shape()));
+  }
+  std::vector<int> operands = {base.id(), update.id()};
+  if (positionAxis >= 0) {
+    checkOwned(position, "insert");
+    if (position.rank() != 0 || position.dtype() != DType::i32)
+      fail("insert: the position must be a rank-0 i32 tensor");
+    if (positionAxis >= base.rank())
+      fail("insert: axis {} is out of range for a tensor of rank {}", positionAxis, base.rank());
+    operands.push_back(position.id());
+  }
+  Node node{OpKind::Insert, 0, operands, base.shape(), base.dtype()};
+  node.ints = {positionAxis};
+  node.ints.insert(node.ints.end(), offsets.begin(), offsets.end());
+  return add(std::move(node));
+}
+
+Tensor Graph::positionMask(int64_t length, Tensor position, double masked) {
+  checkOwned(position, "positionMask");
+  if (position.rank() != 0 || position.dtype() != DType::i32)
+    fail("positionMask: the position must be a rank-0 i32 tensor");
+  Node node{OpKind::PositionMask, 0, {position.id()}, {length}, floatType_};
+  node.value = masked;
+  return add(std::move(node));
+}
+
+Tensor Graph::inoutInput(const std::string &name, Shape shape) {
+  Tensor t = input(name, std::move(shape));
+  nodes_[t.id()].inout = true;
+  return t;
 }
 
 // ---- Program ------------------------------------------------------------------

@@ -23,17 +23,19 @@
 namespace mlpipe::fe {
 
 enum class OpKind {
-  Input,     // a named function argument
-  Constant,  // a float scalar, broadcast wherever it is used
-  Triu,      // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
-  Unary,     // elementwise function of one tensor
-  Binary,    // elementwise function of two tensors, broadcasting
-  Reduce,    // sum or max over one axis, optionally keeping it as size 1
-  MatMul,    // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
-  Reshape,   // same elements, new shape
-  Transpose, // permutation of the axes
-  Slice,     // a contiguous range along one axis
-  Gather,    // rows of a table picked by integer ids
+  Input,        // a named function argument
+  Constant,     // a float scalar, broadcast wherever it is used
+  Triu,         // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
+  Unary,        // elementwise function of one tensor
+  Binary,       // elementwise function of two tensors, broadcasting
+  Reduce,       // sum or max over one axis, optionally keeping it as size 1
+  MatMul,       // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
+  Reshape,      // same elements, new shape
+  Transpose,    // permutation of the axes
+  Slice,        // a contiguous range along one axis
+  Gather,       // rows of a table picked by integer ids
+  Insert,       // a tensor with a block written into it, at a static or run-time position
+  PositionMask, // 0 up to a run-time position, a large negative value after it
 };
 
 enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt };
@@ -59,6 +61,7 @@ struct Node {
   double value = 0;          // Constant
   std::string name;          // Input
   std::string scope;         // where in the model it was recorded: "h.3.ln_1" (see Graph::Scope)
+  bool inout = false;        // Input: updated in place by the function (a KV cache)
 };
 
 class Graph;
@@ -115,6 +118,9 @@ public:
   // for it are drawn from [0, rows).
   Tensor indexInput(const std::string &name, Shape shape, int64_t rows);
   void output(const std::string &name, Tensor value);
+  // The new value of an in-out input (what it holds when the function
+  // returns); written in place, never copied.
+  void update(Tensor inout, Tensor value);
   void probe(const std::string &name, Tensor value);
 
   Tensor constant(double value);
@@ -128,12 +134,28 @@ public:
   Tensor reshape(Tensor x, Shape shape);
   Tensor transpose(Tensor x, std::vector<int64_t> permutation);
   Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t length);
+  // x[..., index, ...] along `axis`, the axis dropped (NumPy's x[i]).
+  Tensor select(Tensor x, int64_t axis, int64_t index);
   Tensor gather(Tensor table, Tensor ids);
+  // `base` with `update` written at `offsets`; along `positionAxis` (when
+  // not -1) the offset is the run-time value of `position`, a rank-0 i32
+  // tensor, clamped so the block stays inside. When base is an in-out
+  // input, the write happens in its buffer: a KV cache grows in place.
+  Tensor insert(Tensor base, Tensor update, std::vector<int64_t> offsets, int64_t positionAxis = -1,
+                Tensor position = {});
+  // [length]: 0 where the index is at most `position` (rank-0 i32), else
+  // `masked`: the mask of a causal step at a run-time position.
+  Tensor positionMask(int64_t length, Tensor position, double masked);
+  // An input the function updates in place (its buffer is both read and
+  // written): inserts into it land in the caller's memory.
+  Tensor inoutInput(const std::string &name, Shape shape);
 
   const std::vector<Node> &nodes() const { return nodes_; }
   const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }
   const std::vector<int> &inputs() const { return inputs_; }
   const std::vector<std::pair<std::string, int>> &outputs() const { return outputs_; }
+  // (in-out input node, its new value)
+  const std::vector<std::pair<int, int>> &updates() const { return updates_; }
   const std::vector<std::pair<std::string, int>> &probes() const { return probes_; }
 
 private:
@@ -146,6 +168,7 @@ private:
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<std::pair<std::string, int>> outputs_;
+  std::vector<std::pair<int, int>> updates_;
   std::vector<std::pair<std::string, int>> probes_;
 };
 

@@ -154,6 +154,10 @@ public:
       values.push_back(value(id));
       types.push_back(type(id));
     }
+    for (auto &[input, id] : graph_.updates()) {
+      values.push_back(value(id));
+      types.push_back(type(id));
+    }
     line("return {} : {}", fmt::join(values, ", "), fmt::join(types, ", "));
     out_ += "  }\n";
   }
@@ -188,6 +192,8 @@ private:
     std::vector<int> work;
     for (auto &[name, id] : graph_.outputs())
       work.push_back(id);
+    for (auto &[input, id] : graph_.updates())
+      work.push_back(id);
     while (!work.empty()) {
       int id = work.back();
       work.pop_back();
@@ -219,13 +225,21 @@ private:
       int id = graph_.inputs()[i];
       const Node &node = graph_.node(id);
       names_[id] = fmt::format("%arg{}", i);
-      args.push_back(fmt::format("{}: {} {{mlpipe.name = {}}}", names_[id], type(id), quote(node.name)));
-      inputs.push_back(fmt::format("{{name = {}, type = {}}}", quote(node.name), type(id)));
+      // An in-out input (a KV cache) is written in place: bufferization may
+      // write into the caller's buffer.
+      args.push_back(fmt::format("{}: {} {{{}mlpipe.name = {}}}", names_[id], type(id),
+                                 node.inout ? "bufferization.writable = true, " : "", quote(node.name)));
+      inputs.push_back(
+          fmt::format("{{{}name = {}, type = {}}}", node.inout ? "inout = true, " : "", quote(node.name), type(id)));
     }
     for (auto &[name, id] : graph_.outputs()) {
       results.push_back(fmt::format("{} {{mlpipe.name = {}}}", type(id), quote(name)));
       outputs.push_back(fmt::format("{{name = {}, type = {}}}", quote(name), type(id)));
     }
+    // An update is returned only to keep it alive: bufferize checks it was
+    // written in place and drops the result (mlpipe-drop-inout-results).
+    for (auto &[input, id] : graph_.updates())
+      results.push_back(fmt::format("{} {{mlpipe.updates = {}}}", type(id), quote(graph_.node(input).name)));
     out_ += fmt::format("  func.func @{}({}) -> ({})\n      attributes {{llvm.emit_c_interface, "
                         "mlpipe.inputs = [{}], mlpipe.outputs = [{}]}} {{\n",
                         graph_.name(), fmt::join(args, ", "), fmt::join(results, ", "), fmt::join(inputs, ", "),
@@ -311,6 +325,10 @@ private:
       return emitSlice(id);
     case OpKind::Gather:
       return emitGather(id);
+    case OpKind::Insert:
+      return emitInsert(id);
+    case OpKind::PositionMask:
+      return emitPositionMask(id);
     }
   }
 
@@ -497,11 +515,16 @@ private:
   void emitSlice(int id) {
     const Node &node = graph_.node(id);
     int source = node.operands[0];
-    std::vector<int64_t> offsets(node.shape.size(), 0), strides(node.shape.size(), 1);
+    const Shape &sourceShape = graph_.node(source).shape;
+    std::vector<int64_t> offsets(sourceShape.size(), 0), strides(sourceShape.size(), 1);
     offsets[node.ints[0]] = node.ints[1];
+    // A select drops its axis: a rank-reducing slice.
+    Shape sizes = node.shape;
+    if (node.ints.size() > 2 && node.ints[2] != 0)
+      sizes.insert(sizes.begin() + node.ints[0], 1);
     std::string name = fresh();
     line("{} = tensor.extract_slice {}[{}] [{}] [{}] : {} to {}", name, value(source), fmt::join(offsets, ", "),
-         fmt::join(node.shape, ", "), fmt::join(strides, ", "), type(source), type(id));
+         fmt::join(sizes, ", "), fmt::join(strides, ", "), type(source), type(id));
     names_[id] = name;
   }
 
@@ -532,6 +555,58 @@ private:
     line("  {} = linalg.index {} : index", column, rank - 1);
     line("  {} = tensor.extract {}[{}, {}] : {}", element, value(table), clamped, column, type(table));
     line("  linalg.yield {} : {}", element, et);
+    line("}} -> {}", type(id));
+    names_[id] = name;
+  }
+
+  // The run-time position held by a rank-0 i32 tensor, as an index clamped
+  // to [0, last].
+  std::string clampedPosition(int position, int64_t last) {
+    std::string scalar = fresh(), asIndex = fresh(), low = fresh(), clamped = fresh();
+    std::string zero = indexConstant(0), top = indexConstant(last);
+    line("{} = tensor.extract {}[] : {}", scalar, value(position), type(position));
+    line("{} = arith.index_cast {} : i32 to index", asIndex, scalar);
+    line("{} = arith.maxsi {}, {} : index", low, asIndex, zero);
+    line("{} = arith.minsi {}, {} : index", clamped, low, top);
+    return clamped;
+  }
+
+  // base with update written at the offsets: tensor.insert_slice, in place
+  // when base is an in-out input.
+  void emitInsert(int id) {
+    const Node &node = graph_.node(id);
+    int base = node.operands[0], update = node.operands[1];
+    int64_t positionAxis = node.ints[0];
+    const Shape &updateShape = graph_.node(update).shape;
+    std::vector<std::string> offsets;
+    for (size_t axis = 0; axis < node.shape.size(); ++axis)
+      offsets.push_back(static_cast<int64_t>(axis) == positionAxis
+                            ? clampedPosition(node.operands[2], node.shape[axis] - updateShape[axis])
+                            : std::to_string(node.ints[axis + 1]));
+    std::vector<int64_t> strides(node.shape.size(), 1);
+    std::string name = fresh();
+    line("{} = tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", name, value(update), value(base),
+         fmt::join(offsets, ", "), fmt::join(updateShape, ", "), fmt::join(strides, ", "), type(update), type(id));
+    names_[id] = name;
+  }
+
+  // mask[j] = j > position ? masked : 0
+  void emitPositionMask(int id) {
+    const Node &node = graph_.node(id);
+    int position = node.operands[0];
+    std::string masked = constant(node.value, node.dtype), zero = constant(0.0, node.dtype);
+    std::string init = emptyTensor(node.shape, node.dtype);
+    std::string name = fresh(), outArg = fresh(), et = elementType(id);
+    line("{} = linalg.generic {{indexing_maps = [{}], iterator_types = {}}} outs({} : {}) {{", name, identityMap(1),
+         parallelIterators(1), init, type(id));
+    line("^bb0({}: {}):", outArg, et);
+    std::string j = fresh(), scalar = fresh(), asIndex = fresh(), after = fresh(), result = fresh();
+    line("  {} = linalg.index 0 : index", j);
+    line("  {} = tensor.extract {}[] : {}", scalar, value(position), type(position));
+    line("  {} = arith.index_cast {} : i32 to index", asIndex, scalar);
+    line("  {} = arith.cmpi sgt, {}, {} : index", after, j, asIndex);
+    line("  {} = arith.select {}, {}, {} : {}", result, after, masked, zero, et);
+    line("  linalg.yield {} : {}", result, et);
     line("}} -> {}", type(id));
     names_[id] = name;
   }

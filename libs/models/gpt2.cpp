@@ -68,14 +68,49 @@ std::map<std::string, Tensor> inputsFor(Graph &g, const std::string &prefix, con
 
 // ---- The forward pass, one function per piece -------------------------------
 
-Tensor embed(Tensor ids, Tensor wte, Tensor wpe) {
+// The cache a block's keys and values go into (prefill, decode), or none.
+struct KvCache {
+  Gpt2Phase phase = Gpt2Phase::Forward;
+  Tensor cache;               // in-out: [L, 2, H, n_ctx, D] (fused) or one layer's [2, H, n_ctx, D]
+  std::vector<int64_t> layer; // {l} into a whole-model cache, {} for one layer's
+  Tensor position;            // decode: where the token goes (rank-0 i32)
+};
+
+Tensor embed(Tensor ids, Tensor wte, Tensor wpe, Tensor position = {}) {
   int64_t length = ids.dim(0);
-  return take(wte, ids) + ids.graph().slice(wpe, 0, 0, length);
+  if (position.id() < 0)
+    return take(wte, ids) + ids.graph().slice(wpe, 0, 0, length);
+  // One token at a run-time position: its row of wpe, gathered.
+  return take(wte, ids) + take(wpe, reshape(position, {1}));
+}
+
+// Writes the heads [H, T, D] of keys (kv = 0) or values (kv = 1) into the
+// cache at the block's layer, at position 0 (prefill) or the run-time one.
+void writeCache(KvCache &kv, Tensor heads, int64_t which) {
+  Shape block(kv.layer.size(), 1);
+  block.push_back(1);
+  for (int64_t extent : heads.shape())
+    block.push_back(extent);
+  std::vector<int64_t> offsets = kv.layer;
+  offsets.insert(offsets.end(), {which, 0, 0, 0});
+  int64_t positionAxis = kv.phase == Gpt2Phase::Decode ? static_cast<int64_t>(kv.layer.size()) + 2 : -1;
+  kv.cache = heads.graph().insert(kv.cache, reshape(heads, block), offsets, positionAxis, kv.position);
+}
+
+// The block's cached keys (kv = 0) or values (kv = 1): [H, n_ctx, D].
+Tensor readCache(const KvCache &kv, int64_t which, const Gpt2Config &config) {
+  // Selects, not slices and reshapes: a reshape next to a matmul would be
+  // folded into it by elementwise fusion, making it a generic contraction.
+  Tensor part = kv.cache;
+  Graph &g = part.graph();
+  if (!kv.layer.empty())
+    part = g.select(part, 0, kv.layer[0]);
+  return g.select(part, 0, which);
 }
 
 // Each piece records under a scope named as the weights it uses are, so
 // fusions and kernels carry names like ln_1_row_reduction.
-Tensor attend(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &config) {
+Tensor attend(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &config, KvCache &kv) {
   Graph &g = x.graph();
   Tensor h, qkvAll, heads, projected;
   {
@@ -89,7 +124,16 @@ Tensor attend(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &conf
   {
     Graph::Scope scope(g, "attn");
     std::vector<Tensor> qkv = split(qkvAll, 3, -1);
-    heads = nn::causalAttention(qkv[0], qkv[1], qkv[2], config.nHead);
+    if (kv.phase != Gpt2Phase::Forward) {
+      Graph::Scope cacheScope(g, "cache");
+      writeCache(kv, nn::splitHeads(qkv[1], config.nHead), 0);
+      writeCache(kv, nn::splitHeads(qkv[2], config.nHead), 1);
+    }
+    if (kv.phase == Gpt2Phase::Decode)
+      heads =
+          nn::attentionOverCache(qkv[0], readCache(kv, 0, config), readCache(kv, 1, config), kv.position, config.nHead);
+    else
+      heads = nn::causalAttention(qkv[0], qkv[1], qkv[2], config.nHead);
   }
   Graph::Scope scope(g, "attn.c_proj");
   return x + nn::linear(heads, p["attn.c_proj.weight"], p["attn.c_proj.bias"]);
@@ -124,8 +168,15 @@ Tensor project(Tensor x, Tensor lnWeight, Tensor lnBias, Tensor wte, const Gpt2C
 
 // The whole model in one graph; with `probes`, the embedding and every
 // block's residual are named for the reference.
-void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes) {
+void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes, Gpt2Phase phase) {
   Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
+  KvCache kv;
+  kv.phase = phase;
+  if (phase == Gpt2Phase::Decode)
+    kv.position = g.indexInput("position", {}, config.nCtx);
+  Tensor cacheInput;
+  if (phase != Gpt2Phase::Forward)
+    kv.cache = cacheInput = g.inoutInput("kv_cache", kvCacheShape(config));
   Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
   Tensor wpe = g.input("wpe.weight", {config.nCtx, config.nEmbd});
   std::vector<std::map<std::string, Tensor>> blocks;
@@ -137,35 +188,53 @@ void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes)
   Tensor x;
   {
     Graph::Scope scope(g, "embed");
-    x = embed(ids, wte, wpe);
+    x = embed(ids, wte, wpe, kv.position);
   }
   if (probes)
     g.probe("embedding", x);
   for (int64_t i = 0; i < config.nLayer; ++i) {
     Graph::Scope scope(g, "h." + std::to_string(i));
-    x = feedforward(attend(x, blocks[i], config), blocks[i], config);
+    kv.layer = {i};
+    x = feedforward(attend(x, blocks[i], config, kv), blocks[i], config);
     if (probes)
       g.probe("blocks." + std::to_string(i) + ".residual", x);
   }
   g.output("logits", project(x, lnWeight, lnBias, wte, config));
+  if (phase != Gpt2Phase::Forward)
+    g.update(cacheInput, kv.cache);
 }
 
-void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, DType dtype) {
+void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, DType dtype, Gpt2Phase phase) {
   Shape residual{length, config.nEmbd};
   {
     Graph &g = program.addFunction("embed", dtype);
     Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
+    Tensor position;
+    if (phase == Gpt2Phase::Decode)
+      position = g.indexInput("position", {}, config.nCtx);
     Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
     Tensor wpe = g.input("wpe.weight", {config.nCtx, config.nEmbd});
     Graph::Scope scope(g, "embed");
-    g.output("x", embed(ids, wte, wpe));
+    g.output("x", embed(ids, wte, wpe, position));
   }
   std::vector<ParameterSpec> all = blockParameters(config);
   {
     Graph &g = program.addFunction("attend", dtype);
     Tensor x = g.input("x", residual);
+    KvCache kv;
+    kv.phase = phase;
+    if (phase == Gpt2Phase::Decode)
+      kv.position = g.indexInput("position", {}, config.nCtx);
+    Tensor cacheInput;
+    if (phase != Gpt2Phase::Forward) {
+      Shape layerCache = kvCacheShape(config);
+      layerCache.erase(layerCache.begin());
+      kv.cache = cacheInput = g.inoutInput("kv_cache", layerCache);
+    }
     auto p = inputsFor(g, "", std::vector<ParameterSpec>(all.begin(), all.begin() + 6));
-    g.output("x", attend(x, p, config));
+    g.output("x", attend(x, p, config, kv));
+    if (phase != Gpt2Phase::Forward)
+      g.update(cacheInput, kv.cache);
   }
   {
     Graph &g = program.addFunction("feedforward", dtype);
@@ -185,21 +254,37 @@ void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, 
 
 } // namespace
 
-Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType dtype) {
+Gpt2Phase parseGpt2Phase(const std::string &name) {
+  if (name == "forward")
+    return Gpt2Phase::Forward;
+  if (name == "prefill")
+    return Gpt2Phase::Prefill;
+  if (name == "decode")
+    return Gpt2Phase::Decode;
+  fail("unknown phase '{}': expected forward, prefill or decode", name);
+}
+
+Shape kvCacheShape(const Gpt2Config &config) {
+  return {config.nLayer, 2, config.nHead, config.nCtx, config.nEmbd / config.nHead};
+}
+
+Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType dtype, Gpt2Phase phase) {
   config.validate();
   if (length <= 0 || length > config.nCtx)
     fail("--seq {} is outside the model's context of 1 to {}", length, config.nCtx);
+  if (phase == Gpt2Phase::Decode && length != 1)
+    fail("a decode step takes one token, not --seq {}", length);
   Program program;
   if (mode == Gpt2Mode::Fused)
-    buildFused(program.addFunction("gpt2", dtype), config, length, /*probes=*/false);
+    buildFused(program.addFunction("gpt2", dtype), config, length, /*probes=*/false, phase);
   else
-    buildSublayers(program, config, length, dtype);
+    buildSublayers(program, config, length, dtype, phase);
   return program;
 }
 
 Program traceGpt2Reference(const Gpt2Config &config, int64_t length) {
   Program program;
-  buildFused(program.addFunction("gpt2", DType::f64), config, length, /*probes=*/true);
+  buildFused(program.addFunction("gpt2", DType::f64), config, length, /*probes=*/true, Gpt2Phase::Forward);
   return program;
 }
 

@@ -6,7 +6,8 @@
 //     x = x + mlp.c_proj(gelu(c_fc(ln_2(x))))                  feedforward
 //   logits = ln_f(x) @ wte^T                                project
 //
-// The same functions build every form it is traced in:
+// The same functions build every form it is traced in (each in three
+// phases: forward, prefill and decode, see Gpt2Phase):
 //   fused     one function "gpt2" taking ids and every parameter by its
 //             Hugging Face name (h.3.attn.c_attn.weight, ...), returning the
 //             logits of every position;
@@ -37,7 +38,22 @@ std::vector<ParameterSpec> blockParameters(const Gpt2Config &config);
 // The program forms; `length` is the (padded) number of token positions.
 enum class Gpt2Mode { Fused, Sublayer };
 Gpt2Mode parseGpt2Mode(const std::string &name); // "fused" | "sublayer"
-fe::Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType dtype = DType::f32);
+
+// What a program does with the KV cache:
+//   Forward  the whole sequence, no cache (as a plain forward pass);
+//   Prefill  the whole (padded) prompt, and its keys and values written into
+//            the cache at positions [0, length);
+//   Decode   one token at the run-time `position` (a rank-0 i32 input): its
+//            key and value written into the cache there, attention over the
+//            cache up to it.
+// The cache is an in-out input "kv_cache" of kvCacheShape() (fused) or one
+// layer's [2, heads, n_ctx, head_dim] (sublayer's attend), written in place.
+enum class Gpt2Phase { Forward, Prefill, Decode };
+Gpt2Phase parseGpt2Phase(const std::string &name); // "forward" | "prefill" | "decode"
+Shape kvCacheShape(const Gpt2Config &config);      // [layers, 2, heads, n_ctx, head_dim]
+
+fe::Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType dtype = DType::f32,
+                      Gpt2Phase phase = Gpt2Phase::Forward);
 
 // The fused graph with probes "embedding" and "blocks.N.residual", for the
 // reference.

@@ -28,13 +28,13 @@ Tensor linear(Tensor x, Tensor weight, Tensor bias) { return matmul(x, weight) +
 
 Tensor causalMask(Graph &graph, int64_t length) { return graph.triu(length, length, 1) * -1e10; }
 
-namespace {
-
 // [T, C] -> [H, T, C/H]
 Tensor splitHeads(Tensor x, int64_t heads) {
   int64_t length = x.dim(0), width = x.dim(1);
   return transpose(reshape(x, {length, heads, width / heads}), {1, 0, 2});
 }
+
+namespace {
 
 // [T, C] -> [H, C/H, T]: the keys already transposed for q @ k^T, in one
 // permutation rather than two.
@@ -78,6 +78,34 @@ Tensor causalAttention(Tensor q, Tensor k, Tensor v, int64_t heads) {
   }
   Graph::Scope scope(g, "merge_heads");
   return mergeHeads(values);
+}
+
+Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position, int64_t heads) {
+  if (q.rank() != 2 || q.dim(0) != 1 || keys.rank() != 3 || keys.shape() != values.shape() || keys.dim(0) != heads ||
+      keys.dim(0) * keys.dim(2) != q.dim(1))
+    fail("attention over a cache needs q [1, C] and keys, values [heads, n_ctx, C/heads]");
+  Graph &g = q.graph();
+  int64_t context = keys.dim(1);
+  double scale = 1.0 / std::sqrt(static_cast<double>(keys.dim(2)));
+  Tensor qh, scores, weights, out;
+  {
+    Graph::Scope scope(g, "heads");
+    qh = splitHeads(q, heads); // [H, 1, D]
+  }
+  {
+    Graph::Scope scope(g, "scores");
+    scores = matmul(qh, swapLastAxes(keys)) * scale + g.positionMask(context, position, -1e10); // [H, 1, n_ctx]
+  }
+  {
+    Graph::Scope scope(g, "softmax");
+    weights = softmax(scores);
+  }
+  {
+    Graph::Scope scope(g, "values");
+    out = matmul(weights, values); // [H, 1, D]
+  }
+  Graph::Scope scope(g, "merge_heads");
+  return mergeHeads(out);
 }
 
 } // namespace mlpipe::nn

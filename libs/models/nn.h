@@ -23,5 +23,11 @@ Tensor causalMask(fe::Graph &graph, int64_t length);
 // Heads are batched: [T, C] -> [H, T, C/H], so the two products are
 // batched matmuls.
 Tensor causalAttention(Tensor q, Tensor k, Tensor v, int64_t heads);
+// [T, C] -> [H, T, C/H]: the heads of q, k or v.
+Tensor splitHeads(Tensor x, int64_t heads);
+// One query [1, C] at the run-time `position` against cached keys and
+// values [H, n_ctx, C/H] holding it and every earlier position: attention
+// over the cache with the positions after it masked; returns [1, C].
+Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position, int64_t heads);
 
 } // namespace mlpipe::nn

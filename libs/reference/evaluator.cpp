@@ -136,7 +136,8 @@ Array transpose(const Node &node, const Array &x) {
 
 Array slice(const Node &node, const Array &x) {
   int64_t axis = node.ints[0], start = node.ints[1];
-  int64_t outer = 1, inner = 1, length = node.shape[axis], full = x.shape[axis];
+  bool dropsAxis = node.ints.size() > 2 && node.ints[2] != 0; // a select: one index, the axis gone
+  int64_t outer = 1, inner = 1, length = dropsAxis ? 1 : node.shape[axis], full = x.shape[axis];
   for (int64_t d = 0; d < axis; ++d)
     outer *= x.shape[d];
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
@@ -160,6 +161,40 @@ Array gather(const Node &node, const Array &table, const Array &ids) {
     auto begin = table.data.begin() + row * width;
     result.data.insert(result.data.end(), begin, begin + width);
   }
+  return result;
+}
+
+// The block written into a copy of base; a run-time offset is clamped as
+// the compiled insert clamps it.
+Array insert(const Node &node, const Array &base, const Array &update, const Array *position) {
+  Array result = base;
+  size_t rank = base.shape.size();
+  std::vector<int64_t> offsets(node.ints.begin() + 1, node.ints.end());
+  int64_t positionAxis = node.ints[0];
+  if (positionAxis >= 0)
+    offsets[positionAxis] = std::clamp(static_cast<int64_t>(position->data[0]), int64_t(0),
+                                       base.shape[positionAxis] - update.shape[positionAxis]);
+  std::vector<int64_t> baseStrides = rowMajorStrides(base.shape);
+  std::vector<int64_t> index(rank, 0);
+  for (size_t flat = 0; flat < update.data.size(); ++flat) {
+    int64_t at = 0;
+    for (size_t d = 0; d < rank; ++d)
+      at += (offsets[d] + index[d]) * baseStrides[d];
+    result.data[at] = update.data[flat];
+    for (size_t d = rank; d-- > 0;)
+      if (++index[d] < update.shape[d])
+        break;
+      else
+        index[d] = 0;
+  }
+  return result;
+}
+
+Array positionMask(const Node &node, const Array &position) {
+  int64_t length = node.shape[0], at = static_cast<int64_t>(position.data[0]);
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(length))};
+  for (int64_t j = 0; j < length; ++j)
+    result.data[j] = j > at ? node.value : 0.0;
   return result;
 }
 
@@ -237,6 +272,13 @@ Values evaluate(const fe::Graph &graph, const Values &inputs) {
       break;
     case OpKind::Gather:
       values[id] = std::make_shared<Array>(gather(node, operand(0), operand(1)));
+      break;
+    case OpKind::Insert:
+      values[id] = std::make_shared<Array>(
+          insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
+      break;
+    case OpKind::PositionMask:
+      values[id] = std::make_shared<Array>(positionMask(node, operand(0)));
       break;
     }
     for (int input : node.operands)

@@ -57,7 +57,17 @@ namespace mlpipe::gpu {
   X(cuMemsetD32Async)                                                                                                  \
   X(cuMemsetD16Async)                                                                                                  \
   X(cuMemHostRegister)                                                                                                 \
-  X(cuMemHostUnregister)
+  X(cuMemHostUnregister)                                                                                               \
+  X(cuMemGetInfo)                                                                                                      \
+  X(cuDeviceGetAttribute)                                                                                              \
+  X(cuStreamBeginCapture)                                                                                              \
+  X(cuStreamEndCapture)                                                                                                \
+  X(cuGraphInstantiate)                                                                                                \
+  X(cuGraphLaunch)                                                                                                     \
+  X(cuGraphGetNodes)                                                                                                   \
+  X(cuGraphNodeGetType)                                                                                                \
+  X(cuGraphExecDestroy)                                                                                                \
+  X(cuGraphDestroy)
 
 // cuDevicePrimaryCtxRelease is resolved but not called: the primary context
 // lives until the process exits, since JIT code may still unload modules from

@@ -9,9 +9,11 @@
 #include "support/error.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <string_view>
@@ -25,19 +27,31 @@ struct Allocation {
   bool managed = false;
 };
 
+struct KernelInfo {
+  std::string name;
+  int32_t dynamicSharedAllowed = 0; // the largest dynamic shared size opted into
+};
+
+// Finds functions by name without building a std::string per lookup.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view name) const { return std::hash<std::string_view>()(name); }
+};
+using FunctionsByName = std::unordered_map<std::string, CUfunction, NameHash, std::equal_to<>>;
+
 // What the runtime knows about the handles it gave out. One mutex: JIT code
 // may call in from several threads, and none of this is on a hot path
 // heavier than a kernel launch.
 struct Registry {
   std::mutex mutex;
-  std::unordered_map<CUfunction, std::string> kernelNames;
-  std::unordered_map<CUfunction, int32_t> dynamicSharedSet;
-  std::unordered_map<CUmodule, std::vector<CUfunction>> moduleFunctions;
+  std::unordered_map<CUfunction, KernelInfo> kernels;
+  std::unordered_map<CUmodule, FunctionsByName> moduleFunctions;
   std::unordered_map<CUstream, std::string> lastKernelOnStream;
   std::unordered_map<CUevent, std::string> kernelBeforeEvent;
   std::string lastKernel;
   std::unordered_map<void *, Allocation> allocations;
   size_t liveBytes = 0;
+  size_t peakBytes = 0;
 };
 
 Registry &registry() {
@@ -45,6 +59,48 @@ Registry &registry() {
   // unload after this library's static destructors have run.
   static Registry *r = new Registry();
   return *r;
+}
+
+std::atomic<uint64_t> launchCount{0};
+// Set once a kernel fault is seen: the context is unusable from then on, so
+// releasing memory, modules or streams fails too, and is skipped quietly
+// (the fault itself has been reported).
+std::atomic<bool> contextLost{false};
+std::atomic<uint64_t> allocationCount{0};
+
+// The calling thread's current stream (StreamScope), and whether it is
+// being captured into a graph.
+thread_local CUstream currentStreamOnThread = nullptr;
+thread_local bool capturingOnThread = false;
+
+// The events bracketing each launch while a LaunchProfiler is alive.
+struct ProfiledLaunch {
+  std::string kernel;
+  CUevent start = nullptr;
+  CUevent stop = nullptr;
+  int64_t bytes = -1;
+  int64_t flops = 0;
+};
+
+std::mutex costMutex;
+std::unordered_map<std::string, KernelCostModel> &costModels() {
+  static auto *models = new std::unordered_map<std::string, KernelCostModel>();
+  return *models;
+}
+struct ProfilerState {
+  std::vector<ProfiledLaunch> launches;
+  std::vector<CUevent> spareEvents;
+};
+thread_local ProfilerState *profilerOnThread = nullptr;
+
+// MLPIPE_SYNC_LAUNCHES=1: wait after every launch, so that a fault is
+// reported by the launch that made it.
+bool syncEveryLaunch() {
+  static const bool enabled = [] {
+    const char *value = std::getenv("MLPIPE_SYNC_LAUNCHES");
+    return value && *value && std::string_view(value) != "0";
+  }();
+  return enabled;
 }
 
 // The driver with the context current on this thread; throws the
@@ -89,6 +145,8 @@ std::string lastKernelAnywhere() {
 void check(CUresult r, const char *call, std::string_view kernel = {}) {
   if (r == CUDA_SUCCESS)
     return;
+  if (isKernelFault(r))
+    contextLost = true;
   std::string message = CudaDriver::get().errorMessage(r, call, kernel);
   if (kernel.empty() && isKernelFault(r)) {
     std::string last = lastKernelAnywhere();
@@ -98,19 +156,16 @@ void check(CUresult r, const char *call, std::string_view kernel = {}) {
   throw Error(message);
 }
 
+// A wait on `stream` failed: the error is most likely the last kernel's, but
+// launches are asynchronous, so say how to find the exact one.
+void checkWait(CUresult r, const char *call, CUstream stream);
+
 // Calls that release something also run from global destructors at exit,
 // when the driver may already have torn the context down and freed it all.
 void checkRelease(CUresult r, const char *call, std::string_view kernel = {}) {
-  if (r == CUDA_ERROR_DEINITIALIZED)
+  if (r == CUDA_ERROR_DEINITIALIZED || (r != CUDA_SUCCESS && contextLost))
     return;
   check(r, call, kernel);
-}
-
-std::string kernelName(CUfunction f) {
-  Registry &reg = registry();
-  std::lock_guard lock(reg.mutex);
-  auto it = reg.kernelNames.find(f);
-  return it == reg.kernelNames.end() ? std::string() : it->second;
 }
 
 std::string lastKernelOn(CUstream stream) {
@@ -120,24 +175,62 @@ std::string lastKernelOn(CUstream stream) {
   return it == reg.lastKernelOnStream.end() ? std::string() : it->second;
 }
 
-void *allocate(size_t bytes, bool managed) {
+void checkWait(CUresult r, const char *call, CUstream stream) {
+  if (r == CUDA_SUCCESS)
+    return;
+  if (isKernelFault(r))
+    contextLost = true;
+  std::string kernel = lastKernelOn(stream);
+  std::string message = CudaDriver::get().errorMessage(r, call, kernel);
+  if (isKernelFault(r) && !kernel.empty() && !syncEveryLaunch())
+    message += " (the last kernel launched before the wait; MLPIPE_SYNC_LAUNCHES=1 stops at the faulting launch)";
+  else if (isKernelFault(r) && kernel.empty())
+    if (std::string last = lastKernelAnywhere(); !last.empty())
+      message += ", most likely from kernel '" + last + "', launched earlier";
+  throw Error(message);
+}
+
+// "1.50 GiB"
+std::string humanBytes(double bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 6) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} bytes", bytes) : fmt::format("{:.2f} {}", bytes, units[unit]);
+}
+
+void *allocateOn(size_t bytes, bool managed) {
   if (bytes == 0)
     return nullptr;
+  if (capturingOnThread)
+    fail("GPU memory was allocated ({} bytes) while a CUDA graph was being captured: a captured forward must "
+         "use only memory allocated before it",
+         bytes);
   CudaDriver &d = driver();
   CUdeviceptr ptr = 0;
-  if (managed)
-    check(d.cuMemAllocManaged(&ptr, bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
-  else
-    check(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc");
+  const char *call = managed ? "cuMemAllocManaged" : "cuMemAlloc";
+  CUresult r = managed ? d.cuMemAllocManaged(&ptr, bytes, CU_MEM_ATTACH_GLOBAL) : d.cuMemAlloc(&ptr, bytes);
+  if (r != CUDA_SUCCESS) {
+    size_t free = 0, total = 0;
+    bool known = d.cuMemGetInfo(&free, &total) == CUDA_SUCCESS;
+    if (known && (r == CUDA_ERROR_OUT_OF_MEMORY || bytes > free))
+      fail("out of GPU memory: {} asked for {} ({} bytes), but only {} ({} bytes) of the GPU's {} are free ({})", call,
+           humanBytes(double(bytes)), bytes, humanBytes(double(free)), free, humanBytes(double(total)), d.describe(r));
+    check(r, call);
+  }
+  ++allocationCount;
   void *p = reinterpret_cast<void *>(ptr);
   Registry &reg = registry();
   std::lock_guard lock(reg.mutex);
   reg.allocations[p] = {bytes, managed};
   reg.liveBytes += bytes;
+  reg.peakBytes = std::max(reg.peakBytes, reg.liveBytes);
   return p;
 }
 
-void release(void *ptr, const char *caller) {
+void releaseFrom(void *ptr, const char *caller) {
   if (!ptr)
     return;
   Registry &reg = registry();
@@ -172,10 +265,42 @@ std::string oneLine(const char *log) {
   return line;
 }
 
-CUmodule loadModule(const void *image, const int *optLevel) {
+// "sm_90" for the device in use.
+std::string chipOfDevice(CudaDriver &d) {
+  int major = 0, minor = 0;
+  check(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d.device()),
+        "cuDeviceGetAttribute");
+  check(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d.device()),
+        "cuDeviceGetAttribute");
+  return fmt::format("sm_{}{}", major, minor);
+}
+
+int chipNumber(const std::string &chip) { return std::atoi(chip.c_str() + 3); }
+
+// A cubin runs on its own compute capability and on later minor versions of
+// the same major one (sm_80 code on an sm_86 GPU), never across majors.
+bool cubinRunsOn(const std::string &cubin, const std::string &device) {
+  int made = chipNumber(cubin), have = chipNumber(device);
+  return made / 10 == have / 10 && made % 10 <= have % 10;
+}
+
+std::string wrongChipMessage(const std::string &cubin, CudaDriver &d, const std::string &device) {
+  char name[256] = {};
+  d.cuDeviceGetName(name, sizeof(name) - 1, d.device());
+  return fmt::format("the GPU module is a cubin made for {}, which this GPU ({}, {}) cannot run: compile it with "
+                     "--chip {}",
+                     cubin, name, device, device);
+}
+
+CUmodule loadModule(const void *image, size_t bytes, const int *optLevel) {
   CudaDriver &d = driver();
   if (!image)
     fail("cannot load a GPU module from a null image");
+  // A cubin for another chip is refused before the driver sees it, in words.
+  std::string cubin = optLevel ? std::string() : cubinChip(image, bytes);
+  std::string device = cubin.empty() ? std::string() : chipOfDevice(d);
+  if (!cubin.empty() && !cubinRunsOn(cubin, device))
+    throw Error(wrongChipMessage(cubin, d, device));
   char errorLog[8192] = {};
   CUjit_option options[3] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL};
   // Option values are passed in pointer-sized slots, integers by value. The
@@ -190,6 +315,8 @@ CUmodule loadModule(const void *image, const int *optLevel) {
   CUmodule module = nullptr;
   CUresult r = d.cuModuleLoadDataEx(&module, image, count, options, values);
   if (r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU && !cubin.empty())
+      throw Error(wrongChipMessage(cubin, d, device));
     std::string message = d.errorMessage(r, "cuModuleLoadDataEx");
     if (std::string log = oneLine(errorLog); !log.empty())
       message += "; JIT log: " + log;
@@ -211,23 +338,32 @@ void checkLaunchShape(std::string_view name, const intptr_t (&dims)[6], int32_t 
          dims[3], dims[4], dims[5], smem, UINT_MAX);
 }
 
-// Dynamic shared memory beyond the default limit must be opted into per
-// function. The default (48 KiB) counts static shared memory too, so the
-// limit is raised for any dynamic size not yet allowed, and remembered so
-// repeated launches skip the call.
-void allowDynamicShared(CudaDriver &d, CUfunction f, int32_t smem, std::string_view name) {
-  if (smem == 0)
-    return;
+// The kernel's name and whether its dynamic shared memory limit must be
+// raised first, in one look-up. Dynamic shared memory beyond the default
+// limit must be opted into per function. The default (48 KiB) counts static
+// shared memory too, so the limit is raised for any dynamic size not yet
+// allowed, and remembered so repeated launches skip the call.
+std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem) {
   Registry &reg = registry();
+  std::string name;
+  bool raise = false;
   {
     std::lock_guard lock(reg.mutex);
-    auto it = reg.dynamicSharedSet.find(f);
-    if (it != reg.dynamicSharedSet.end() && it->second >= smem)
-      return;
+    auto it = reg.kernels.find(f);
+    if (it != reg.kernels.end()) {
+      name = it->second.name;
+      raise = smem > it->second.dynamicSharedAllowed;
+    } else {
+      raise = smem > 0;
+    }
   }
-  check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), "cuFuncSetAttribute", name);
-  std::lock_guard lock(reg.mutex);
-  reg.dynamicSharedSet[f] = smem;
+  if (raise) {
+    check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), "cuFuncSetAttribute", name);
+    std::lock_guard lock(reg.mutex);
+    if (auto it = reg.kernels.find(f); it != reg.kernels.end())
+      it->second.dynamicSharedAllowed = smem;
+  }
+  return name;
 }
 
 void noteLaunch(CUstream stream, const std::string &name) {
@@ -237,11 +373,69 @@ void noteLaunch(CUstream stream, const std::string &name) {
   reg.lastKernel = name;
 }
 
-void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream, void **params, void **extra) {
+CUevent profilerEvent(CudaDriver &d, ProfilerState &profiler) {
+  if (!profiler.spareEvents.empty()) {
+    CUevent event = profiler.spareEvents.back();
+    profiler.spareEvents.pop_back();
+    return event;
+  }
+  CUevent event = nullptr;
+  check(d.cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+  return event;
+}
+
+// A memref descriptor's extent in bytes, from its sizes and strides.
+int64_t descriptorBytes(void **params, int64_t rank, int64_t elementBytes) {
+  int64_t low = 0, high = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t size = *static_cast<int64_t *>(params[3 + i]);
+    int64_t stride = *static_cast<int64_t *>(params[3 + rank + i]);
+    if (size == 0)
+      return 0;
+    int64_t reach = (size - 1) * stride;
+    (reach < 0 ? low : high) += reach;
+  }
+  return (high - low + 1) * elementBytes;
+}
+
+// Bytes and flops of one launch for the profiler: the kernel's own count,
+// else the extents of its memref arguments (each memref is a descriptor of
+// 3 + 2 * rank parameters: pointers, offset, sizes, strides).
+std::pair<int64_t, int64_t> launchCost(const std::string &name, void **params, size_t paramsCount) {
+  std::lock_guard lock(costMutex);
+  auto found = costModels().find(name);
+  if (found == costModels().end())
+    return {-1, 0};
+  const KernelCostModel &model = found->second;
+  if (model.bytes >= 0 || !params)
+    return {model.bytes, model.flops};
+  int64_t bytes = 0;
+  size_t at = 0;
+  for (auto [rank, elementBytes] : model.arguments) {
+    if (rank < 0) {
+      ++at;
+      continue;
+    }
+    if (at + 3 + 2 * size_t(rank) > paramsCount)
+      return {-1, model.flops};
+    bytes += descriptorBytes(params + at, rank, elementBytes);
+    at += 3 + 2 * size_t(rank);
+  }
+  return {at == paramsCount ? bytes : -1, model.flops};
+}
+
+void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream, void **params, void **extra,
+            size_t paramsCount) {
   CudaDriver &d = driver();
-  std::string name = kernelName(f);
+  std::string name = prepareLaunch(d, f, smem);
   checkLaunchShape(name, dims, smem);
-  allowDynamicShared(d, f, smem, name);
+  ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
+  ProfiledLaunch timed;
+  if (profiler) {
+    auto [bytes, flops] = launchCost(name, params, paramsCount);
+    timed = {name, profilerEvent(d, *profiler), profilerEvent(d, *profiler), bytes, flops};
+    check(d.cuEventRecord(timed.start, stream), "cuEventRecord");
+  }
   CUresult r = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
                                 unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
   if (r != CUDA_SUCCESS) {
@@ -252,7 +446,14 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
       message += ", left by an earlier kernel, most likely '" + last + "'";
     throw Error(message);
   }
+  ++launchCount;
   noteLaunch(stream, name);
+  if (profiler) {
+    check(d.cuEventRecord(timed.stop, stream), "cuEventRecord");
+    profiler->launches.push_back(std::move(timed));
+  }
+  if (syncEveryLaunch() && !capturingOnThread)
+    check(d.cuStreamSynchronize(stream), "cuStreamSynchronize", name);
 }
 
 // The host span a strided memref covers: from its lowest to its highest
@@ -305,6 +506,10 @@ template <typename Body> auto orDie(Body &&body) noexcept -> decltype(body()) {
   }
 }
 
+// Whether `stream` is the calling thread's current stream, whose waits and
+// destruction belong to the runner that owns it.
+bool isCurrentStream(CUstream stream) { return stream && stream == currentStreamOnThread; }
+
 } // namespace
 } // namespace mlpipe::gpu
 
@@ -313,12 +518,13 @@ using namespace mlpipe::gpu;
 extern "C" {
 
 void *mgpuModuleLoad(void *data, uint64_t sizeBytes) {
-  // The size is not needed: cubin and fatbin images describe their length.
-  return orDie([&] { return static_cast<void *>(loadModule(data, nullptr)); });
+  // cubin and fatbin images describe their own length; the size is used only
+  // to read the chip a cubin was made for.
+  return orDie([&] { return static_cast<void *>(loadModule(data, sizeBytes, nullptr)); });
 }
 
 void *mgpuModuleLoadJIT(void *ptx, int optLevel) {
-  return orDie([&] { return static_cast<void *>(loadModule(ptx, &optLevel)); });
+  return orDie([&] { return static_cast<void *>(loadModule(ptx, 0, &optLevel)); });
 }
 
 void mgpuModuleUnload(void *module) {
@@ -327,11 +533,11 @@ void mgpuModuleUnload(void *module) {
     {
       Registry &reg = registry();
       std::lock_guard lock(reg.mutex);
-      for (CUfunction f : reg.moduleFunctions[m]) {
-        reg.kernelNames.erase(f);
-        reg.dynamicSharedSet.erase(f);
+      if (auto it = reg.moduleFunctions.find(m); it != reg.moduleFunctions.end()) {
+        for (auto &[name, f] : it->second)
+          reg.kernels.erase(f);
+        reg.moduleFunctions.erase(it);
       }
-      reg.moduleFunctions.erase(m);
     }
     checkRelease(driver().cuModuleUnload(m), "cuModuleUnload");
   });
@@ -340,31 +546,41 @@ void mgpuModuleUnload(void *module) {
 void *mgpuModuleGetFunction(void *module, const char *name) {
   return orDie([&] {
     CUmodule m = static_cast<CUmodule>(module);
-    std::string kernel = name ? name : "";
-    CUfunction f = nullptr;
-    check(driver().cuModuleGetFunction(&f, m, kernel.c_str()), "cuModuleGetFunction", kernel);
-    // Generated code asks again before every launch and gets the same
-    // handle, so only the first answer is recorded.
+    std::string_view kernel = name ? name : "";
+    // Generated code asks again before every launch: the answer is kept.
     Registry &reg = registry();
+    {
+      std::lock_guard lock(reg.mutex);
+      auto functions = reg.moduleFunctions.find(m);
+      if (functions != reg.moduleFunctions.end())
+        if (auto found = functions->second.find(kernel); found != functions->second.end())
+          return static_cast<void *>(found->second);
+    }
+    std::string owned(kernel);
+    CUfunction f = nullptr;
+    check(driver().cuModuleGetFunction(&f, m, owned.c_str()), "cuModuleGetFunction", owned);
     std::lock_guard lock(reg.mutex);
-    if (reg.kernelNames.emplace(f, kernel).second)
-      reg.moduleFunctions[m].push_back(f);
+    reg.moduleFunctions[m].emplace(owned, f);
+    reg.kernels.try_emplace(f, KernelInfo{owned});
     return static_cast<void *>(f);
   });
 }
 
 void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY, intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t smem, void *stream, void **params, void **extra, size_t paramsCount) {
-  // paramsCount is implied by the kernel's signature; the driver does not
-  // take it.
+  // The driver does not take paramsCount (the kernel's signature implies
+  // it); the profiler uses it to find memref descriptors.
   orDie([&] {
     const intptr_t dims[6] = {gridX, gridY, gridZ, blockX, blockY, blockZ};
-    launch(static_cast<CUfunction>(function), dims, smem, static_cast<CUstream>(stream), params, extra);
+    launch(static_cast<CUfunction>(function), dims, smem, static_cast<CUstream>(stream), params, extra, paramsCount);
   });
 }
 
 void *mgpuStreamCreate() {
   return orDie([&] {
+    // Inside a StreamScope: the runner's stream, borrowed (see the header).
+    if (currentStreamOnThread)
+      return static_cast<void *>(currentStreamOnThread);
     CUstream stream = nullptr;
     // A blocking stream (not CU_STREAM_NON_BLOCKING, as MLIR's own runtime
     // uses): work on the legacy default stream, such as EventTimer's events
@@ -377,6 +593,8 @@ void *mgpuStreamCreate() {
 void mgpuStreamDestroy(void *stream) {
   orDie([&] {
     CUstream s = static_cast<CUstream>(stream);
+    if (isCurrentStream(s))
+      return; // borrowed: its owner destroys it
     {
       Registry &reg = registry();
       std::lock_guard lock(reg.mutex);
@@ -389,7 +607,10 @@ void mgpuStreamDestroy(void *stream) {
 void mgpuStreamSynchronize(void *stream) {
   orDie([&] {
     CUstream s = static_cast<CUstream>(stream);
-    check(driver().cuStreamSynchronize(s), "cuStreamSynchronize", lastKernelOn(s));
+    // The runner's stream: the wait is deferred to the host's next read.
+    if (isCurrentStream(s))
+      return;
+    checkWait(driver().cuStreamSynchronize(s), "cuStreamSynchronize", s);
   });
 }
 
@@ -452,19 +673,23 @@ void mgpuEventRecord(void *event, void *stream) {
 void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, uint8_t isHostShared) {
   // cuMemAlloc is not stream-ordered, so the memory is ready before any work
   // on `stream` that could use it.
-  return orDie([&] { return allocate(sizeBytes, isHostShared != 0); });
+  return orDie([&] { return allocateOn(sizeBytes, isHostShared != 0); });
 }
 
 void mgpuMemFree(void *ptr, void *stream) {
   orDie([&] {
     if (!ptr)
       return;
-    // Work already queued on `stream` may still read the buffer.
+    // Work already queued on `stream` may still read the buffer, so this
+    // waits even for the current stream (planned code frees nothing).
     if (stream) {
       CUstream s = static_cast<CUstream>(stream);
-      check(driver().cuStreamSynchronize(s), "cuStreamSynchronize", lastKernelOn(s));
+      if (capturingOnThread)
+        mlpipe::fail(
+            "GPU memory was freed while a CUDA graph was being captured: a captured forward must not free memory");
+      checkWait(driver().cuStreamSynchronize(s), "cuStreamSynchronize", s);
     }
-    release(ptr, "mgpuMemFree");
+    releaseFrom(ptr, "mgpuMemFree");
   });
 }
 
@@ -534,11 +759,86 @@ std::string deviceName() {
   return name;
 }
 
-void *allocateManaged(size_t bytes) { return allocate(bytes, /*managed=*/true); }
+std::string deviceChip() { return chipOfDevice(driver()); }
 
-void freeManaged(void *ptr) { release(ptr, "freeManaged"); }
+size_t deviceL2Bytes() {
+  CudaDriver &d = driver();
+  int bytes = 0;
+  check(d.cuDeviceGetAttribute(&bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d.device()), "cuDeviceGetAttribute");
+  return static_cast<size_t>(bytes);
+}
+
+// ---- Streams ---------------------------------------------------------------
+
+void *currentStream() { return currentStreamOnThread; }
+
+Stream::Stream() {
+  CUstream stream = nullptr;
+  check(driver().cuStreamCreate(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+  stream_ = stream;
+}
+
+Stream::~Stream() {
+  CUstream s = static_cast<CUstream>(stream_);
+  {
+    Registry &reg = registry();
+    std::lock_guard lock(reg.mutex);
+    reg.lastKernelOnStream.erase(s);
+  }
+  // A destructor must not throw; the stream's work was waited for by
+  // whoever read its results.
+  CudaDriver::get().cuStreamDestroy(s);
+}
+
+void Stream::synchronize() const {
+  CUstream s = static_cast<CUstream>(stream_);
+  checkWait(driver().cuStreamSynchronize(s), "cuStreamSynchronize", s);
+}
+
+StreamScope::StreamScope(const Stream &stream) : previous_(currentStreamOnThread) {
+  currentStreamOnThread = static_cast<CUstream>(stream.handle());
+}
+
+StreamScope::~StreamScope() { currentStreamOnThread = static_cast<CUstream>(previous_); }
+
+// ---- Memory ----------------------------------------------------------------
+
+void *allocate(size_t bytes, Memory memory) { return allocateOn(bytes, memory == Memory::Managed); }
+
+void release(void *ptr) { releaseFrom(ptr, "release"); }
+
+void freeManaged(void *ptr) { releaseFrom(ptr, "freeManaged"); }
+
+void copyToDevice(void *device, const void *host, size_t bytes) {
+  if (bytes == 0)
+    return;
+  // From pageable host memory the driver stages the bytes before returning,
+  // so `host` may be reused at once.
+  check(driver().cuMemcpyAsync(devicePointer(device), devicePointer(host), bytes, currentStreamOnThread),
+        "cuMemcpyAsync");
+}
+
+void copyToHost(void *host, const void *device, size_t bytes) {
+  CudaDriver &d = driver();
+  if (bytes > 0)
+    check(d.cuMemcpyAsync(devicePointer(host), devicePointer(device), bytes, currentStreamOnThread), "cuMemcpyAsync");
+  checkWait(d.cuStreamSynchronize(currentStreamOnThread), "cuStreamSynchronize", currentStreamOnThread);
+}
+
+void copyOnDevice(void *target, const void *source, size_t bytes) {
+  if (bytes == 0)
+    return;
+  check(driver().cuMemcpyAsync(devicePointer(target), devicePointer(source), bytes, currentStreamOnThread),
+        "cuMemcpyAsync");
+}
 
 void synchronize() { check(driver().cuCtxSynchronize(), "cuCtxSynchronize"); }
+
+void waitForCurrentStream() {
+  if (!currentStreamOnThread)
+    return synchronize();
+  checkWait(driver().cuStreamSynchronize(currentStreamOnThread), "cuStreamSynchronize", currentStreamOnThread);
+}
 
 void prefetchToDevice(void *ptr, size_t bytes) {
   CudaDriver &d = CudaDriver::get();
@@ -569,7 +869,101 @@ size_t liveAllocationBytes() {
   return reg.liveBytes;
 }
 
-EventTimer::EventTimer() {
+size_t peakAllocationBytes() {
+  Registry &reg = registry();
+  std::lock_guard lock(reg.mutex);
+  return reg.peakBytes;
+}
+
+void resetPeakAllocationBytes() {
+  Registry &reg = registry();
+  std::lock_guard lock(reg.mutex);
+  reg.peakBytes = reg.liveBytes;
+}
+
+std::pair<size_t, size_t> deviceMemoryInfo() {
+  size_t free = 0, total = 0;
+  check(driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
+  return {free, total};
+}
+
+Counters counters() { return {launchCount.load(), allocationCount.load()}; }
+
+// ---- CUDA graphs -----------------------------------------------------------
+
+Graph::~Graph() { reset(); }
+
+Graph::Graph(Graph &&other) noexcept : graph_(other.graph_), exec_(other.exec_), kernels_(other.kernels_) {
+  other.graph_ = other.exec_ = nullptr;
+  other.kernels_ = 0;
+}
+
+Graph &Graph::operator=(Graph &&other) noexcept {
+  if (this != &other) {
+    reset();
+    std::swap(graph_, other.graph_);
+    std::swap(exec_, other.exec_);
+    std::swap(kernels_, other.kernels_);
+  }
+  return *this;
+}
+
+void Graph::reset() {
+  CudaDriver &d = CudaDriver::get();
+  if (exec_)
+    d.cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
+  if (graph_)
+    d.cuGraphDestroy(static_cast<CUgraph>(graph_));
+  graph_ = exec_ = nullptr;
+  kernels_ = 0;
+}
+
+void Graph::capture(const Stream &stream, const std::function<void()> &enqueue) {
+  reset();
+  CudaDriver &d = driver();
+  CUstream s = static_cast<CUstream>(stream.handle());
+  StreamScope scope(stream);
+  // Thread-local mode: another thread's unsafe call (a synchronous copy,
+  // say) does not break this capture, while one of this thread's does.
+  check(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  capturingOnThread = true;
+  CUgraph graph = nullptr;
+  try {
+    enqueue();
+  } catch (...) {
+    capturingOnThread = false;
+    if (d.cuStreamEndCapture(s, &graph) == CUDA_SUCCESS && graph)
+      d.cuGraphDestroy(graph);
+    throw;
+  }
+  capturingOnThread = false;
+  check(d.cuStreamEndCapture(s, &graph), "cuStreamEndCapture", lastKernelOn(s));
+  graph_ = graph;
+  size_t count = 0;
+  check(d.cuGraphGetNodes(graph, nullptr, &count), "cuGraphGetNodes");
+  std::vector<CUgraphNode> nodes(count);
+  if (count)
+    check(d.cuGraphGetNodes(graph, nodes.data(), &count), "cuGraphGetNodes");
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type;
+    check(d.cuGraphNodeGetType(node, &type), "cuGraphNodeGetType");
+    kernels_ += type == CU_GRAPH_NODE_TYPE_KERNEL ? 1 : 0;
+  }
+  CUgraphExec exec = nullptr;
+  check(d.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+  exec_ = exec;
+}
+
+void Graph::launch(const Stream &stream) const {
+  if (!exec_)
+    fail("a CUDA graph was launched before anything was captured");
+  CUstream s = static_cast<CUstream>(stream.handle());
+  check(driver().cuGraphLaunch(static_cast<CUgraphExec>(exec_), s), "cuGraphLaunch", lastKernelOn(s));
+}
+
+// ---- Timing ----------------------------------------------------------------
+
+EventTimer::EventTimer() : stream_(currentStreamOnThread) {
   CudaDriver &d = driver();
   CUevent start = nullptr, stop = nullptr;
   check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -588,16 +982,99 @@ EventTimer::~EventTimer() {
   d.cuEventDestroy(static_cast<CUevent>(stop_));
 }
 
-void EventTimer::start() { check(driver().cuEventRecord(static_cast<CUevent>(start_), nullptr), "cuEventRecord"); }
+void EventTimer::start() {
+  check(driver().cuEventRecord(static_cast<CUevent>(start_), static_cast<CUstream>(stream_)), "cuEventRecord");
+}
 
-void EventTimer::stop() { check(driver().cuEventRecord(static_cast<CUevent>(stop_), nullptr), "cuEventRecord"); }
+void EventTimer::stop() {
+  check(driver().cuEventRecord(static_cast<CUevent>(stop_), static_cast<CUstream>(stream_)), "cuEventRecord");
+}
 
 float EventTimer::milliseconds() {
   CudaDriver &d = driver();
-  check(d.cuEventSynchronize(static_cast<CUevent>(stop_)), "cuEventSynchronize");
+  check(d.cuEventSynchronize(static_cast<CUevent>(stop_)), "cuEventSynchronize", lastKernelAnywhere());
   float ms = 0;
   check(d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)), "cuEventElapsedTime");
   return ms;
+}
+
+LaunchProfiler::LaunchProfiler() {
+  driver();
+  if (profilerOnThread)
+    fail("a LaunchProfiler is already active on this thread");
+  profilerOnThread = new ProfilerState();
+}
+
+LaunchProfiler::~LaunchProfiler() {
+  CudaDriver &d = CudaDriver::get();
+  for (ProfiledLaunch &launch : profilerOnThread->launches) {
+    d.cuEventDestroy(launch.start);
+    d.cuEventDestroy(launch.stop);
+  }
+  for (CUevent event : profilerOnThread->spareEvents)
+    d.cuEventDestroy(event);
+  delete profilerOnThread;
+  profilerOnThread = nullptr;
+}
+
+std::vector<KernelTime> LaunchProfiler::take() {
+  CudaDriver &d = driver();
+  ProfilerState &state = *profilerOnThread;
+  std::vector<KernelTime> times;
+  if (!state.launches.empty())
+    check(d.cuEventSynchronize(state.launches.back().stop), "cuEventSynchronize", state.launches.back().kernel);
+  for (ProfiledLaunch &launch : state.launches) {
+    float ms = 0;
+    check(d.cuEventElapsedTime(&ms, launch.start, launch.stop), "cuEventElapsedTime");
+    times.push_back({launch.kernel, ms * 1000.0, launch.bytes, launch.flops});
+    state.spareEvents.push_back(launch.start);
+    state.spareEvents.push_back(launch.stop);
+  }
+  state.launches.clear();
+  return times;
+}
+
+void checkCubinRunsHere(const void *image, size_t bytes) {
+  std::string cubin = cubinChip(image, bytes);
+  if (cubin.empty())
+    return;
+  CudaDriver &d = driver();
+  std::string device = chipOfDevice(d);
+  if (!cubinRunsOn(cubin, device))
+    throw Error(wrongChipMessage(cubin, d, device));
+}
+
+void describeKernel(const std::string &name, const KernelCostModel &model) {
+  std::lock_guard lock(costMutex);
+  costModels()[name] = model;
+}
+
+// ---- Cubin images -----------------------------------------------------------
+
+std::string cubinChip(const void *image, size_t bytes) {
+  // ELF64: e_ident[EI_ABIVERSION] at 8, e_machine at 18, e_flags at 48.
+  constexpr size_t kHeaderBytes = 64;
+  constexpr uint16_t kMachineCuda = 190;
+  constexpr uint8_t kAbiVersionSmInSecondByte = 8;
+  if (!image || bytes < kHeaderBytes)
+    return "";
+  const auto *header = static_cast<const unsigned char *>(image);
+  if (std::memcmp(header,
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      header[4] != 2 /* 64-bit */)
+    return "";
+  uint16_t machine = 0;
+  uint32_t flags = 0;
+  std::memcpy(&machine, header + 18, sizeof(machine));
+  std::memcpy(&flags, header + 48, sizeof(flags));
+  if (machine != kMachineCuda)
+    return "";
+  // Before Blackwell's toolkits the SM number sat in the low byte of
+  // e_flags; from ELF ABI version 8 on it sits in the second byte.
+  unsigned sm = header[8] >= kAbiVersionSmInSecondByte ? (flags >> 8) & 0xff : flags & 0xff;
+  return sm ? fmt::format("sm_{}", sm) : "";
 }
 
 std::vector<std::pair<std::string, void *>> runtimeSymbols() {

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,22 +74,149 @@ bool available();
 std::string unavailableReason();
 // The name of the device in use, e.g. "NVIDIA H200".
 std::string deviceName();
+// The device's compute capability as a chip name, e.g. "sm_90".
+std::string deviceChip();
+// The device's L2 cache in bytes (benchmarks use inputs larger than this).
+size_t deviceL2Bytes();
 
-// Managed memory for host-side tensors; nullptr for 0 bytes. Both throw
-// mlpipe::Error (the reason above when there is no GPU).
-void *allocateManaged(size_t bytes);
+// ---- Streams ---------------------------------------------------------------
+//
+// Every runner (run, verify, a GPT-2 runner, bench) owns one Stream and puts
+// all its GPU work on it, asynchronously: launches, copies, and runtime calls
+// such as a GEMM. While a StreamScope is alive on a thread, that stream is
+// the thread's *current stream*, and the mgpu* ABI follows it:
+//
+//   - mgpuStreamCreate returns the current stream (borrowed, not a new one);
+//   - mgpuStreamSynchronize of it returns at once: waiting is deferred to
+//     the moment the host reads a result (copyToHost, Stream::synchronize);
+//   - mgpuStreamDestroy of it does nothing.
+//
+// That turns MLIR's synchronous gpu.launch_func (create a stream, launch,
+// synchronize, destroy) into one asynchronous launch on one stream, and lets
+// a whole forward be captured as a CUDA graph, with no change to the ABI or
+// to the generated code. Outside any StreamScope the ABI keeps its plain
+// meaning (a fresh stream per call, real synchronization).
+//
+// Errors a kernel leaves are then found when the host next waits; they name
+// the last kernel launched on the stream, the likeliest culprit. With
+// MLPIPE_SYNC_LAUNCHES=1 in the environment every launch is waited for, so
+// a fault names exactly the kernel that made it.
+
+// The stream the calling thread's GPU work goes on: the innermost
+// StreamScope's, or nullptr (the legacy default stream, which orders with
+// every stream the runtime makes) when there is none. Runtime entry points
+// called from generated code (a GEMM, say) launch their work on it.
+void *currentStream();
+
+// A CUDA stream owned by a runner. Blocking with respect to the legacy
+// default stream (CU_STREAM_DEFAULT), so work put there still orders with it.
+class Stream {
+public:
+  Stream(); // throws mlpipe::Error (the reason above when there is no GPU)
+  ~Stream();
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  void *handle() const { return stream_; }
+  // Waits for everything queued so far; throws naming the last kernel.
+  void synchronize() const;
+
+private:
+  void *stream_ = nullptr;
+};
+
+// Makes `stream` the calling thread's current stream until destroyed
+// (scopes nest).
+class StreamScope {
+public:
+  explicit StreamScope(const Stream &stream);
+  ~StreamScope();
+  StreamScope(const StreamScope &) = delete;
+  StreamScope &operator=(const StreamScope &) = delete;
+
+private:
+  void *previous_;
+};
+
+// ---- Memory ----------------------------------------------------------------
+
+// Device memory (cuMemAlloc) is the default for everything; managed memory
+// (cuMemAllocManaged), which the host can also address, is the tutorial's
+// path and stays available behind --managed.
+enum class Memory { Device, Managed };
+
+// nullptr for 0 bytes. Out of memory, the error names the bytes asked for
+// and the bytes free. Both throw mlpipe::Error (the reason above when there
+// is no GPU).
+void *allocate(size_t bytes, Memory memory);
+void release(void *ptr);
+// The old names, for managed memory.
+inline void *allocateManaged(size_t bytes) { return allocate(bytes, Memory::Managed); }
 void freeManaged(void *ptr);
+
+// Copies on the current stream. copyToDevice returns once `host` may be
+// reused; copyToHost waits for the stream (and so for every kernel queued
+// before it), which is where a deferred kernel error is reported.
+void copyToDevice(void *device, const void *host, size_t bytes);
+void copyToHost(void *host, const void *device, size_t bytes);
+void copyOnDevice(void *target, const void *source, size_t bytes);
+
 // Waits for all GPU work (cuCtxSynchronize); throws naming the last kernel.
 void synchronize();
+// Waits for the current stream (all GPU work when there is none).
+void waitForCurrentStream();
 // Hints the driver to move managed memory to the GPU now; errors ignored.
 void prefetchToDevice(void *ptr, size_t bytes);
 
-// Allocations made through mgpuMemAlloc and allocateManaged not yet freed.
+// Allocations made through mgpuMemAlloc and allocate() not yet freed.
 size_t liveAllocationCount();
 size_t liveAllocationBytes();
+// The most bytes live at once since the last reset.
+size_t peakAllocationBytes();
+void resetPeakAllocationBytes();
+// Free and total device memory as the driver reports them.
+std::pair<size_t, size_t> deviceMemoryInfo();
+
+// Counts since the process started, for tests and bench: kernels launched
+// (through mgpuLaunchKernel) and allocations made (mgpuMemAlloc and
+// allocate()).
+struct Counters {
+  uint64_t launches = 0;
+  uint64_t allocations = 0;
+};
+Counters counters();
+
+// ---- CUDA graphs -----------------------------------------------------------
+
+// The GPU work `enqueue` puts on a stream, captured once and replayed.
+class Graph {
+public:
+  Graph() = default;
+  ~Graph();
+  Graph(Graph &&other) noexcept;
+  Graph &operator=(Graph &&other) noexcept;
+
+  // Captures what `enqueue` puts on `stream` (which it must make current,
+  // e.g. with a StreamScope); nothing runs. Fails (throws) if `enqueue`
+  // synchronizes, allocates or frees memory. Replaces any earlier capture.
+  void capture(const Stream &stream, const std::function<void()> &enqueue);
+  // Queues one replay on `stream`.
+  void launch(const Stream &stream) const;
+  bool empty() const { return exec_ == nullptr; }
+  // Kernel launches in the graph.
+  size_t kernelCount() const { return kernels_; }
+
+private:
+  void reset();
+  void *graph_ = nullptr;
+  void *exec_ = nullptr;
+  size_t kernels_ = 0;
+};
+
+// ---- Timing ----------------------------------------------------------------
 
 // GPU time between start() and stop(), measured by two events recorded on
-// the legacy default stream, which waits for work on the runtime's streams.
+// the current stream (the legacy default stream when there is none, which
+// waits for work on the runtime's streams).
 class EventTimer {
 public:
   EventTimer(); // throws mlpipe::Error
@@ -104,7 +232,49 @@ public:
 private:
   void *start_ = nullptr;
   void *stop_ = nullptr;
+  void *stream_ = nullptr;
 };
+
+// What a kernel moves and computes per launch (lower-nvvm's mlpipe.kernels
+// table), for LaunchProfiler.
+struct KernelCostModel {
+  int64_t bytes = -1; // read plus written; -1: counted at each launch from the memref arguments
+  int64_t flops = 0;
+  // Per kernel argument: its memref rank (-1 for a scalar) and element
+  // bytes, to find the memref descriptors among a launch's parameters.
+  std::vector<std::pair<int64_t, int64_t>> arguments;
+};
+// Tells the profiler about a kernel (by the name it is launched under).
+void describeKernel(const std::string &name, const KernelCostModel &model);
+
+// One kernel launch timed by the profiler.
+struct KernelTime {
+  std::string kernel;
+  double microseconds = 0;
+  int64_t bytes = -1; // -1: not known
+  int64_t flops = 0;
+};
+
+// While one is alive, every kernel launched on this thread is bracketed by
+// two events, so each launch's GPU time is known (a little more than the
+// kernel alone: the events' own cost). Not usable during graph capture.
+class LaunchProfiler {
+public:
+  LaunchProfiler();
+  ~LaunchProfiler();
+  LaunchProfiler(const LaunchProfiler &) = delete;
+  LaunchProfiler &operator=(const LaunchProfiler &) = delete;
+  // Waits for the GPU, then gives every launch since construction (or the
+  // last take()) in launch order.
+  std::vector<KernelTime> take();
+};
+
+// The compute capability a cubin (an ELF image from ptxas) was made for,
+// as "sm_90"; empty when `image` is not a CUDA ELF image.
+std::string cubinChip(const void *image, size_t bytes);
+// Throws mlpipe::Error with one sentence when `image` is a cubin this GPU
+// cannot run (made for another chip); anything else passes.
+void checkCubinRunsHere(const void *image, size_t bytes);
 
 // Every mgpu* function above with its address, to hand to MLIR's
 // ExecutionEngine::registerSymbols.

@@ -12,7 +12,8 @@ int main(int argc, char **argv) {
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm > gelu.mlir\n"
              "  run gelu.mlir --input x=@x.npy --output y=@y.npy\n"
-             "  run gelu.mlir --input x=@x.npy --repeat 100      # median time over 100 runs\n"
+             "  run gelu.mlir --input x=@x.npy --repeat 100      # median time over 100 runs (a CUDA graph)\n"
+             "  run gelu.mlir --input x=@x.npy --repeat 100 --no-graphs   # the same, launched directly\n"
              "  run --gpu-info                                    # the GPU's name, or why there is none");
   mlpipe::RunRequest request;
   bool gpuInfo = false;
@@ -22,8 +23,12 @@ int main(int argc, char **argv) {
   app.add_option("--entry", request.entry, "Entry function (needed when the module has several)");
   app.add_option("--repeat", request.repeat, "Time this many more runs and print the median")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--managed", request.managed, "GPU buffers in managed memory (the tutorial's path), not device memory");
+  bool noGraphs = false;
+  app.add_flag("--no-graphs", noGraphs, "With --repeat: launch each run directly instead of replaying a CUDA graph");
   app.add_flag("--gpu-info", gpuInfo, "Print the GPU's name and exit 0, or why there is none and exit 1");
   CLI11_PARSE(app, argc, argv);
+  request.graphs = !noGraphs;
   return mlpipe::runTool("run", [&] {
     if (gpuInfo)
       std::cout << mlpipe::gpuInfo() << "\n";

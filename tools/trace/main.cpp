@@ -8,13 +8,14 @@
 
 int main(int argc, char **argv) {
   CLI::App app{"Trace a tensor program to linalg-on-tensors MLIR.\n"
-               "Programs: gelu softmax layernorm matmul gather attention, and gpt2."};
+               "Programs: gelu softmax layernorm matmul gather attention transpose colsum, and gpt2."};
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
              "  trace matmul --shape 1x768 --shape 768x50257 --transpose-b\n"
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
-             "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm");
+             "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm\n"
+             "  trace gpt2 --mode decode --config tiny       # one token against the KV cache");
   mlpipe::TraceRequest request;
   std::vector<std::string> shapes;
   std::string dtype = "f32", output = "-";
@@ -26,8 +27,15 @@ int main(int argc, char **argv) {
   app.add_flag("--transpose-b", request.kernel.transposeB,
                "matmul: b is stored transposed (NxK, like a tied embedding), read through a view");
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
-  app.add_option("--mode", request.mode, "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project)")
-      ->check(CLI::IsMember({"fused", "sublayer"}))
+  app.add_option("--mode", request.mode,
+                 "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project); decode or prefill "
+                 "are the fused program in that --phase")
+      ->check(CLI::IsMember({"fused", "sublayer", "decode", "prefill"}))
+      ->capture_default_str();
+  app.add_option("--phase", request.phase,
+                 "gpt2: forward, prefill (also writes the KV cache) or decode (one token at a run-time position, "
+                 "attending over the KV cache)")
+      ->check(CLI::IsMember({"forward", "prefill", "decode"}))
       ->capture_default_str();
   app.add_option("--config", request.config, "gpt2: tiny, 124M or a config.json")->capture_default_str();
   app.add_option("--seq", request.seq, "gpt2: token positions")->capture_default_str();

@@ -43,6 +43,10 @@ int main(int argc, char **argv) {
   app.add_option("--target", target, "Kernels: gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.chip, "Kernels on the GPU: chip to compile for")->capture_default_str();
+  app.add_option("--format", request.format,
+                 "Kernels on the GPU: bin (cubin), fatbin, or isa (PTX the driver assembles)")
+      ->check(CLI::IsMember({"bin", "fatbin", "isa"}))
+      ->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
   auto *seedOption = app.add_option(
@@ -53,6 +57,9 @@ int main(int argc, char **argv) {
   app.add_option("--input-scale", request.inputScale, "Kernels: see --input-offset")->capture_default_str();
   mlpipe::Gpt2VerifyRequest gpt2;
   std::string gpt2Mode = "sublayer";
+  bool managed = false, noGraphs = false;
+  app.add_flag("--managed", managed, "GPU buffers in managed memory (the tutorial's path), not device memory");
+  app.add_flag("--no-graphs", noGraphs, "gpt2: launch every kernel directly instead of replaying CUDA graphs");
   app.add_option("--steps", gpt2.steps, "gpt2: greedy steps")->capture_default_str();
   app.add_option("--mode", gpt2Mode, "gpt2: sublayer or fused")
       ->check(CLI::IsMember({"sublayer", "fused"}))
@@ -73,7 +80,7 @@ int main(int argc, char **argv) {
           return;
         }
         if (what.size() == 1 && what[0] == "gpt2") {
-          mlpipe::ModelFlags flags{target, gpt2Mode};
+          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs};
           gpt2.model.run.compile.chip = request.chip;
           if (*seedOption)
             gpt2.model.seed = seed;
@@ -82,6 +89,7 @@ int main(int argc, char **argv) {
           return;
         }
         request.kernels = what;
+        request.managed = managed;
         for (const std::string &shape : shapes)
           request.options.shapes.push_back(mlpipe::parseShape(shape));
         request.options.dtype = *mlpipe::parseDType(dtype);

@@ -51,6 +51,42 @@ BOOST_AUTO_TEST_CASE(reason_is_given_exactly_when_unavailable) {
   BOOST_TEST(gpu::unavailableReason() == reason);
 }
 
+// A cubin made by the toolkit's ptxas for `chip`, read back as bytes.
+std::string assembleCubin(const std::string &chip) {
+  std::filesystem::path directory =
+      std::filesystem::temp_directory_path() / ("mlpipe-cubin-" + std::to_string(getpid()));
+  std::filesystem::create_directories(directory);
+  std::filesystem::path ptx = directory / "k.ptx", cubin = directory / (chip + ".cubin");
+  {
+    FILE *out = std::fopen(ptx.c_str(), "w");
+    std::fputs(".version 7.8\n.target sm_75\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n", out);
+    std::fclose(out);
+  }
+  std::string command =
+      std::string(MLPIPE_CUDA_TOOLKIT) + "/bin/ptxas -arch=" + chip + " " + ptx.string() + " -o " + cubin.string();
+  BOOST_REQUIRE(std::system(command.c_str()) == 0);
+  std::string bytes;
+  FILE *in = std::fopen(cubin.c_str(), "rb");
+  for (int c; (c = std::fgetc(in)) != EOF;)
+    bytes += static_cast<char>(c);
+  std::fclose(in);
+  std::filesystem::remove_all(directory);
+  return bytes;
+}
+
+BOOST_AUTO_TEST_CASE(the_chip_a_cubin_was_made_for_is_read_from_its_header) {
+  for (std::string chip : {"sm_75", "sm_80", "sm_90", "sm_120"}) {
+    std::string cubin = assembleCubin(chip);
+    BOOST_TEST(gpu::cubinChip(cubin.data(), cubin.size()) == chip);
+  }
+  // Not a cubin: PTX text, a truncated header, nothing.
+  std::string ptx = ".version 7.8\n.target sm_90\n.address_size 64\n" + std::string(100, ' ');
+  BOOST_TEST(gpu::cubinChip(ptx.data(), ptx.size()) == "");
+  std::string cubin = assembleCubin("sm_90");
+  BOOST_TEST(gpu::cubinChip(cubin.data(), 40) == "");
+  BOOST_TEST(gpu::cubinChip(nullptr, 0) == "");
+}
+
 BOOST_AUTO_TEST_CASE(host_api_throws_the_reason_without_a_gpu) {
   if (gpu::available())
     return;
@@ -58,6 +94,8 @@ BOOST_AUTO_TEST_CASE(host_api_throws_the_reason_without_a_gpu) {
   checkThrowsExactly([] { gpu::allocateManaged(1024); }, reason);
   checkThrowsExactly([] { gpu::deviceName(); }, reason);
   checkThrowsExactly([] { gpu::synchronize(); }, reason);
+  checkThrowsExactly([] { gpu::allocate(1024, gpu::Memory::Device); }, reason);
+  checkThrowsExactly([] { gpu::Stream stream; }, reason);
   checkThrowsExactly([] { gpu::EventTimer timer; }, reason);
   // Nothing to do, so nothing to fail.
   BOOST_CHECK_NO_THROW(gpu::freeManaged(nullptr));

@@ -10,6 +10,7 @@
 #include "child_process.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
+#include "test_support.h"
 
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace mlpipe;
@@ -459,13 +462,176 @@ BOOST_AUTO_TEST_CASE(host_api_reports_errors_by_throwing) {
     BOOST_ERROR("allocating 1 EiB did not fail");
   } catch (const Error &e) {
     BOOST_TEST_MESSAGE(e.what());
-    BOOST_TEST(std::string(e.what()).starts_with("CUDA error in cuMemAllocManaged: CUDA_ERROR_"));
+    // Out of memory names the bytes asked for and the bytes free.
+    BOOST_TEST(std::string(e.what()).starts_with("out of GPU memory: cuMemAllocManaged asked for 1.00 EiB "
+                                                 "(1152921504606846976 bytes), but only "));
+    BOOST_TEST(std::string(e.what()).find(" are free (CUDA_ERROR_") != std::string::npos);
   }
   float onTheStack = 1.0f;
   BOOST_CHECK_THROW(gpu::freeManaged(&onTheStack), Error);
   BOOST_TEST(gpu::liveAllocationCount() == before);
   // Choosing the device already in use is allowed at any time.
   mgpuSetDefaultDevice(0);
+}
+
+// ---- One stream per runner, graphs, device memory -------------------------------
+
+BOOST_AUTO_TEST_CASE(in_a_stream_scope_the_abi_uses_the_runners_stream_and_defers_waits) {
+  const uint32_t n = 1u << 20;
+  const size_t bytes = n * sizeof(float);
+  Kernels k;
+  gpu::Stream stream;
+  std::vector<float> x0 = randomVector(n), y0 = randomVector(n);
+  const float a = randomNonZero();
+  std::vector<float> result(n, std::numeric_limits<float>::quiet_NaN());
+  {
+    gpu::StreamScope scope(stream);
+    BOOST_TEST(gpu::currentStream() == stream.handle());
+    // What gpu-to-llvm emits for a synchronous launch: create, launch,
+    // synchronize, destroy. All of it lands on the runner's stream.
+    void *created = mgpuStreamCreate();
+    BOOST_TEST(created == stream.handle());
+    auto *x = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+    auto *y = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+    gpu::copyToDevice(x, x0.data(), bytes);
+    gpu::copyToDevice(y, y0.data(), bytes);
+    uint64_t launches = gpu::counters().launches;
+    launchSaxpy(k, x, y, a, n, created);
+    mgpuStreamSynchronize(created); // deferred
+    mgpuStreamDestroy(created);     // the runner's stream lives on
+    BOOST_TEST(gpu::counters().launches == launches + 1);
+    gpu::copyToHost(result.data(), y, bytes); // waits for the saxpy
+    gpu::release(x);
+    gpu::release(y);
+  }
+  BOOST_TEST(gpu::currentStream() == nullptr);
+  BOOST_TEST(saxpyMismatches(result.data(), x0, y0, a) == 0u);
+  stream.synchronize(); // the stream was not destroyed
+}
+
+BOOST_AUTO_TEST_CASE(a_replayed_graph_gives_the_bits_of_direct_launches) {
+  const uint32_t n = 300007;
+  const size_t bytes = n * sizeof(float);
+  Kernels k;
+  gpu::Stream stream;
+  gpu::StreamScope scope(stream);
+  std::vector<float> x0 = randomVector(n), y0 = randomVector(n);
+  const float a = randomNonZero(), b = randomNonZero();
+  auto *x = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto *y = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto chain = [&] { // three dependent launches
+    launchSaxpy(k, x, y, a, n, mgpuStreamCreate());
+    launchSaxpy(k, y, x, b, n, mgpuStreamCreate());
+    launchSaxpy(k, x, y, a, n, mgpuStreamCreate());
+  };
+  std::vector<float> direct(n), replayed(n);
+  gpu::copyToDevice(x, x0.data(), bytes);
+  gpu::copyToDevice(y, y0.data(), bytes);
+  chain();
+  gpu::copyToHost(direct.data(), y, bytes);
+
+  gpu::Graph graph;
+  uint64_t allocations = gpu::counters().allocations;
+  graph.capture(stream, chain); // nothing runs
+  BOOST_TEST(graph.kernelCount() == 3u);
+  gpu::copyToDevice(x, x0.data(), bytes);
+  gpu::copyToDevice(y, y0.data(), bytes);
+  graph.launch(stream);
+  gpu::copyToHost(replayed.data(), y, bytes);
+  BOOST_TEST(std::memcmp(direct.data(), replayed.data(), bytes) == 0);
+  // Replayed again on the same inputs: the same bits again.
+  gpu::copyToDevice(x, x0.data(), bytes);
+  gpu::copyToDevice(y, y0.data(), bytes);
+  graph.launch(stream);
+  gpu::copyToHost(replayed.data(), y, bytes);
+  BOOST_TEST(std::memcmp(direct.data(), replayed.data(), bytes) == 0);
+  BOOST_TEST(gpu::counters().allocations == allocations);
+  gpu::release(x);
+  gpu::release(y);
+}
+
+BOOST_AUTO_TEST_CASE(a_capture_that_allocates_is_refused_and_the_stream_stays_usable) {
+  gpu::Stream stream;
+  gpu::Graph graph;
+  std::string message =
+      testing::messageOf([&] { graph.capture(stream, [] { gpu::allocate(4096, gpu::Memory::Device); }); });
+  BOOST_TEST(message == "GPU memory was allocated (4096 bytes) while a CUDA graph was being captured: a captured "
+                        "forward must use only memory allocated before it");
+  BOOST_TEST(graph.empty());
+  gpu::StreamScope scope(stream);
+  float value = 3.0f, back = 0;
+  void *device = gpu::allocate(sizeof(float), gpu::Memory::Device);
+  gpu::copyToDevice(device, &value, sizeof(float));
+  gpu::copyToHost(&back, device, sizeof(float));
+  BOOST_TEST(back == value);
+  gpu::release(device);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_device_memory_names_the_bytes_asked_for_and_free) {
+  std::string message = testing::messageOf([] { gpu::allocate(size_t(1) << 50, gpu::Memory::Device); });
+  BOOST_TEST_MESSAGE(message);
+  BOOST_TEST(
+      message.starts_with("out of GPU memory: cuMemAlloc asked for 1.00 PiB (1125899906842624 bytes), but only "));
+  auto [free, total] = gpu::deviceMemoryInfo();
+  BOOST_TEST(free > 0u);
+  BOOST_TEST(total >= free);
+}
+
+BOOST_AUTO_TEST_CASE(the_profiler_times_each_launch_and_counts_its_bytes) {
+  const uint32_t n = 1u << 22;
+  const size_t bytes = n * sizeof(float);
+  Kernels k;
+  // saxpy(x, y, a, n) takes raw pointers: the kernel's own count is used.
+  gpu::describeKernel("saxpy", {3 * int64_t(bytes), 2 * int64_t(n), {}});
+  gpu::Stream stream;
+  gpu::StreamScope scope(stream);
+  auto *x = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto *y = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  std::vector<gpu::KernelTime> launches;
+  {
+    gpu::LaunchProfiler profiler;
+    launchSaxpy(k, x, y, 2.0f, n, mgpuStreamCreate());
+    launchSaxpy(k, x, y, 2.0f, n, mgpuStreamCreate());
+    launches = profiler.take();
+  }
+  BOOST_REQUIRE(launches.size() == 2u);
+  for (const gpu::KernelTime &launch : launches) {
+    BOOST_TEST(launch.kernel == "saxpy");
+    BOOST_TEST(launch.microseconds > 0.0);
+    BOOST_TEST(launch.bytes == 3 * int64_t(bytes));
+    BOOST_TEST(launch.flops == 2 * int64_t(n));
+  }
+  gpu::release(x);
+  gpu::release(y);
+}
+
+BOOST_AUTO_TEST_CASE(the_device_is_described) {
+  BOOST_TEST(gpu::deviceChip().starts_with("sm_"));
+  BOOST_TEST(gpu::deviceL2Bytes() > 0u);
+  BOOST_TEST_MESSAGE(gpu::deviceName() << ", " << gpu::deviceChip() << ", L2 " << gpu::deviceL2Bytes());
+}
+
+BOOST_AUTO_TEST_CASE(a_cubin_for_another_chip_is_refused_with_a_sentence) {
+  test::ChildResult child = test::runScenario("wrong-chip");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(isOneLine(child.stderrText));
+  BOOST_TEST(child.stderrText.starts_with("mlpipe: the GPU module is a cubin made for sm_"));
+  BOOST_TEST(child.stderrText.find(", which this GPU (" + gpu::deviceName() + ", " + gpu::deviceChip() +
+                                   ") cannot run: compile it with --chip " + gpu::deviceChip()) != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_asynchronous_fault_names_the_kernel_when_the_host_reads) {
+  test::ChildResult child = test::runScenario("fault-async");
+  BOOST_TEST_MESSAGE(child.stderrText);
+  BOOST_TEST(child.exitCode == 1);
+  BOOST_TEST(isOneLine(child.stderrText));
+  BOOST_TEST(child.stderrText.starts_with("CUDA error in cuStreamSynchronize for kernel 'store_to': CUDA_ERROR_"));
+  BOOST_TEST(child.stderrText.find("MLPIPE_SYNC_LAUNCHES=1") != std::string::npos);
+  // With every launch waited for, the launch itself names the kernel.
+  test::ChildResult synced = test::runScenario("fault-async", "MLPIPE_SYNC_LAUNCHES=1");
+  BOOST_TEST_MESSAGE(synced.stderrText);
+  BOOST_TEST(synced.stderrText.starts_with("mlpipe: CUDA error in cuStreamSynchronize for kernel 'store_to': "));
 }
 
 // Each scenario runs in a child process and must end it with status 1 and
@@ -536,6 +702,45 @@ static int runScenario(const std::string &name) {
     uint32_t n = 0;
     void *params[] = {&x, &y, &a, &n};
     mgpuLaunchKernel(k.saxpy, 0, 1, 1, kBlock, 1, 1, 0, nullptr, params, nullptr, 4);
+  } else if (name == "wrong-chip") {
+    // A cubin for a chip of another major version than this GPU's.
+    std::string chip = gpu::deviceChip() == "sm_75" ? "sm_90" : "sm_75";
+    std::string directory = "/tmp/mlpipe-wrong-chip-" + std::to_string(getpid());
+    std::string command = "mkdir -p " + directory +
+                          " && printf '.version 7.8\\n.target sm_75\\n.address_size "
+                          "64\\n.visible .entry k()\\n{\\nret;\\n}\\n' > " +
+                          directory + "/k.ptx && " + MLPIPE_CUDA_TOOLKIT + "/bin/ptxas -arch=" + chip + " " +
+                          directory + "/k.ptx -o " + directory + "/k.cubin";
+    if (std::system(command.c_str()) != 0)
+      return 2;
+    std::string cubin;
+    FILE *in = std::fopen((directory + "/k.cubin").c_str(), "rb");
+    for (int c; in && (c = std::fgetc(in)) != EOF;)
+      cubin += static_cast<char>(c);
+    if (in)
+      std::fclose(in);
+    std::system(("rm -rf " + directory).c_str());
+    mgpuModuleLoad(cubin.data(), cubin.size());
+  } else if (name == "fault-async") {
+    // The C++ API throws where the host reads, and the error is printed as
+    // the tools print it. Unwinding unloads the module and destroys the
+    // stream on the faulted context: that must stay quiet, so the one line
+    // on stderr is the fault's.
+    try {
+      Kernels kernels;
+      Kernels *k = &kernels;
+      gpu::Stream stream;
+      gpu::StreamScope scope(stream);
+      void *address = reinterpret_cast<void *>(uintptr_t(8));
+      void *params[] = {&address};
+      mgpuLaunchKernel(k->storeTo, 1, 1, 1, 1, 1, 1, 0, mgpuStreamCreate(), params, nullptr, 1);
+      float back = 0;
+      gpu::copyToHost(&back, &back, 0);
+    } catch (const Error &e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
   } else if (name == "switch-device") {
     mgpuMemFree(mgpuMemAlloc(64, nullptr, 1), nullptr); // starts the runtime on device 0
     mgpuSetDefaultDevice(1);

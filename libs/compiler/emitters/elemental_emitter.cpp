@@ -13,7 +13,7 @@ namespace mlpipe::emitters {
 namespace {
 
 bool sameLayout(const BufferView &a, const BufferView &b) {
-  return a.shape == b.shape && a.strides == b.strides && a.offset == b.offset;
+  return a.shape == b.shape && a.strides == b.strides && a.offset == b.offset && !a.dynamicOffset && !b.dynamicOffset;
 }
 
 int64_t elementBytes(mlir::Type type) { return std::max<int64_t>(1, type.getIntOrFloatBitWidth() / 8); }
@@ -196,6 +196,21 @@ mlir::Value ElementalEmitter::linearize(llvm::ArrayRef<mlir::Value> idx, llvm::A
   return sum;
 }
 
+mlir::Value ElementalEmitter::address(const BufferView &view, llvm::ArrayRef<mlir::Value> idx) {
+  if (!view.dynamicOffset)
+    return linearize(idx, view.strides, view.offset);
+  // The view rebuilt in the kernel says where it starts.
+  mlir::Value kernelView = outsideValue(view.value);
+  Key k = key("offset", {kernelView});
+  mlir::Value offset = lookup(k);
+  if (!offset) {
+    auto metadata = mlir::memref::ExtractStridedMetadataOp::create(entry_, loc_, kernelView);
+    offset = metadata.getOffset();
+    scopes_.front()[k] = offset;
+  }
+  return add(offset, linearize(idx, view.strides, 0));
+}
+
 llvm::SmallVector<mlir::Value> ElementalEmitter::laneGroup(mlir::Value base, int width) {
   auto found = groups_.find(base);
   if (found != groups_.end() && static_cast<int>(found->second.size()) == width)
@@ -220,7 +235,12 @@ mlir::Value ElementalEmitter::outsideValue(mlir::Value value) {
   if (mlir::Value mapped = outside_.lookupOrNull(value))
     return mapped;
   mlir::Operation *definer = value.getDefiningOp();
-  if (definer && (mlir::isa<mlir::arith::ConstantOp>(definer) || isViewOp(definer))) {
+  // Scalar arithmetic and reads of arguments (a run-time position) are
+  // recomputed at the kernel's entry too.
+  bool scalarWork = definer && definer->getNumRegions() == 0 &&
+                    ((definer->getDialect() && definer->getDialect()->getNamespace() == "arith") ||
+                     mlir::isa<mlir::memref::LoadOp>(definer));
+  if (definer && (mlir::isa<mlir::arith::ConstantOp>(definer) || isViewOp(definer) || scalarWork)) {
     for (mlir::Value operand : definer->getOperands())
       outside_.map(operand, outsideValue(operand));
     mlir::Operation *copy = entry_.clone(*definer, outside_);
@@ -259,7 +279,7 @@ bool ElementalEmitter::vectorizable(mlir::Value memref, int width) const {
   if (width <= 1)
     return false;
   std::optional<BufferView> view = graph_.view(memref);
-  if (!view || view->shape.empty() || view->strides.back() != 1 || view->offset % width != 0)
+  if (!view || view->shape.empty() || view->dynamicOffset || view->strides.back() != 1 || view->offset % width != 0)
     return false;
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
   if (width * elementBytes(type.getElementType()) > 16)
@@ -290,10 +310,10 @@ mlir::Value ElementalEmitter::readArgument(mlir::Value memref, llvm::ArrayRef<ml
       if (vectorizable(memref, width)) {
         llvm::SmallVector<mlir::Value> baseIndex(idx.begin(), idx.end());
         baseIndex.back() = base;
-        mlir::Value address = linearize(baseIndex, view->strides, view->offset);
+        mlir::Value place = address(*view, baseIndex);
         auto vectorType = mlir::VectorType::get({width}, elementType);
         auto alignment = llvm::MaybeAlign(width * elementBytes(elementType));
-        mlir::Value vector = mlir::vector::LoadOp::create(builder_, loc_, vectorType, flat, mlir::ValueRange{address},
+        mlir::Value vector = mlir::vector::LoadOp::create(builder_, loc_, vectorType, flat, mlir::ValueRange{place},
                                                           /*nontemporal=*/false, alignment);
         mlir::Value wanted;
         for (int u = 0; u < width; ++u) {
@@ -312,8 +332,7 @@ mlir::Value ElementalEmitter::readArgument(mlir::Value memref, llvm::ArrayRef<ml
   if (mlir::cast<mlir::MemRefType>(flat.getType()).getRank() == 0)
     element = mlir::memref::LoadOp::create(builder_, loc_, flat, mlir::ValueRange{});
   else
-    element = mlir::memref::LoadOp::create(builder_, loc_, flat,
-                                           mlir::ValueRange{linearize(idx, view->strides, view->offset)});
+    element = mlir::memref::LoadOp::create(builder_, loc_, flat, mlir::ValueRange{address(*view, idx)});
   remember(k, element);
   return element;
 }
@@ -331,8 +350,8 @@ mlir::Value ElementalEmitter::read(int consumer, mlir::Value memref, llvm::Array
     return node(producer, idx);
   // Through a view: the element's place in the root, then the producer's
   // index for that place (the producer wrote the root densely).
-  mlir::Value address = linearize(idx, view->strides, view->offset);
-  return node(producer, delinearize(address, source.output.shape));
+  mlir::Value place = address(*view, idx);
+  return node(producer, delinearize(place, source.output.shape));
 }
 
 // ---- Nodes -----------------------------------------------------------------------
@@ -542,8 +561,8 @@ void ElementalEmitter::store(mlir::Value memref, llvm::ArrayRef<mlir::Value> idx
     mlir::memref::StoreOp::create(builder_, loc_, value, flat, mlir::ValueRange{});
     return;
   }
-  mlir::Value address = linearize(idx, view->strides, view->offset);
-  mlir::memref::StoreOp::create(builder_, loc_, value, flat, mlir::ValueRange{address});
+  mlir::Value place = address(*view, idx);
+  mlir::memref::StoreOp::create(builder_, loc_, value, flat, mlir::ValueRange{place});
 }
 
 void ElementalEmitter::storeGroup(mlir::Value memref, llvm::ArrayRef<mlir::Value> baseIndex,
@@ -562,11 +581,11 @@ void ElementalEmitter::storeGroup(mlir::Value memref, llvm::ArrayRef<mlir::Value
   mlir::Value flat = flatArgument(view->root);
   if (!flat)
     return fail("a store into a buffer that is not a fusion argument");
-  mlir::Value address = linearize(baseIndex, view->strides, view->offset);
+  mlir::Value place = address(*view, baseIndex);
   mlir::Type elementType = values.front().getType();
   auto vectorType = mlir::VectorType::get({width}, elementType);
   mlir::Value vector = mlir::vector::FromElementsOp::create(builder_, loc_, vectorType, values);
-  mlir::vector::StoreOp::create(builder_, loc_, vector, flat, mlir::ValueRange{address}, /*nontemporal=*/false,
+  mlir::vector::StoreOp::create(builder_, loc_, vector, flat, mlir::ValueRange{place}, /*nontemporal=*/false,
                                 llvm::MaybeAlign(width * elementBytes(elementType)));
 }
 

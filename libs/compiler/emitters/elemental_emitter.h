@@ -89,6 +89,9 @@ public:
   llvm::SmallVector<mlir::Value> applyMap(mlir::AffineMap map, llvm::ArrayRef<mlir::Value> dims);
   llvm::SmallVector<mlir::Value> delinearize(mlir::Value linear, llvm::ArrayRef<int64_t> shape);
   mlir::Value linearize(llvm::ArrayRef<mlir::Value> index, llvm::ArrayRef<int64_t> strides, int64_t offset);
+  // The element's place in the root buffer of a view (its offset may be a
+  // run-time value).
+  mlir::Value address(const BufferView &view, llvm::ArrayRef<mlir::Value> index);
   mlir::Value add(mlir::Value a, mlir::Value b);
   mlir::Value mul(mlir::Value a, int64_t b);
   mlir::Value minIndex(mlir::Value a, int64_t b);

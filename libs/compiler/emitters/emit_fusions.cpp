@@ -145,11 +145,24 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
   // at the host builder with the operands `mapping` gives those buffers.
   mlir::func::CallOp outlineSingleOp(mlir::OpBuilder &host, mlir::Operation &op, mlir::IRMapping &mapping,
                                      const std::string &name, mlir::Operation *before) {
+    // The buffers it touches, including those the scalars it needs (a
+    // run-time position in a view's offset) are read from.
     llvm::SetVector<mlir::Value> roots;
+    llvm::DenseSet<mlir::Value> seen;
+    std::function<void(mlir::Value)> collect = [&](mlir::Value value) {
+      if (!seen.insert(value).second)
+        return;
+      if (mlir::isa<mlir::MemRefType>(value.getType()))
+        roots.insert(rootOf(value));
+      mlir::Operation *definer = value.getDefiningOp();
+      if (definer && (isViewOp(definer) || isScalarWork(definer)))
+        for (mlir::Value operand : definer->getOperands())
+          collect(operand);
+    };
     op.walk([&](mlir::Operation *nested) {
       for (mlir::Value operand : nested->getOperands())
-        if (mlir::isa<mlir::MemRefType>(operand.getType()))
-          roots.insert(rootOf(operand));
+        if (!op.isAncestor(operand.getParentBlock()->getParentOp()))
+          collect(operand);
     });
     mlir::OpBuilder moduleBuilder(before);
     llvm::SmallVector<mlir::Type> types;
@@ -169,7 +182,7 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       if (mlir::Value mapped = local.lookupOrNull(value))
         return mapped;
       mlir::Operation *definer = value.getDefiningOp();
-      if (!definer || !(isViewOp(definer) || mlir::isa<mlir::arith::ConstantOp>(definer)))
+      if (!definer || !(isViewOp(definer) || isScalarWork(definer)))
         return value;
       for (mlir::Value operand : definer->getOperands())
         bring(operand);
@@ -222,6 +235,13 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       outlineSingleOp(host, *op, identity, unique, function);
       op->erase();
     }
+  }
+
+  // Constants, scalar arithmetic and scalar reads: what a view's run-time
+  // offset is computed from.
+  static bool isScalarWork(mlir::Operation *op) {
+    return op->getNumRegions() == 0 &&
+           ((op->getDialect() && op->getDialect()->getNamespace() == "arith") || mlir::isa<mlir::memref::LoadOp>(op));
   }
 
   static FusionKind inferSingleKind(mlir::Operation *op) {

@@ -50,15 +50,18 @@ std::optional<BufferView> layoutOf(mlir::Value memref, mlir::Value root) {
     return std::nullopt;
   BufferView view;
   view.root = root;
+  view.value = memref;
   view.shape.assign(type.getShape().begin(), type.getShape().end());
   if (mlir::failed(type.getStridesAndOffset(view.strides, view.offset)))
     return std::nullopt;
-  if (view.offset == mlir::ShapedType::kDynamic ||
-      llvm::any_of(view.strides, [](int64_t s) { return s == mlir::ShapedType::kDynamic; }))
+  if (llvm::any_of(view.strides, [](int64_t s) { return s == mlir::ShapedType::kDynamic; }))
     return std::nullopt;
+  view.dynamicOffset = view.offset == mlir::ShapedType::kDynamic;
+  if (view.dynamicOffset)
+    view.offset = 0;
   // Unit dimensions may carry any stride.
   llvm::SmallVector<int64_t> dense = rowMajorStrides(view.shape);
-  bool rowMajor = view.offset == 0;
+  bool rowMajor = view.offset == 0 && !view.dynamicOffset;
   for (size_t i = 0; i < dense.size(); ++i)
     rowMajor &= view.shape[i] == 1 || view.strides[i] == dense[i];
   view.coversRootDensely = rowMajor && elementCount(view.shape) == elementCount(rootType.getShape());
@@ -92,6 +95,16 @@ llvm::FailureOr<FusionGraph> FusionGraph::analyze(mlir::func::FuncOp fusion, std
                   mlir::arith::ConstantOp>(op) ||
         isViewOp(&op))
       continue;
+    // A scalar read from an argument nothing here writes (a run-time
+    // position), and arithmetic on scalars: the kernel recomputes them.
+    if (auto load = mlir::dyn_cast<mlir::memref::LoadOp>(op)) {
+      mlir::Value root = rootOf(load.getMemRef());
+      if (!mlir::isa<mlir::BlockArgument>(root) || lastWriter.count(root))
+        return reason = "a scalar read of a buffer the fusion writes", mlir::failure();
+      continue;
+    }
+    if (op.getDialect() && op.getDialect()->getNamespace() == "arith" && op.getNumRegions() == 0)
+      continue;
     auto linalgOp = mlir::dyn_cast<mlir::linalg::LinalgOp>(op);
     if (!linalgOp || !linalgOp.hasPureBufferSemantics())
       return reason = "it holds " + op.getName().getStringRef().str() + ", which is not a linalg op on buffers",
@@ -109,19 +122,26 @@ llvm::FailureOr<FusionGraph> FusionGraph::analyze(mlir::func::FuncOp fusion, std
         continue;
       }
       mlir::Value root = rootOf(value);
-      if (!layoutOf(value, root))
+      std::optional<BufferView> inputView = layoutOf(value, root);
+      if (!inputView)
         return reason = "an operand with a dynamic layout", mlir::failure();
       auto found = lastWriter.find(root);
+      if (found != lastWriter.end() &&
+          (!graph.nodes_[found->second].output.coversRootDensely || inputView->dynamicOffset))
+        return reason = "a read of a buffer the fusion wrote only part of", mlir::failure();
       node.inputProducers.push_back(found == lastWriter.end() ? -1 : found->second);
     }
     mlir::Value output = linalgOp.getDpsInits()[0];
     mlir::Value outputRoot = rootOf(output);
     std::optional<BufferView> outputView = layoutOf(output, outputRoot);
-    if (!outputView || !outputView->coversRootDensely)
-      return reason = "a linalg op writes part of a buffer", mlir::failure();
+    if (!outputView)
+      return reason = "an output with a dynamic layout", mlir::failure();
     node.output = *outputView;
     auto previous = lastWriter.find(outputRoot);
     node.initProducer = previous == lastWriter.end() ? -1 : previous->second;
+    if (node.initProducer >= 0 &&
+        (!outputView->coversRootDensely || !graph.nodes_[node.initProducer].output.coversRootDensely))
+      return reason = "part of a buffer written over another write", mlir::failure();
     // A body reading a memref (a gather's table) must read an argument
     // nothing in the fusion writes.
     bool badBodyRead = false;

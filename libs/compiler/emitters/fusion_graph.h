@@ -12,9 +12,13 @@
 // memory; only the nodes whose buffers are the function's outputs are
 // stored.
 //
-// analyze() refuses what elemental emission cannot express (an op writing
-// part of a buffer, an unknown op, an input read inside a body from a
-// temporary); the emit pass then emits such a fusion op by op.
+// An op may write part of a buffer (a slice at a static or run-time
+// position), as long as nothing in the fusion reads that buffer afterwards.
+// Scalars the fusion reads from its arguments (a position) and arithmetic on
+// them may appear between the ops. analyze() refuses what elemental emission
+// cannot express (an unknown op, a read of a partly written buffer, an input
+// read inside a body from a temporary); the emit pass then emits such a
+// fusion op by op.
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,6 +30,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlpipe::emitters {
 
@@ -34,7 +39,9 @@ namespace mlpipe::emitters {
 // elements) of the value over the root's storage.
 struct BufferView {
   mlir::Value root;
-  int64_t offset = 0;
+  mlir::Value value;          // the memref this is the layout of
+  int64_t offset = 0;         // in elements; meaningless when dynamicOffset
+  bool dynamicOffset = false; // a slice at a run-time position (a KV cache row)
   llvm::SmallVector<int64_t> strides;
   llvm::SmallVector<int64_t> shape;
   // Row-major over the root's whole storage: the same elements in the same
@@ -61,7 +68,7 @@ public:
   static llvm::FailureOr<FusionGraph> analyze(mlir::func::FuncOp fusion, std::string &reason);
 
   mlir::func::FuncOp function() const { return function_; }
-  const llvm::SmallVector<FusionNode> &nodes() const { return nodes_; }
+  const std::vector<FusionNode> &nodes() const { return nodes_; }
   const FusionNode &node(int index) const { return nodes_[index]; }
   int nodeOf(mlir::Operation *op) const { return nodeOf_.lookup(op) - 1; }
 
@@ -90,7 +97,7 @@ public:
 
 private:
   mlir::func::FuncOp function_;
-  llvm::SmallVector<FusionNode> nodes_;
+  std::vector<FusionNode> nodes_;
   llvm::DenseMap<mlir::Operation *, int> nodeOf_; // index + 1
   llvm::SmallVector<Output> outputs_;
 };
