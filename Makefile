@@ -33,7 +33,7 @@ CONFIG ?=
 SANITIZED ?= build-sanitized
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
-FUZZERS := npy safetensors gpt2_config bpe_loader tokenizer_encode cli_syntax
+FUZZERS := npy safetensors gpt2_config bpe_loader tokenizer_encode cli_syntax hlo
 
 ROOFLINE_MODES ?= fused
 ROOFLINE_SEQ ?= 1024
@@ -83,7 +83,8 @@ test-sanitized:
 	  ctest --test-dir $(SANITIZED) --output-on-failure -j $(JOBS) -LE gpu
 
 # Each fuzz target for FUZZ_SECONDS, starting from its corpus in
-# testdata/fuzz (new inputs go to a scratch copy, not the source tree).
+# testdata/fuzz (new inputs go to a scratch copy, not the source tree), with
+# testdata/fuzz/TARGET.dict as its dictionary where there is one.
 fuzz:
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DMLPIPE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
@@ -91,6 +92,7 @@ fuzz:
 	  rm -rf $(FUZZ_BUILD)/corpus/$$target && mkdir -p $(FUZZ_BUILD)/corpus/$$target $(FUZZ_BUILD)/crashes && \
 	  echo "fuzz-$$target: $(FUZZ_SECONDS) s" && \
 	  $(FUZZ_BUILD)/bin/fuzz-$$target -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 \
+	    $$(test -f testdata/fuzz/$$target.dict && echo -dict=testdata/fuzz/$$target.dict) \
 	    -artifact_prefix=$(FUZZ_BUILD)/crashes/$$target- $(FUZZ_BUILD)/corpus/$$target testdata/fuzz/$$target \
 	    2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY|Test unit written" || true; \
 	  if ls $(FUZZ_BUILD)/crashes/$$target-* >/dev/null 2>&1; then echo "fuzz-$$target found a crash"; exit 1; fi; \

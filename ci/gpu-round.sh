@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # One round on the GPU host: correctness first, then timings, a short table
 # last. Run it there after packing here (ci/pack-device.sh):
-#   source .device/setup.sh && ci/gpu-round.sh
-# Full logs go to $OUT (the device tool's output folder) or /tmp/mlpipe-round.
+#   source .device/setup.sh && ci/gpu-round.sh [PART...]
+# PART is any of units lit verify sanitize gpt2 timings (default: all), so a
+# round can be split over calls. Full logs are packed into logs.tgz (and the
+# profile CSV beside it) in $OUT (the device tool's output folder) or
+# /tmp/mlpipe-round. Each step is stopped after MLPIPE_STEP_SECONDS (600).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-logs=${OUT:-/tmp/mlpipe-round}
+final=${OUT:-/tmp/mlpipe-round}
 work=$(mktemp -d)
-mkdir -p "$logs"
+logs=$work/logs
+mkdir -p "$logs" "$final"
+parts=" ${*:-units lit verify sanitize gpt2 timings} "
+want() { [[ $parts == *" $1 "* ]]; }
+stepSeconds=${MLPIPE_STEP_SECONDS:-600}
 export PATH=$root/.device/llvm-tools:$PATH
 export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -19,7 +26,9 @@ step() {
   local name=$1
   shift
   local start=$SECONDS
-  if "$@" >"$logs/$name.log" 2>&1; then
+  local runner=(timeout "$stepSeconds")
+  declare -F "$1" >/dev/null && runner=() # a shell function of this script
+  if "${runner[@]}" "$@" >"$logs/$name.log" 2>&1; then
     summary+=("$(printf '%-28s PASS  %4ds' "$name" $((SECONDS - start)))")
   else
     summary+=("$(printf '%-28s FAIL  %4ds  (see %s.log)' "$name" $((SECONDS - start)) "$name")")
@@ -41,12 +50,19 @@ SITE
 
 echo "== GPU: $(run --gpu-info)"
 # 1. Correctness.
-step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
-step unit.gpt2_runner_gpu_test gpt2_runner_gpu_test --log_level=message
-step lit.all lit -sv -j 8 "$work/test"
-step verify.kernels.sm_90 verify all --target gpu --chip sm_90
-step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
-step verify.kernels.f64 verify all --target gpu --dtype f64
+if want units; then
+  step unit.mgpu_gpu_test mgpu_gpu_test --log_level=message
+  step unit.gpt2_runner_gpu_test gpt2_runner_gpu_test --log_level=message
+  step unit.gemm_gpu_test gemm_gpu_test --log_level=message
+fi
+want lit && step lit.all lit -sv -j 8 "$work/test"
+if want verify; then
+  step verify.kernels.sm_90 verify all --target gpu --chip sm_90
+  step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
+  step verify.kernels.f64 verify all --target gpu --dtype f64
+  step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
+  step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75
+fi
 
 # 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
 #    (compute-sanitizer memcheck and racecheck), on unit kernels and on whole
@@ -71,19 +87,25 @@ sanitize() {
     MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 3 --config tiny --mode $mode --target gpu ||
       return 1
   done
+  trace matmul | fuse | bufferize | outline --matmul generated | lower-nvvm -o "$work/matmul.generated.mlir" || return 1
+  $memcheck run "$work/matmul.generated.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
+    --output y=@"$work/matmul.generated.y.npy" || return 1
   verify "$work/gelu.y.npy" "$work/data/gelu/y.reference.npy" --rtol 1e-5 --atol 1e-6 &&
-    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
+    verify "$work/matmul.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5 &&
+    verify "$work/matmul.generated.y.npy" "$work/data/matmul/y.reference.npy" --rtol 1e-4 --atol 1e-5
 }
-step compute-sanitizer sanitize
+want sanitize && step compute-sanitizer sanitize
 
 # 3. GPT-2 124M (synthetic weights): verify both modes, generate, with a
 #    fresh compile cache so compile times are real.
 export MLPIPE_CACHE_DIR=$work/cache
-step gpt2.verify.sublayer verify gpt2 --steps 10 --mode sublayer --target gpu --weights synthetic --config 124M
-step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weights synthetic --config 124M
-rm -rf "$MLPIPE_CACHE_DIR"
-step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
-step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
+if want gpt2; then
+  step gpt2.verify.sublayer verify gpt2 --steps 10 --mode sublayer --target gpu --weights synthetic --config 124M
+  step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weights synthetic --config 124M
+  rm -rf "$MLPIPE_CACHE_DIR"
+  step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
+  step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
+fi
 
 # Graph replay against direct launches: the same text, token for token (the
 # bit-for-bit check is unit.gpt2_runner_gpu_test).
@@ -97,7 +119,7 @@ graphs_vs_direct() {
     echo "$mode: $(cat "$work/graphs.$mode.txt")"
   done
 }
-step gpt2.graphs-vs-direct graphs_vs_direct
+want gpt2 && step gpt2.graphs-vs-direct graphs_vs_direct
 
 # 4. Timings (GPU time from CUDA events, median).
 timings() {
@@ -113,19 +135,25 @@ timings() {
   run "$work/attention.t.mlir" --input q=@"$work/t/attention/q.npy" --input k=@"$work/t/attention/k.npy" \
     --input v=@"$work/t/attention/v.npy" --repeat 200
 }
-step timings.kernels timings
-step bench.kernels bench kernels
-# The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
-# issue's target products, defaults and a sweep of forced configurations.
-step timings.matmuls python3 ci/time-matmuls.py
-step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
-step bench.gpt2.no-graphs bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2 --no-graphs
-# One row per kernel against the copy floor; the CSV comes back in $logs for
-# `make roofline CSV=.../profile.csv` on the build machine (no gnuplot here).
-step bench.profile bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 5 --warmup 1 --profile --csv "$logs/profile.csv"
+if want timings; then
+  step bench.kernels bench kernels
+  step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
+  step bench.gpt2.no-graphs bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2 --no-graphs
+  # One row per kernel against the copy floor; the CSV comes back in $logs for
+  # `make roofline CSV=.../profile.csv` on the build machine (no gnuplot here).
+  step bench.profile bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 5 --warmup 1 --profile --csv "$logs/profile.csv"
+  step bench.matmul bench matmul
+  # The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
+  # issue's target products, defaults and a sweep of forced configurations.
+  step timings.matmuls python3 ci/time-matmuls.py
+  step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu --matmul generated --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2
+
+fi
 
 echo
 cat "$logs/verify.kernels.sm_90.log" 2>/dev/null
+echo
+cat "$logs/verify.hlo.sm_90.log" 2>/dev/null
 echo
 tail -4 "$logs/gpt2.verify.sublayer.log" "$logs/gpt2.verify.fused.log" 2>/dev/null
 echo
@@ -137,9 +165,15 @@ cat "$logs/bench.gpt2.log" 2>/dev/null
 echo
 sed -n '/^forward against/,$p' "$logs/bench.gpt2.no-graphs.log" 2>/dev/null
 echo
+cat "$logs/bench.matmul.log" 2>/dev/null
+echo
+cat "$logs/bench.gpt2.generated.log" 2>/dev/null
+echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo
 sed -n '/^product /,$p' "$logs/timings.matmuls.log" 2>/dev/null
 echo
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+[[ -f $logs/profile.csv ]] && cp "$logs/profile.csv" "$final/"
+tar czf "$final/logs.tgz" -C "$work" logs
 rm -rf "$work"

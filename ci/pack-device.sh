@@ -11,6 +11,9 @@ root=$(git rev-parse --show-toplevel)
 build=$(realpath "${1:-build}")
 cd "$root"
 "$(realpath "$root/../shared/device/pack.sh")" "$build"
+# The GPU host runs the tools and the GPU unit tests only: the CPU-only test
+# binaries stay here (the work tree plus .device must stay under 64 MiB).
+find "$root/.device/bin" \( -name 'fuzz-replay-*' -o \( -name '*_test' ! -name '*_gpu_test' \) \) -delete
 
 device=$root/.device
 libdir=/usr/lib/x86_64-linux-gnu

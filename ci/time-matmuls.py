@@ -169,7 +169,8 @@ def run(command, stdin=None):
 
 def compile_product(work, m, k, n, batch, transpose_b, options):
     """outline's and lower-nvvm's output for one product and pass options."""
-    trace = ["trace", "matmul", "--shape", "%dx%d" % (m, k), "--shape", "%dx%d" % (k, n)]
+    # --shape gives each input as stored: b as [N, K] when transposed.
+    trace = ["trace", "matmul", "--shape", "%dx%d" % (m, k), "--shape", "%dx%d" % ((n, k) if transpose_b else (k, n))]
     if batch:
         trace += ["--batch", str(batch)]
     if transpose_b:

@@ -24,6 +24,10 @@ config.substitutions.append(("%cuda_toolkit", config.cuda_toolkit))
 import shutil
 if shutil.which("gnuplot"):
     config.available_features.add("gnuplot")
+# "cublas" when the toolkit has the cuBLAS that outline loads by default.
+import glob
+if glob.glob(os.path.join(config.cuda_toolkit, "lib64", "libcublas.so.*")):
+    config.available_features.add("cublas")
 
 if os.path.exists(os.path.join(config.llvm_tools_dir, "llvm-as")):
     config.available_features.add("llvm-as")

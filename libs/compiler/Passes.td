@@ -119,6 +119,71 @@ def TransposedOperandViewsPass : Pass<"mlpipe-transposed-operand-views", "mlir::
   let dependentDialects = ["mlir::memref::MemRefDialect"];
 }
 
+def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
+  let summary = "Replace GPU matmuls with calls of the runtime's cuBLAS GEMM, folding the epilogues cuBLASLt computes";
+  let description = [{
+    Every f32 or f64 linalg.matmul and linalg.batch_matmul on memrefs whose
+    operands cuBLAS can read in place becomes a call of the runtime's GEMM
+    entry, @mlpipeGemm (runtime/gemm_abi.h): cuBLASLt for f32, cublasDgemm
+    for f64. The operand-layout matcher is mlpipe-blas-matmuls' (one
+    place): a transposed view becomes a transpose flag, a slice a leading
+    dimension, a batch a batch stride; nothing is copied. The zero fill
+    before a matmul becomes beta = 0; without one, beta = 1 adds C.
+
+    A matmul fusion (a function with mlpipe.fusion = "matmul", as fuse's
+    partitioner makes them) is replaced at each call site:
+
+    ```mlir
+    func.func private @c_attn_matmul(%x: memref<16x768xf32>, %w: memref<768x2304xf32>,
+        %b: memref<2304xf32>, %y: memref<16x2304xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
+      linalg.fill ins(%zero : f32) outs(%y : memref<16x2304xf32>)
+      linalg.matmul ins(%x, %w : ...) outs(%y : memref<16x2304xf32>)
+      linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d1), (d0, d1) -> (d0, d1)], ...}
+          ins(%y, %b : ...) outs(%y : ...) { %s = arith.addf %in, %bias : f32 ... }
+      return
+    }
+    ... call @c_attn_matmul(%x, %w, %b, %out) : (...) -> ()
+    ```
+    becomes (pointer arithmetic abbreviated)
+    ```mlir
+    // element, compute, transpose A, transpose B, batch, m, n, k, alpha,
+    // A, lda, stride A, B, ldb, stride B, beta, C, ldc, stride C, D, ldd, stride D, epilogue, bias
+    call @mlpipeGemm(%f32, %exact, %false, %false, %c1, %c16, %c2304, %c768, %one,
+                     %px, %c768, %c0, %pw, %c2304, %c0, %zero, %null, %c0, %c0,
+                     %pout, %c2304, %c0, %bias_epilogue, %pb)
+    ```
+    and @c_attn_matmul goes once no call is left.
+
+    The epilogue that follows the matmul (elementwise ops reading the product
+    through the identity map) folds into the GEMM as far as cuBLASLt
+    computes it the same way (gemm_epilogue.h): D = act(alpha (A B) +
+    residual + bias), with a per-column bias (BIAS), a matrix shaped like D
+    added as beta C with C apart from D, a constant scale as alpha, and
+    GELU's tanh form (GELU, GPT-2's gelu_new; cuBLASLt's GELU is the tanh
+    approximation). Folding is for f32; f64's DGEMM takes no epilogue. The
+    first op that does not fold stops it: in a fusion, what is left becomes
+    a new function with mlpipe.fusion = "loop", called right after the GEMM
+    with the GEMM's output among its arguments; around a bare matmul it
+    stays where it is. A matmul cuBLAS cannot read in place (a layout with
+    no unit stride, an integer type, an empty dimension) is left to the
+    generated kernel's pass, which runs next.
+
+    With enabled=false the pass changes nothing (outline's --matmul
+    generated); precision=tf32 lets f32 GEMMs round A and B to TF32 on tensor
+    cores (outline's --precision tf32), which is off by default.
+    `--debug-only=mlpipe-emitters` prints each GEMM and why an epilogue
+    stopped folding.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Replace matmuls (false leaves every one to the generated kernel)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "f32 (computed in f32, no TF32) or tf32 (opt-in: A and B rounded to TF32)">,
+  ];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
   let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated register-tiled GPU kernel";
   let description = [{

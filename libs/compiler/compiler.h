@@ -65,6 +65,11 @@ struct StageOptions {
   std::string format = "bin"; // bin (cubin), fatbin, or isa (PTX text, assembled by the driver when it loads)
   std::string toolkit;        // CUDA toolkit root; empty = the configured default
   std::string debugOnly;      // --debug-only: debug types whose choices are printed
+  // outline: how matmuls are computed, "cublas" (calls of the runtime's
+  // cuBLAS GEMM) or "generated" (kernels). The stage does not check that
+  // cuBLAS loads: drivers resolve the default (driver/matmul_choice.h).
+  std::string matmul = "cublas";
+  std::string precision = "f32"; // outline: f32, or tf32 for cuBLAS's f32 GEMMs (opt-in)
 };
 
 // `passMs`, when given, receives each pass's milliseconds by its argument

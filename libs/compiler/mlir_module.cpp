@@ -4,6 +4,7 @@
 #include "compiler/debug.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
+#include "runtime/gemm_abi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -168,6 +169,13 @@ Stage MlirModule::stage() const {
       gpuModule = true;
     else if (mlir::isa<mlir::gpu::LaunchFuncOp>(op))
       launch = true;
+    // A call of the runtime's GEMM is GPU work too (a module of matmuls alone
+    // has no kernel): declared by func before lowering, by llvm after.
+    if (auto symbol = op->getAttrOfType<mlir::StringAttr>(mlir::SymbolTable::getSymbolAttrName());
+        symbol && symbol.getValue() == gemm_abi::kEntryName) {
+      launch |= mlir::isa<mlir::func::FuncOp>(op);
+      binary |= mlir::isa<mlir::LLVM::LLVMFuncOp>(op);
+    }
     if (auto func = mlir::dyn_cast<mlir::func::FuncOp>(op)) {
       funcOps = true;
       for (mlir::Type type : func.getFunctionType().getInputs())

@@ -396,8 +396,16 @@ private:
     mlir::OpBuilder callBuilder(root);
     auto call = mlir::func::CallOp::create(callBuilder, root->getLoc(), callee, arguments);
     root->replaceAllUsesWith(call.getResults());
+    // Views and scalars in the entry that read the members were copied into
+    // the fusion: they go first, so no use of a member is left dangling.
+    std::function<void(mlir::Operation *)> eraseWithViews = [&](mlir::Operation *op) {
+      for (mlir::Operation *user : llvm::make_early_inc_range(op->getUsers()))
+        if (isFree(user))
+          eraseWithViews(user);
+      op->erase();
+    };
     for (mlir::Operation *member : llvm::reverse(members))
-      member->erase();
+      eraseWithViews(member);
     MLPIPE_DEBUG(kDebugPartitioner, os << "@" << function_.getName() << ": fusion @" << name << " (" << members.size()
                                        << " ops, hero " << fusion.hero->getName() << ")\n");
   }

@@ -178,7 +178,13 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
   std::map<std::string, std::string> values;
   if (tool == StageTool::Outline) {
     checkChip(options.chip);
-    values = {{"chip", options.chip}};
+    if (options.matmul != "cublas" && options.matmul != "generated")
+      fail("--matmul must be cublas or generated, not '{}'", options.matmul);
+    if (options.precision != "f32" && options.precision != "tf32")
+      fail("--precision must be f32 or tf32, not '{}'", options.precision);
+    values = {{"chip", options.chip},
+              {"cublas", options.matmul == "cublas" ? "true" : "false"},
+              {"precision", options.precision}};
   }
   if (tool == StageTool::LowerNvvm) {
     checkChip(options.chip);

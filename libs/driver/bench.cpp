@@ -2,6 +2,7 @@
 
 #include "driver/verify.h"
 #include "runtime/ceilings.h"
+#include "driver/matmul_choice.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
 #include "support/output_file.h"
@@ -89,10 +90,13 @@ void benchGpt2(const BenchRequest &request) {
   bool gpu = target == Target::Gpu;
   if (request.profile && !gpu)
     fail("--profile times kernels on the GPU: use --target gpu");
+  const CompileOptions &compile = request.model.run.compile;
   std::cout << fmt::format("bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up{}\n",
                            config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description(),
-                           targetName(target), gpu ? " (" + gpu::deviceName() + ")" : "", request.repeat,
-                           request.warmup,
+                           targetName(target),
+                           gpu ? " (" + gpu::deviceName() + ", " + describeMatmuls(compile.matmul, compile.precision) + ")"
+                               : "",
+                           request.repeat, request.warmup,
                            gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
   double copyRate = 0;
   gpu::MatmulCeiling matmul;
@@ -284,7 +288,9 @@ void benchKernels(const KernelBenchRequest &request) {
     std::string shapeText;
     for (int id : graph.inputs())
       shapeText += (shapeText.empty() ? "" : " ") + formatShape(graph.node(id).shape);
-    CompileOptions compile{Target::Gpu, request.chip, "", false};
+    CompileOptions compile;
+    compile.target = Target::Gpu;
+    compile.chip = request.chip;
     Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile));
     const EntrySignature &entry = executable.entry(name);
 

@@ -1,5 +1,7 @@
 #include "driver/compile.h"
 
+#include "driver/matmul_choice.h"
+
 #include "frontend/mlir_emitter.h"
 #include "support/output_file.h"
 #include "support/statistics.h"
@@ -18,11 +20,13 @@ double millisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-MlirModule lower(MlirModule module, const CompileOptions &options, CompileTimings &timings) {
+MlirModule lower(MlirModule module, const CompileOptions &options, const std::string &matmul, CompileTimings &timings) {
   StageOptions stage;
   stage.chip = options.chip;
   stage.toolkit = options.toolkit;
   stage.format = options.format;
+  stage.matmul = matmul;
+  stage.precision = options.precision;
   auto timed = [&](StageTool tool, double &ms) {
     auto start = std::chrono::steady_clock::now();
     runStage(tool, module, stage);
@@ -84,13 +88,18 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
   auto start = std::chrono::steady_clock::now();
   std::string traced = fe::emitMlir(program);
   times.traceMs += millisecondsSince(start);
+  checkPrecision(options.precision);
+  // Resolved before the cache key: a module compiled for cuBLAS must not be
+  // taken from the cache where cuBLAS is missing.
+  std::string matmul = options.target == Target::Gpu ? resolveMatmulChoice(options.matmul) : "";
   std::string cached;
   if (options.diskCache) {
     std::string directory = compileCacheDirectory();
     if (!directory.empty()) {
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
-                        options.chip + options.toolkit + options.format;
+                        options.chip + options.toolkit + options.format + "\nmatmul=" + matmul +
+                        " precision=" + options.precision;
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }
@@ -103,7 +112,7 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
       // A damaged cache entry is recompiled and rewritten.
     }
   }
-  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options, times);
+  MlirModule module = lower(MlirModule::parse(traced, name + ".mlir"), options, matmul, times);
   if (!cached.empty()) {
     try {
       writeOutput(cached, module.print());

@@ -15,6 +15,10 @@ struct CompileOptions {
   Target target = Target::Gpu;
   std::string chip = "sm_90";
   std::string toolkit; // empty: the default toolkit
+  // GPU matmuls: cublas, generated, or "" for cuBLAS where it loads
+  // (driver/matmul_choice.h); and f32 or tf32 for cuBLAS's f32 GEMMs.
+  std::string matmul;
+  std::string precision = "f32";
   // Keep lowered modules on disk, keyed by a hash of the traced IR, the
   // pipelines and these options ($MLPIPE_CACHE_DIR, else ~/.cache/mlpipe).
   bool diskCache = false;

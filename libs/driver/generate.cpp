@@ -1,5 +1,6 @@
 #include "driver/generate.h"
 
+#include "driver/matmul_choice.h"
 #include "models/tokenizer.h"
 #include "support/error.h"
 
@@ -55,8 +56,11 @@ void generate(const GenerateRequest &request, std::ostream &out) {
   }
   const Gpt2Timing &timing = runner->timing();
   out << "\n\n"
-      << fmt::format("{} tokens, {} mode on the {}, {}\n", request.tokens,
+      << fmt::format("{} tokens, {} mode on the {}{}, {}\n", request.tokens,
                      request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer", targetName(request.run.compile.target),
+                     request.run.compile.target == Target::Gpu
+                         ? " (" + describeMatmuls(request.run.compile.matmul, request.run.compile.precision) + ")"
+                         : "",
                      weights.description())
       << fmt::format("  compile {:9.1f} ms  ({} shape{}: {})\n", timing.compileMs, timing.compiledLengths.size(),
                      timing.compiledLengths.size() == 1 ? "" : "s", fmt::join(timing.compiledLengths, ", "))

@@ -1,6 +1,9 @@
 #include "driver/model_options.h"
 
+#include "driver/matmul_choice.h"
+
 #include "runtime/mgpu_runtime.h"
+#include "support/error.h"
 
 namespace mlpipe {
 
@@ -17,6 +20,10 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
                "Weights and buffers in managed memory (the tutorial's path), not device memory");
   app.add_flag("--no-graphs", flags.noGraphs,
                "Launch every kernel directly instead of replaying each forward as a CUDA graph");
+  app.add_option("--matmul", flags.matmul, kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+  app.add_option("--precision", request.run.compile.precision, kPrecisionFlagHelp)
+      ->check(CLI::IsMember({"f32", "tf32"}))
+      ->capture_default_str();
   if (withMode)
     app.add_option("--mode", flags.mode, "sublayer (a host loop over compiled blocks) or fused (one function)")
         ->check(CLI::IsMember({"sublayer", "fused"}))
@@ -35,6 +42,10 @@ void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
   request.run.compile.diskCache = true;
   request.run.execution.memory = flags.managed ? gpu::Memory::Managed : gpu::Memory::Device;
   request.run.graphs = !flags.noGraphs;
+  if (request.run.compile.target == Target::Gpu)
+    request.run.compile.matmul = resolveMatmulChoice(flags.matmul);
+  else if (request.run.compile.precision != "f32")
+    fail("--precision tf32 applies to cuBLAS's GEMMs on the GPU; the CPU computes in f32");
 }
 
 } // namespace mlpipe

@@ -14,12 +14,14 @@ struct ModelFlags {
   std::string mode = "sublayer";
   bool managed = false;  // GPU memory managed (the tutorial's path), not device memory
   bool noGraphs = false; // launch every kernel directly instead of replaying CUDA graphs
+  std::string matmul;    // cublas, generated; empty = cublas where it loads
 };
 
-// --weights --config --seed --target --chip --managed --no-graphs (and
-// --mode unless `withMode` is false).
+// --weights --config --seed --target --chip --managed --no-graphs --matmul
+// --precision (and --mode unless `withMode` is false).
 void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags, bool withMode = true);
-// Fills request.run from the flags once they are parsed.
+// Fills request.run from the flags once they are parsed (on the GPU, the
+// matmul path is resolved now, so that it can be reported).
 void applyModelFlags(GenerateRequest &request, const ModelFlags &flags);
 // "gpu" or "cpu" as a Target; empty picks the GPU when one is usable.
 Target resolveTarget(const std::string &target);

@@ -44,22 +44,22 @@ std::map<std::string, std::string> bindTo(const std::vector<std::string> &texts,
   return bound;
 }
 
+// numpy has no bf16: an f32 file given for a bf16 input is rounded to
+// nearest even.
 HostTensor readInputFor(const TensorSpec &spec, const std::string &path, const std::string &entry) {
   HostTensor tensor = readNpy(path);
+  if (spec.dtype == DType::bf16 && tensor.dtype() == DType::f32 && tensor.shape() == spec.shape)
+    return tensor.convertedTo(DType::bf16);
   if (tensor.dtype() != spec.dtype || tensor.shape() != spec.shape)
-    fail("input '{}' from {} is {}, but {} wants {}", spec.name, path, tensor.describe(), entry, spec.describe());
+    fail("input '{}' from {} is {}, but {} wants {}{}", spec.name, path, tensor.describe(), entry, spec.describe(),
+         spec.dtype == DType::bf16 ? " (give bf16 inputs as f32)" : "");
   return tensor;
 }
 
 // NaN in every float output, so an element the program never writes shows.
 void poison(void *data, const TensorSpec &spec) {
-  int64_t count = numElements(spec.shape);
-  if (spec.dtype == DType::f32)
-    std::fill_n(static_cast<float *>(data), count, NAN);
-  else if (spec.dtype == DType::f64)
-    std::fill_n(static_cast<double *>(data), count, NAN);
-  else
-    std::memset(data, 0xA5, static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
+  HostTensor poisoned = poisonedTensor(spec.dtype, spec.shape);
+  std::memcpy(data, poisoned.data(), poisoned.byteSize());
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 #include "driver/stage_tool.h"
 
+#include "driver/matmul_choice.h"
+
 #include "support/output_file.h"
 #include "support/tool.h"
 
@@ -10,9 +12,18 @@ namespace mlpipe {
 
 std::string bufferName(const std::string &input) { return input == "-" ? "<stdin>" : input; }
 
-void runStageTool(StageTool tool, const std::string &input, const std::string &output, const StageOptions &options) {
+void runStageTool(StageTool tool, const std::string &input, const std::string &output, const StageOptions &options,
+                  const std::string &matmul) {
   MlirModule module = MlirModule::parse(readInput(input), bufferName(input));
-  runStage(tool, module, options);
+  StageOptions resolved = options;
+  // Loading cuBLAS to see whether it is there takes a moment: only for
+  // modules with matmuls.
+  if (tool == StageTool::Outline && !matmul.empty())
+    resolved.matmul = resolveMatmulChoice(matmul);
+  else if (tool == StageTool::Outline &&
+           countOps(module, "linalg.matmul") + countOps(module, "linalg.batch_matmul") > 0)
+    resolved.matmul = resolveMatmulChoice("");
+  runStage(tool, module, resolved);
   writeOutput(output, module.print());
 }
 
@@ -21,7 +32,7 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
   CLI::App app{summary};
   app.footer(fmt::format("Example:\n  {}\n\nThe pass pipeline is pipelines/{}.pipeline; --pipeline FILE runs another.",
                          example, name));
-  std::string input = "-", output = "-";
+  std::string input = "-", output = "-", matmul;
   StageOptions options;
   app.add_option("input", input, "MLIR file, or - for stdin")->capture_default_str();
   app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
@@ -38,8 +49,14 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
         ->capture_default_str();
     app.add_option("--toolkit", options.toolkit, "CUDA toolkit root (default: $CUDA_HOME, else the build's)");
   }
+  if (tool == StageTool::Outline) {
+    app.add_option("--matmul", matmul, kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+    app.add_option("--precision", options.precision, kPrecisionFlagHelp)
+        ->check(CLI::IsMember({"f32", "tf32"}))
+        ->capture_default_str();
+  }
   CLI11_PARSE(app, argc, argv);
-  return runTool(name, [&] { runStageTool(tool, input, output, options); });
+  return runTool(name, [&] { runStageTool(tool, input, output, options, matmul); });
 }
 
 } // namespace mlpipe

@@ -9,11 +9,13 @@
 
 namespace mlpipe {
 
-void runStageTool(StageTool tool, const std::string &input, const std::string &output, const StageOptions &options);
+// For outline, `matmul` is --matmul as given ("" = cuBLAS where it loads).
+void runStageTool(StageTool tool, const std::string &input, const std::string &output, const StageOptions &options,
+                  const std::string &matmul = "");
 
-// The whole main() of a stage tool: the input file, -o, --pipeline (and for
-// lower-nvvm --chip, --opt, --format, --toolkit), --help with `summary` and
-// `example`, then runStageTool.
+// The whole main() of a stage tool: the input file, -o, --pipeline (for
+// outline --matmul and --precision, for lower-nvvm --chip, --opt, --format,
+// --toolkit), --help with `summary` and `example`, then runStageTool.
 int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, const char *example);
 
 // The name MLIR diagnostics give an input: the path, or <stdin> for "-".

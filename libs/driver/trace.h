@@ -8,7 +8,7 @@
 namespace mlpipe {
 
 struct TraceRequest {
-  std::string program;  // a unit kernel name, or gpt2
+  std::string program;  // a unit kernel name, gpt2, or an HLO module's path (FILE.hlo)
   KernelOptions kernel; // shapes, dtype, batch, heads
   // gpt2 only:
   std::string mode = "fused";    // fused or sublayer (or decode / prefill: fused, in that phase)
@@ -21,5 +21,10 @@ struct TraceRequest {
 // emitter shows as an error here, not three stages later). Returns the text
 // as MLIR prints it.
 std::string trace(const TraceRequest &request);
+
+// Whether `program` names an HLO text file (it ends in .hlo).
+bool isHloFile(const std::string &program);
+// Reads an HLO module (fe::readHlo) from `path`.
+fe::Program readHloFile(const std::string &path);
 
 } // namespace mlpipe

@@ -1,6 +1,8 @@
 #include "driver/verify.h"
 
 #include "driver/compile.h"
+#include "driver/matmul_choice.h"
+#include "driver/trace.h"
 #include "reference/evaluator.h"
 #include "support/compare.h"
 #include "support/error.h"
@@ -23,6 +25,10 @@ bool verifyFiles(const std::string &actual, const std::string &expected, double 
   return comparison.pass;
 }
 
+// Integers that index nothing are drawn from [-kIntegerRange, kIntegerRange):
+// small, so products of a few stay far from overflow, and signed.
+constexpr int64_t kIntegerRange = 16;
+
 std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed, double offset,
                                                              double scale) {
   std::mt19937_64 generator(seed);
@@ -31,14 +37,17 @@ std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &gr
   for (int id : graph.inputs()) {
     const fe::Node &node = graph.node(id);
     HostTensor tensor(node.dtype, node.shape);
-    if (isFloat(node.dtype)) {
-      for (int64_t i = 0; i < tensor.numel(); ++i)
+    std::uniform_int_distribution<int64_t> integers =
+        node.ints.empty() ? std::uniform_int_distribution<int64_t>(-kIntegerRange, kIntegerRange - 1)
+                          : std::uniform_int_distribution<int64_t>(0, node.ints[0] - 1);
+    std::bernoulli_distribution truth;
+    for (int64_t i = 0; i < tensor.numel(); ++i) {
+      if (isFloat(node.dtype))
         tensor.set(i, id == graph.inputs().front() ? offset + scale * uniform(generator) : uniform(generator));
-    } else {
-      int64_t rows = node.ints.empty() ? 1 << 16 : node.ints[0];
-      std::uniform_int_distribution<int64_t> row(0, rows - 1);
-      for (int64_t i = 0; i < tensor.numel(); ++i)
-        tensor.set(i, static_cast<double>(row(generator)));
+      else if (node.dtype == DType::i1)
+        tensor.set(i, truth(generator) ? 1.0 : 0.0);
+      else
+        tensor.set(i, static_cast<double>(integers(generator)));
     }
     inputs.emplace_back(node.name, std::move(tensor));
   }
@@ -46,6 +55,25 @@ std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &gr
 }
 
 namespace {
+
+// Default bounds on ||out - ref|| / ||ref||, by the narrowest float type the
+// program stores: a few roundings at the type's precision (bf16 keeps 8
+// significant bits, f16 11, f32 24) with room for reductions; f64 and
+// integer-only programs must match almost exactly.
+constexpr double kBf16Tolerance = 1e-2;
+constexpr double kF16Tolerance = 2e-3;
+constexpr double kF32Tolerance = 1e-5;
+constexpr double kF64Tolerance = 1e-12;
+
+double defaultTolerance(const fe::Graph &graph) {
+  bool bf16 = false, f16 = false, f32 = false;
+  for (const fe::Node &node : graph.nodes()) {
+    bf16 |= node.dtype == DType::bf16;
+    f16 |= node.dtype == DType::f16;
+    f32 |= node.dtype == DType::f32 && node.kind != fe::OpKind::Constant;
+  }
+  return bf16 ? kBf16Tolerance : f16 ? kF16Tolerance : f32 ? kF32Tolerance : kF64Tolerance;
+}
 
 struct OutputCheck {
   std::string output;
@@ -64,10 +92,35 @@ std::string describeInputs(const fe::Graph &graph) {
   return text;
 }
 
-std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerifyRequest &request, uint64_t seed,
+double toleranceOf(const KernelVerifyRequest &request) {
+  if (request.tolerance)
+    return *request.tolerance;
+  if (request.options.dtype == DType::f64)
+    return 1e-12;
+  return request.precision == "tf32" ? kTf32Tolerance : 1e-5;
+}
+
+// The program `what` names: an HLO module (FILE.hlo) or a unit kernel.
+fe::Program programFor(const std::string &what, const KernelOptions &options) {
+  if (isHloFile(what)) {
+    if (!options.shapes.empty() || options.batch != 0)
+      fail("an HLO module's shapes come from the file: --shape and --batch do not apply to {}", what);
+    return readHloFile(what);
+  }
+  return traceUnitKernel(what, options);
+}
+
+// What the table calls it: a kernel's name, an HLO file's name without the
+// directory and extension.
+std::string labelFor(const std::string &what) {
+  return isHloFile(what) ? std::filesystem::path(what).stem().string() : what;
+}
+
+std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerifyRequest &request, uint64_t seed,
                                      std::string &inputText) {
-  fe::Program program = traceUnitKernel(name, request.options);
+  fe::Program program = programFor(what, request.options);
   const fe::Graph &graph = *program.functions.front();
+  std::string name = graph.name();
   inputText = describeInputs(graph);
   auto inputs = randomInputs(graph, seed, request.inputOffset, request.inputScale);
 
@@ -76,11 +129,16 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
     referenceInputs[input] = ref::fromHost(tensor);
   ref::Values expected = ref::evaluate(graph, referenceInputs);
 
-  CompileOptions compile{request.target, request.chip, ""};
+  CompileOptions compile;
+  compile.target = request.target;
+  compile.chip = request.chip;
   compile.format = request.format;
+  compile.matmul = request.matmul;
+  compile.precision = request.precision;
   ExecutionOptions execution;
   execution.memory = request.managed ? gpu::Memory::Managed : gpu::Memory::Device;
-  Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile), execution);
+  Executable executable =
+      Executable::load(compileProgram(program, labelFor(what) + ".mlir", compile), execution);
   const EntrySignature &entry = executable.entry(name);
   TargetStream stream(executable.target());
   TargetStream::Scope current(stream);
@@ -91,8 +149,7 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
     buffers.back().upload(tensor.data(), tensor.byteSize());
   }
   for (const TensorSpec &spec : entry.outputs) {
-    HostTensor poison = HostTensor::fromDoubles(spec.dtype, spec.shape,
-                                                std::vector<double>(static_cast<size_t>(numElements(spec.shape)), NAN));
+    HostTensor poison = poisonedTensor(spec.dtype, spec.shape);
     buffers.emplace_back(executable.target(), poison.byteSize(), execution.memory);
     buffers.back().upload(poison.data(), poison.byteSize());
   }
@@ -100,8 +157,9 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
     pointers.push_back(buffer.data());
   executable.enqueue(entry, pointers);
 
-  double tolerance = request.tolerance.value_or(request.options.dtype == DType::f64 ? 1e-12 : 1e-5);
-  std::string saveTo = request.saveDirectory.empty() ? "" : request.saveDirectory + "/" + name;
+  double tolerance = request.tolerance.value_or(
+      request.precision == "tf32" && request.options.dtype != DType::f64 ? kTf32Tolerance : defaultTolerance(graph));
+  std::string saveTo = request.saveDirectory.empty() ? "" : request.saveDirectory + "/" + labelFor(what);
   if (!saveTo.empty()) {
     std::error_code error;
     std::filesystem::create_directories(saveTo, error);
@@ -121,9 +179,7 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
       writeNpy(saveTo + "/" + spec.name + ".reference.npy", reference);
     }
     Comparison comparison = compareTensors(actual, reference, 0.0, 0.0);
-    int64_t unwritten = 0;
-    for (int64_t j = 0; j < actual.numel(); ++j)
-      unwritten += std::isnan(actual.at(j)) ? 1 : 0;
+    int64_t unwritten = countPoisoned(actual);
     bool pass = unwritten == 0 && std::isfinite(comparison.relativeL2) && comparison.relativeL2 < tolerance;
     checks.push_back({spec.name, comparison.relativeL2, comparison.maxAbsError, unwritten, pass});
   }
@@ -133,6 +189,12 @@ std::vector<OutputCheck> checkKernel(const std::string &name, const KernelVerify
 } // namespace
 
 bool verifyKernels(const KernelVerifyRequest &request) {
+  checkPrecision(request.precision);
+  if (request.precision == "tf32" && (request.target != Target::Gpu || request.options.dtype != DType::f32))
+    fail("--precision tf32 applies to f32 matmuls on the GPU");
+  KernelVerifyRequest resolved = request;
+  if (request.target == Target::Gpu)
+    resolved.matmul = resolveMatmulChoice(request.matmul);
   std::vector<std::string> kernels;
   for (const std::string &kernel : request.kernels) {
     if (kernel == "all")
@@ -141,20 +203,31 @@ bool verifyKernels(const KernelVerifyRequest &request) {
     else
       kernels.push_back(kernel);
   }
+  bool anyHlo = std::any_of(kernels.begin(), kernels.end(), isHloFile);
   uint64_t seed = request.seed ? *request.seed : std::random_device{}();
-  std::cout << fmt::format("verify: {} on the {}{}, {} inputs from seed {}, float64 reference\n",
-                           kernels.size() == 1 ? kernels[0] : std::to_string(kernels.size()) + " kernels",
-                           targetName(request.target), request.target == Target::Gpu ? " (" + request.chip + ")" : "",
-                           dtypeName(request.options.dtype), seed);
-  std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", "inputs", "output", "rel error",
-                           "max abs err", "unwritten", "result");
+  std::string what = kernels.size() == 1 ? labelFor(kernels[0])
+                                         : fmt::format("{} {}", kernels.size(), anyHlo ? "programs" : "kernels");
+  // An HLO module's inputs have the types it declares.
+  std::string inputKind = anyHlo ? "" : std::string(dtypeName(request.options.dtype)) + " ";
+  std::string where = request.target == Target::Gpu
+                          ? " (" + request.chip + ", " + describeMatmuls(resolved.matmul, request.precision) + ")"
+                          : "";
+  std::cout << fmt::format("verify: {} on the {}{}, {}inputs from seed {}, float64 reference, tolerance {:g}{}\n", what,
+                           targetName(request.target), where, inputKind, seed, toleranceOf(request),
+                           request.precision == "tf32" && !request.tolerance ? " (tf32)" : "");
+  size_t width = 10;
+  for (const std::string &kernel : kernels)
+    width = std::max(width, labelFor(kernel).size());
+  std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", width, "inputs", "output",
+                           "rel error", "max abs err", "unwritten", "result");
   bool allPass = true;
   for (const std::string &kernel : kernels) {
     std::string inputs;
-    for (const OutputCheck &check : checkKernel(kernel, request, seed, inputs)) {
+    for (const OutputCheck &check : checkKernel(kernel, resolved, seed, inputs)) {
       allPass &= check.pass;
-      std::cout << fmt::format("{:<10} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", kernel, inputs, check.output,
-                               check.relativeError, check.maxAbsError, check.unwritten, check.pass ? "PASS" : "FAIL");
+      std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", labelFor(kernel), width, inputs,
+                               check.output, check.relativeError, check.maxAbsError, check.unwritten,
+                               check.pass ? "PASS" : "FAIL");
     }
   }
   std::cout << (allPass ? "PASS\n" : "FAIL\n");

@@ -3,9 +3,9 @@
 //   verify A.npy B.npy [--rtol R --atol A]
 //     compares two arrays elementwise (numpy allclose); exit 1 on FAIL.
 //   verify KERNEL... [--shape ...] --target gpu|cpu
-//     traces each kernel, compiles it, runs it on fresh random inputs and
-//     compares with the float64 reference (the same graph evaluated
-//     eagerly); prints a table; exit 1 if any kernel fails.
+//     traces each kernel (or reads each FILE.hlo), compiles it, runs it on
+//     fresh random inputs and compares with the float64 reference (the same
+//     graph evaluated eagerly); prints a table; exit 1 if any kernel fails.
 #pragma once
 
 #include "models/unit_kernels.h"
@@ -23,15 +23,20 @@ namespace mlpipe {
 bool verifyFiles(const std::string &actual, const std::string &expected, double rtol, double atol);
 
 struct KernelVerifyRequest {
-  std::vector<std::string> kernels; // "all" expands to the six unit kernels
+  std::vector<std::string> kernels; // "all" expands to the six unit kernels; FILE.hlo is an HLO module
   KernelOptions options;
   Target target = Target::Gpu;
   std::string chip = "sm_90";
   std::string format = "bin";      // GPU kernels as cubin, fatbin, or PTX (isa) the driver assembles
+  std::string matmul;              // GPU: cublas, generated, "" = cublas where it loads
+  std::string precision = "f32";   // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
   std::optional<uint64_t> seed;    // fresh when unset; printed so a failure can be replayed
-  std::optional<double> tolerance; // on ||out - ref|| / ||ref||; default 1e-5 (f32), 1e-12 (f64)
-  std::string saveDirectory;       // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
-  bool managed = false;            // GPU buffers in managed memory (the tutorial's path)
+  // On ||out - ref|| / ||ref||; default by the narrowest float stored:
+  // 1e-2 (bf16), 2e-3 (f16), 1e-5 (f32), 1e-12 (f64), and with --precision
+  // tf32 kTf32Tolerance.
+  std::optional<double> tolerance;
+  std::string saveDirectory; // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
+  bool managed = false;      // GPU buffers in managed memory (the tutorial's path)
   // The first input is offset + scale * uniform[-1, 1) (the others stay in
   // [-1, 1)): large values test what a naive softmax (overflow) or a naive
   // variance (cancellation) gets wrong.
@@ -39,11 +44,17 @@ struct KernelVerifyRequest {
   double inputScale = 1;
 };
 
+// The default bound with --precision tf32: TF32 keeps 10 of f32's 23
+// mantissa bits, so each product is off by up to about 2^-10 relative;
+// random-sign sums keep the relative error near 1e-3.
+inline constexpr double kTf32Tolerance = 5e-3;
+
 // Returns true when every kernel passes; the table goes to stdout.
 bool verifyKernels(const KernelVerifyRequest &request);
 
 // Random inputs for a graph: floats uniform in [-1, 1) (the first input
-// offset + scale * that), ids uniform over their table's rows. Never zeros.
+// offset + scale * that), ids uniform over their table's rows, other
+// integers in [-16, 16), i1 true or false.
 std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &graph, uint64_t seed, double offset = 0,
                                                              double scale = 1);
 

@@ -1,5 +1,6 @@
 #include "driver/verify_gpt2.h"
 
+#include "driver/matmul_choice.h"
 #include "models/tokenizer.h"
 #include "reference/evaluator.h"
 #include "support/compare.h"
@@ -51,12 +52,15 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
     referenceWeights[name] = ref::fromHost(tensor);
   std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, model.run);
 
+  const CompileOptions &compile = model.run.compile;
   std::cout << fmt::format("verify gpt2: {} steps, {} mode on the {}{}, L={} H={} C={} V={}, {}\n", request.steps,
-                           sublayer ? "sublayer" : "fused", targetName(model.run.compile.target),
-                           model.run.compile.target == Target::Gpu ? " (" + model.run.compile.chip + ")" : "",
+                           sublayer ? "sublayer" : "fused", targetName(compile.target),
+                           compile.target == Target::Gpu
+                               ? " (" + compile.chip + ", " + describeMatmuls(compile.matmul, compile.precision) + ")"
+                               : "",
                            config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description());
-  std::cout << fmt::format("prompt: \"{}\" ({} tokens); tensors within {:g} absolute and relative\n", prompt,
-                           tokens.size(), request.tolerance);
+  std::cout << fmt::format("prompt: \"{}\" ({} tokens); tensors within {:g} absolute and relative{}\n", prompt,
+                           tokens.size(), request.tolerance, compile.precision == "tf32" ? " (tf32)" : "");
   std::cout << fmt::format("{:>4} {:>6} {:>8} {:>8} {:>11} {:>11} {:>11}  {}\n", "step", "tokens", "token", "ref",
                            "embedding", "residuals", "logits", "result");
   Miss embeddingMiss, residualMiss, logitsMiss;

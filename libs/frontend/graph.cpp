@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 namespace mlpipe::fe {
 
@@ -34,6 +36,37 @@ Shape broadcastShapes(const Shape &a, const Shape &b) {
   return result;
 }
 
+// Shapes come from files (HLO) as well as from code: arithmetic on their
+// sizes must not overflow.
+int64_t checkedSum(int64_t a, int64_t b, const char *op) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    fail("{}: a size does not fit in 64 bits", op);
+  return sum;
+}
+
+int64_t checkedProduct(int64_t a, int64_t b, const char *op) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product))
+    fail("{}: a size does not fit in 64 bits", op);
+  return product;
+}
+
+// Which family of element types a type belongs to: a Constant joins a
+// tensor of its own family.
+int typeFamily(DType dtype) { return isFloat(dtype) ? 0 : isInteger(dtype) ? 1 : 2; }
+
+int64_t integerMinimum(DType dtype) {
+  return dtype == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+}
+
+int64_t asInt64(double value) { return saturatingInt64(value); }
+
+// Two's complement arithmetic on int64, wrapped to `dtype` afterwards.
+double wrapped(DType dtype, uint64_t bits) {
+  return storedValue(dtype, static_cast<double>(static_cast<int64_t>(bits)));
+}
+
 } // namespace
 
 // ---- Tensor -------------------------------------------------------------------
@@ -45,7 +78,7 @@ int64_t Tensor::dim(int64_t axis) const { return shape()[normalizeAxis(axis, ran
 // ---- Graph --------------------------------------------------------------------
 
 Graph::Graph(std::string name, DType floatType) : name_(std::move(name)), floatType_(floatType) {
-  if (!isFloat(floatType))
+  if (floatType != DType::f32 && floatType != DType::f64)
     fail("a graph's float type must be f32 or f64, not {}", dtypeName(floatType));
 }
 
@@ -116,11 +149,45 @@ void Graph::probe(const std::string &name, Tensor value) {
   probes_.emplace_back(name, value.id());
 }
 
-Tensor Graph::constant(double value) {
+void Graph::markIndexInput(Tensor ids, int64_t rows) {
+  checkOwned(ids, "markIndexInput");
+  Node &node = nodes_[ids.id()];
+  if (node.kind != OpKind::Input || !isInteger(node.dtype) || rows <= 0)
+    fail("only an integer input can hold row ids of a table with rows");
+  if (node.ints.empty() || node.ints[0] > rows)
+    node.ints = {rows};
+}
+
+Tensor Graph::constant(double value) { return constant(value, floatType_); }
+
+Tensor Graph::constant(double value, DType dtype) {
   Node node{OpKind::Constant};
-  node.dtype = floatType_;
-  node.value = value;
+  node.dtype = dtype;
+  node.value = storedValue(dtype, value);
   return add(std::move(node));
+}
+
+Tensor Graph::materialized(Tensor t) {
+  const Node &node = this->node(t.id());
+  if (node.kind != OpKind::Constant)
+    return t;
+  return literal({}, node.dtype, {node.value});
+}
+
+DType Graph::commonType(const std::vector<Tensor> &operands, const char *op) const {
+  std::optional<DType> tensorType;
+  for (Tensor t : operands) {
+    if (node(t.id()).kind == OpKind::Constant)
+      continue;
+    if (tensorType && *tensorType != t.dtype())
+      fail("{} needs operands of one element type, not {} and {}", op, dtypeName(*tensorType), dtypeName(t.dtype()));
+    tensorType = t.dtype();
+  }
+  DType type = tensorType ? *tensorType : operands.front().dtype();
+  for (Tensor t : operands)
+    if (typeFamily(t.dtype()) != typeFamily(type) || (!tensorType && t.dtype() != type))
+      fail("{} needs operands of one element type, not {} and {}", op, dtypeName(type), dtypeName(t.dtype()));
+  return type;
 }
 
 Tensor Graph::triu(int64_t rows, int64_t cols, int64_t k) {
@@ -143,6 +210,12 @@ double applyUnary(UnaryFn fn, double x) {
     return std::sqrt(x);
   case UnaryFn::Rsqrt:
     return 1.0 / std::sqrt(x);
+  case UnaryFn::Log:
+    return std::log(x);
+  case UnaryFn::Abs:
+    return std::fabs(x);
+  case UnaryFn::Not: // integers and i1 only: see the typed form
+    return x;
   }
   return x;
 }
@@ -161,36 +234,144 @@ double applyBinary(BinaryFn fn, double a, double b) {
     return std::max(a, b);
   case BinaryFn::Min:
     return std::min(a, b);
+  case BinaryFn::Pow:
+    return std::pow(a, b);
+  case BinaryFn::And: // integers and i1 only: see the typed form
+  case BinaryFn::Or:
+    return a;
   }
   return a;
+}
+
+double applyUnary(UnaryFn fn, double x, DType dtype) {
+  if (isFloat(dtype))
+    return applyUnary(fn, x);
+  if (dtype == DType::i1)
+    return fn == UnaryFn::Not ? (x != 0 ? 0.0 : 1.0) : x;
+  auto value = static_cast<uint64_t>(asInt64(x));
+  switch (fn) {
+  case UnaryFn::Neg:
+    return wrapped(dtype, ~value + 1);
+  case UnaryFn::Abs:
+    return asInt64(x) < 0 ? wrapped(dtype, ~value + 1) : x;
+  case UnaryFn::Not:
+    return wrapped(dtype, ~value);
+  default:
+    return x;
+  }
+}
+
+double applyBinary(BinaryFn fn, double a, double b, DType dtype) {
+  if (isFloat(dtype))
+    return applyBinary(fn, a, b);
+  if (dtype == DType::i1) {
+    bool x = a != 0, y = b != 0;
+    switch (fn) {
+    case BinaryFn::And:
+    case BinaryFn::Min:
+      return x && y;
+    case BinaryFn::Or:
+    case BinaryFn::Max:
+      return x || y;
+    default:
+      return a;
+    }
+  }
+  int64_t x = asInt64(a), y = asInt64(b);
+  auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+  switch (fn) {
+  case BinaryFn::Add:
+    return wrapped(dtype, ux + uy);
+  case BinaryFn::Sub:
+    return wrapped(dtype, ux - uy);
+  case BinaryFn::Mul:
+    return wrapped(dtype, ux * uy);
+  case BinaryFn::Div:
+    if (y == 0)
+      return -1;
+    if (x == integerMinimum(dtype) && y == -1)
+      return a;
+    return static_cast<double>(x / y);
+  case BinaryFn::Max:
+    return std::max(a, b);
+  case BinaryFn::Min:
+    return std::min(a, b);
+  case BinaryFn::And:
+    return wrapped(dtype, ux & uy);
+  case BinaryFn::Or:
+    return wrapped(dtype, ux | uy);
+  case BinaryFn::Pow:
+    return a;
+  }
+  return a;
+}
+
+bool applyCompare(CompareFn fn, double a, double b) {
+  switch (fn) {
+  case CompareFn::Eq:
+    return a == b;
+  case CompareFn::Ne:
+    return a != b;
+  case CompareFn::Lt:
+    return a < b;
+  case CompareFn::Le:
+    return a <= b;
+  case CompareFn::Gt:
+    return a > b;
+  case CompareFn::Ge:
+    return a >= b;
+  }
+  return false;
+}
+
+double convertValue(double value, DType from, DType to) {
+  if (to == DType::i1)
+    return value != 0 ? 1.0 : 0.0;
+  if (isFloat(to) || !isFloat(from))
+    return storedValue(to, value);
+  if (std::isnan(value))
+    return 0;
+  double low = static_cast<double>(integerMinimum(to));
+  double high = to == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
+  return storedValue(to, std::clamp(std::trunc(value), low, high));
 }
 
 // An elementwise function of constants is folded into a constant, so emitted
 // code never holds scalar arithmetic that fusion would have to clean up.
 Tensor Graph::unary(UnaryFn fn, Tensor x) {
   checkOwned(x, "unary");
+  DType dtype = x.dtype();
+  bool allowed = fn == UnaryFn::Not                         ? isInteger(dtype) || dtype == DType::i1
+                 : fn == UnaryFn::Neg || fn == UnaryFn::Abs ? isFloat(dtype) || isInteger(dtype)
+                                                            : isFloat(dtype);
+  if (!allowed)
+    fail("this elementwise function does not apply to a {} tensor", dtypeName(dtype));
   if (node(x.id()).kind == OpKind::Constant)
-    return constant(applyUnary(fn, node(x.id()).value));
-  if (!isFloat(x.dtype()))
-    fail("elementwise functions need a float tensor, not {}", dtypeName(x.dtype()));
-  Node node{OpKind::Unary, static_cast<int>(fn), {x.id()}, x.shape(), x.dtype()};
+    return constant(applyUnary(fn, node(x.id()).value, dtype), dtype);
+  Node node{OpKind::Unary, static_cast<int>(fn), {x.id()}, x.shape(), dtype};
   return add(std::move(node));
 }
 
 Tensor Graph::binary(BinaryFn fn, Tensor a, Tensor b) {
   checkOwned(a, "binary");
   checkOwned(b, "binary");
+  DType dtype = commonType({a, b}, "elementwise arithmetic");
+  bool allowed = fn == BinaryFn::And || fn == BinaryFn::Or ? isInteger(dtype) || dtype == DType::i1
+                 : fn == BinaryFn::Pow                     ? isFloat(dtype)
+                                                           : isFloat(dtype) || isInteger(dtype);
+  if (!allowed)
+    fail("this elementwise arithmetic does not apply to {} tensors", dtypeName(dtype));
   if (node(a.id()).kind == OpKind::Constant && node(b.id()).kind == OpKind::Constant)
-    return constant(applyBinary(fn, node(a.id()).value, node(b.id()).value));
-  if (a.dtype() != b.dtype() || !isFloat(a.dtype()))
-    fail("elementwise arithmetic needs two float tensors of one type, not {} and {}", dtypeName(a.dtype()),
-         dtypeName(b.dtype()));
-  Node node{OpKind::Binary, static_cast<int>(fn), {a.id(), b.id()}, broadcastShapes(a.shape(), b.shape()), a.dtype()};
+    return constant(applyBinary(fn, node(a.id()).value, node(b.id()).value, dtype), dtype);
+  Node node{OpKind::Binary, static_cast<int>(fn), {a.id(), b.id()}, broadcastShapes(a.shape(), b.shape()), dtype};
   return add(std::move(node));
 }
 
 Tensor Graph::reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims) {
   checkOwned(x, "reduce");
+  x = materialized(x);
+  if (!isFloat(x.dtype()) && !isInteger(x.dtype()))
+    fail("reduce needs a float or integer tensor, not {}", dtypeName(x.dtype()));
   int64_t normalized = normalizeAxis(axis, x.rank(), "reduce");
   Shape shape = x.shape();
   if (keepdims)
@@ -205,6 +386,8 @@ Tensor Graph::reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims) {
 Tensor Graph::matmul(Tensor a, Tensor b) {
   checkOwned(a, "matmul");
   checkOwned(b, "matmul");
+  a = materialized(a);
+  b = materialized(b);
   if (a.dtype() != b.dtype() || !isFloat(a.dtype()))
     fail("matmul needs two float tensors of one type");
   const Shape &sa = a.shape(), &sb = b.shape();
@@ -229,6 +412,7 @@ Tensor Graph::matmul(Tensor a, Tensor b) {
 
 Tensor Graph::reshape(Tensor x, Shape shape) {
   checkOwned(x, "reshape");
+  x = materialized(x);
   if (numElements(shape) != numElements(x.shape()))
     fail("cannot reshape {} into {}", formatShape(x.shape()), formatShape(shape));
   Node node{OpKind::Reshape, 0, {x.id()}, std::move(shape), x.dtype()};
@@ -237,6 +421,7 @@ Tensor Graph::reshape(Tensor x, Shape shape) {
 
 Tensor Graph::transpose(Tensor x, std::vector<int64_t> permutation) {
   checkOwned(x, "transpose");
+  x = materialized(x);
   std::vector<int64_t> sorted = permutation;
   std::sort(sorted.begin(), sorted.end());
   std::vector<int64_t> identity(static_cast<size_t>(x.rank()));
@@ -253,6 +438,7 @@ Tensor Graph::transpose(Tensor x, std::vector<int64_t> permutation) {
 
 Tensor Graph::slice(Tensor x, int64_t axis, int64_t start, int64_t length) {
   checkOwned(x, "slice");
+  x = materialized(x);
   int64_t normalized = normalizeAxis(axis, x.rank(), "slice");
   if (start < 0 || length <= 0 || start + length > x.shape()[normalized])
     fail("slice [{}, {}) is out of range for axis {} of size {}", start, start + length, axis, x.shape()[normalized]);
@@ -263,11 +449,11 @@ Tensor Graph::slice(Tensor x, int64_t axis, int64_t start, int64_t length) {
   return add(std::move(node));
 }
 
-Tensor Graph::select(Tensor x, int64_t axis, int64_t index) {
-  checkOwned(x, "select");
+Tensor Graph::selectIndex(Tensor x, int64_t axis, int64_t index) {
+  checkOwned(x, "selectIndex");
   int64_t normalized = normalizeAxis(axis, x.rank(), "select");
   if (index < 0 || index >= x.shape()[normalized])
-    fail("select: index {} is out of range for axis {} of size {}", index, axis, x.shape()[normalized]);
+    fail("selectIndex: index {} is out of range for axis {} of size {}", index, axis, x.shape()[normalized]);
   Shape shape = x.shape();
   shape.erase(shape.begin() + normalized);
   Node node{OpKind::Slice, 0, {x.id()}, shape, x.dtype()};
@@ -278,6 +464,8 @@ Tensor Graph::select(Tensor x, int64_t axis, int64_t index) {
 Tensor Graph::gather(Tensor table, Tensor ids) {
   checkOwned(table, "gather");
   checkOwned(ids, "gather");
+  table = materialized(table);
+  ids = materialized(ids);
   if (table.rank() != 2)
     fail("gather: the table must be 2-D, not {}", formatShape(table.shape()));
   if (ids.dtype() != DType::i32 && ids.dtype() != DType::i64)
@@ -285,6 +473,156 @@ Tensor Graph::gather(Tensor table, Tensor ids) {
   Shape shape = ids.shape();
   shape.push_back(table.shape()[1]);
   Node node{OpKind::Gather, 0, {table.id(), ids.id()}, shape, table.dtype()};
+  return add(std::move(node));
+}
+
+Tensor Graph::broadcast(Tensor x, Shape shape, std::vector<int64_t> dimensions) {
+  checkOwned(x, "broadcast");
+  numElements(shape);
+  if (static_cast<int64_t>(dimensions.size()) != x.rank())
+    fail("broadcast: {} dimensions given for a tensor of rank {}", dimensions.size(), x.rank());
+  std::vector<bool> used(shape.size(), false);
+  for (size_t i = 0; i < dimensions.size(); ++i) {
+    int64_t to = dimensions[i];
+    if (to < 0 || to >= static_cast<int64_t>(shape.size()) || used[to])
+      fail("broadcast: dimension {} is out of range or repeated for a result of rank {}", to, shape.size());
+    used[to] = true;
+    if (x.shape()[i] != shape[to] && x.shape()[i] != 1)
+      fail("broadcast: axis {} of {} does not fit axis {} of {}", i, formatShape(x.shape()), to, formatShape(shape));
+  }
+  Node node{OpKind::Broadcast, 0, {x.id()}, std::move(shape), x.dtype()};
+  node.ints = std::move(dimensions);
+  return add(std::move(node));
+}
+
+Tensor Graph::compare(CompareFn fn, Tensor a, Tensor b) {
+  checkOwned(a, "compare");
+  checkOwned(b, "compare");
+  commonType({a, b}, "compare");
+  if (node(a.id()).kind == OpKind::Constant && node(b.id()).kind == OpKind::Constant)
+    return constant(applyCompare(fn, node(a.id()).value, node(b.id()).value) ? 1.0 : 0.0, DType::i1);
+  Node node{OpKind::Compare, static_cast<int>(fn), {a.id(), b.id()}, broadcastShapes(a.shape(), b.shape()), DType::i1};
+  return add(std::move(node));
+}
+
+Tensor Graph::select(Tensor pred, Tensor onTrue, Tensor onFalse) {
+  checkOwned(pred, "select");
+  checkOwned(onTrue, "select");
+  checkOwned(onFalse, "select");
+  if (pred.dtype() != DType::i1)
+    fail("select needs an i1 predicate, not {}", dtypeName(pred.dtype()));
+  DType dtype = commonType({onTrue, onFalse}, "select");
+  auto isConstant = [&](Tensor t) { return node(t.id()).kind == OpKind::Constant; };
+  if (isConstant(pred) && isConstant(onTrue) && isConstant(onFalse))
+    return constant(node(pred.id()).value != 0 ? node(onTrue.id()).value : node(onFalse.id()).value, dtype);
+  Shape shape = broadcastShapes(broadcastShapes(pred.shape(), onTrue.shape()), onFalse.shape());
+  Node node{OpKind::Select, 0, {pred.id(), onTrue.id(), onFalse.id()}, shape, dtype};
+  return add(std::move(node));
+}
+
+Tensor Graph::iota(Shape shape, DType dtype, int64_t axis) {
+  numElements(shape);
+  int64_t normalized = normalizeAxis(axis, static_cast<int64_t>(shape.size()), "iota");
+  Node node{OpKind::Iota, 0, {}, std::move(shape), dtype};
+  node.ints = {normalized};
+  return add(std::move(node));
+}
+
+Tensor Graph::pad(Tensor x, Tensor value, std::vector<int64_t> low, std::vector<int64_t> high,
+                  std::vector<int64_t> interior) {
+  checkOwned(x, "pad");
+  checkOwned(value, "pad");
+  x = materialized(x);
+  if (value.rank() != 0)
+    fail("pad: the padding value must be a scalar, not {}", formatShape(value.shape()));
+  DType dtype = commonType({x, value}, "pad");
+  size_t rank = x.shape().size();
+  if (low.size() != rank || high.size() != rank || interior.size() != rank)
+    fail("pad: padding is given for {} axes of a tensor of rank {}", low.size(), rank);
+  Shape shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t size = x.shape()[i];
+    if (interior[i] < 0)
+      fail("pad: interior padding {} of axis {} is negative", interior[i], i);
+    int64_t spread = size == 0 ? 0 : checkedSum(size, checkedProduct(size - 1, interior[i], "pad"), "pad");
+    shape[i] = checkedSum(checkedSum(spread, low[i], "pad"), high[i], "pad");
+    if (shape[i] <= 0)
+      fail("pad: axis {} of {} would be left with {} elements", i, formatShape(x.shape()), shape[i]);
+  }
+  numElements(shape);
+  Node node{OpKind::Pad, 0, {x.id(), value.id()}, shape, dtype};
+  node.ints = low;
+  node.ints.insert(node.ints.end(), high.begin(), high.end());
+  node.ints.insert(node.ints.end(), interior.begin(), interior.end());
+  return add(std::move(node));
+}
+
+Tensor Graph::concat(std::vector<Tensor> parts, int64_t axis) {
+  if (parts.empty())
+    fail("concat needs at least one tensor");
+  std::vector<int> operands;
+  for (Tensor &part : parts) {
+    checkOwned(part, "concat");
+    part = materialized(part);
+    operands.push_back(part.id());
+  }
+  Shape shape = parts.front().shape();
+  int64_t normalized = normalizeAxis(axis, static_cast<int64_t>(shape.size()), "concat");
+  shape[normalized] = 0;
+  for (Tensor part : parts) {
+    Shape other = part.shape();
+    if (part.dtype() != parts.front().dtype() || other.size() != shape.size())
+      fail("concat: {} and {} do not join", formatShape(parts.front().shape()), formatShape(other));
+    int64_t size = other[normalized];
+    other[normalized] = shape[normalized];
+    if (other != shape)
+      fail("concat: {} and {} differ off axis {}", formatShape(parts.front().shape()), formatShape(part.shape()),
+           normalized);
+    shape[normalized] = checkedSum(shape[normalized], size, "concat");
+  }
+  numElements(shape);
+  Node node{OpKind::Concat, 0, std::move(operands), shape, parts.front().dtype()};
+  node.ints = {normalized};
+  return add(std::move(node));
+}
+
+Tensor Graph::convert(Tensor x, DType dtype) {
+  checkOwned(x, "convert");
+  if (x.dtype() == dtype)
+    return x;
+  if (node(x.id()).kind == OpKind::Constant)
+    return constant(convertValue(node(x.id()).value, x.dtype(), dtype), dtype);
+  Node node{OpKind::Convert, 0, {x.id()}, x.shape(), dtype};
+  return add(std::move(node));
+}
+
+Tensor Graph::literal(Shape shape, DType dtype, std::vector<double> values) {
+  if (static_cast<int64_t>(values.size()) != numElements(shape))
+    fail("a literal of shape {} needs {} values, not {}", formatShape(shape), numElements(shape), values.size());
+  for (double &value : values)
+    value = storedValue(dtype, value);
+  Node node{OpKind::Literal, 0, {}, std::move(shape), dtype};
+  node.values = std::move(values);
+  return add(std::move(node));
+}
+
+Tensor Graph::stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int64_t> limit,
+                           std::vector<int64_t> stride) {
+  checkOwned(x, "stridedSlice");
+  x = materialized(x);
+  size_t rank = x.shape().size();
+  if (start.size() != rank || limit.size() != rank || stride.size() != rank)
+    fail("slice: {} ranges given for a tensor of rank {}", start.size(), rank);
+  Shape shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (stride[i] < 1 || start[i] < 0 || limit[i] <= start[i] || limit[i] > x.shape()[i])
+      fail("slice [{}:{}:{}] is out of range or empty for axis {} of size {}", start[i], limit[i], stride[i], i,
+           x.shape()[i]);
+    shape[i] = (limit[i] - start[i] - 1) / stride[i] + 1;
+  }
+  Node node{OpKind::StridedSlice, 0, {x.id()}, shape, x.dtype()};
+  node.ints = std::move(start);
+  node.ints.insert(node.ints.end(), stride.begin(), stride.end());
   return add(std::move(node));
 }
 
@@ -373,8 +711,13 @@ Tensor exp(Tensor x) { return x.graph().unary(UnaryFn::Exp, x); }
 Tensor tanh(Tensor x) { return x.graph().unary(UnaryFn::Tanh, x); }
 Tensor sqrt(Tensor x) { return x.graph().unary(UnaryFn::Sqrt, x); }
 Tensor rsqrt(Tensor x) { return x.graph().unary(UnaryFn::Rsqrt, x); }
+Tensor log(Tensor x) { return x.graph().unary(UnaryFn::Log, x); }
+Tensor abs(Tensor x) { return x.graph().unary(UnaryFn::Abs, x); }
 Tensor maximum(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Max, a, b); }
 Tensor minimum(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Min, a, b); }
+Tensor power(Tensor a, Tensor b) { return a.graph().binary(BinaryFn::Pow, a, b); }
+Tensor where(Tensor pred, Tensor a, Tensor b) { return pred.graph().select(pred, a, b); }
+Tensor astype(Tensor x, DType dtype) { return x.graph().convert(x, dtype); }
 
 Tensor sum(Tensor x, int64_t axis, bool keepdims) { return x.graph().reduce(ReduceFn::Sum, x, axis, keepdims); }
 Tensor max(Tensor x, int64_t axis, bool keepdims) { return x.graph().reduce(ReduceFn::Max, x, axis, keepdims); }

@@ -23,29 +23,53 @@
 namespace mlpipe::fe {
 
 enum class OpKind {
-  Input,        // a named function argument
-  Constant,     // a float scalar, broadcast wherever it is used
-  Triu,         // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
-  Unary,        // elementwise function of one tensor
-  Binary,       // elementwise function of two tensors, broadcasting
-  Reduce,       // sum or max over one axis, optionally keeping it as size 1
-  MatMul,       // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
-  Reshape,      // same elements, new shape
-  Transpose,    // permutation of the axes
-  Slice,        // a contiguous range along one axis
-  Gather,       // rows of a table picked by integer ids
+  Input,     // a named function argument
+  Constant,  // a float scalar, broadcast wherever it is used
+  Triu,      // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
+  Unary,     // elementwise function of one tensor
+  Binary,    // elementwise function of two tensors, broadcasting
+  Reduce,    // sum or max over one axis, optionally keeping it as size 1
+  MatMul,    // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
+  Reshape,   // same elements, new shape
+  Transpose, // permutation of the axes
+  Slice,     // a contiguous range along one axis
+  Gather,    // rows of a table picked by integer ids
+  // The operations XLA's HLO needs beyond NumPy's (frontend/hlo_reader.h):
+  Broadcast,    // operand axis i becomes axis ints[i] of a larger shape (HLO broadcast)
+  Compare,      // elementwise comparison of two tensors, broadcasting; gives i1
+  Select,       // elementwise where(pred, a, b), broadcasting
+  Iota,         // the index along axis ints[0], in any element type
+  Pad,          // edge and interior padding with a scalar; ints = {lows..., highs..., interiors...}
+  Concat,       // the operands joined along axis ints[0]
+  Convert,      // elementwise change of element type
+  Literal,      // a dense constant tensor, its elements in `values`
+  StridedSlice, // a box with a stride along every axis; ints = {starts..., strides...}
+  // KV-cache decoding (frontend/graph.h: insert, positionMask):
   Insert,       // a tensor with a block written into it, at a static or run-time position
   PositionMask, // 0 up to a run-time position, a large negative value after it
 };
 
-enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt };
-enum class BinaryFn { Add, Sub, Mul, Div, Max, Min };
-enum class ReduceFn { Sum, Max };
+// Integer forms (Neg, Abs on i32/i64; Not on i1/i32/i64; Add..Min, And, Or)
+// follow XLA: two's complement wrap-around, bitwise Not/And/Or, and integer
+// division that truncates, with x / 0 = -1 and INT_MIN / -1 = INT_MIN.
+enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt, Log, Abs, Not };
+enum class BinaryFn { Add, Sub, Mul, Div, Max, Min, Pow, And, Or };
+enum class ReduceFn { Sum, Max, Min, Prod };
+enum class CompareFn { Eq, Ne, Lt, Le, Gt, Ge };
 
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
 double applyUnary(UnaryFn fn, double x);
 double applyBinary(BinaryFn fn, double a, double b);
+// The same for elements of `dtype`: integer and i1 semantics for those
+// types, the float64 forms above (unrounded) for floats.
+double applyUnary(UnaryFn fn, double x, DType dtype);
+double applyBinary(BinaryFn fn, double a, double b, DType dtype);
+bool applyCompare(CompareFn fn, double a, double b);
+// What `value` of element type `from` becomes in `to`, as XLA converts:
+// floats to integers truncate toward zero and saturate (NaN gives 0),
+// anything to i1 is value != 0; the result is rounded to `to`.
+double convertValue(double value, DType from, DType to);
 
 struct Node {
   Node(OpKind kind, int fn = 0, std::vector<int> operands = {}, Shape shape = {}, DType dtype = DType::f32)
@@ -56,12 +80,13 @@ struct Node {
   std::vector<int> operands; // node ids
   Shape shape;
   DType dtype;
-  std::vector<int64_t> ints; // axis+keepdims, permutation, slice {axis, start}, triu k,
-                             // and for an index Input the number of rows it indexes
-  double value = 0;          // Constant
-  std::string name;          // Input
-  std::string scope;         // where in the model it was recorded: "h.3.ln_1" (see Graph::Scope)
-  bool inout = false;        // Input: updated in place by the function (a KV cache)
+  std::vector<int64_t> ints;  // axis+keepdims, permutation, slice {axis, start}, triu k,
+                              // and for an index Input the number of rows it indexes
+  double value = 0;           // Constant
+  std::string name;           // Input
+  std::string scope;          // where in the model it was recorded: "h.3.ln_1" (see Graph::Scope)
+  std::vector<double> values; // Literal, C order
+  bool inout = false;         // Input: updated in place by the function (a KV cache)
 };
 
 class Graph;
@@ -123,7 +148,14 @@ public:
   void update(Tensor inout, Tensor value);
   void probe(const std::string &name, Tensor value);
 
+  // Records that integer input `ids` holds row ids into a table of `rows`
+  // rows (random test inputs for it are drawn from [0, rows)).
+  void markIndexInput(Tensor ids, int64_t rows);
+
   Tensor constant(double value);
+  // A scalar of `dtype` (its value rounded to it). A constant takes the type
+  // of the tensor it combines with, among floats or among integers.
+  Tensor constant(double value, DType dtype);
   // triu(ones(rows, cols), k): 1 where column - row >= k, else 0.
   Tensor triu(int64_t rows, int64_t cols, int64_t k);
 
@@ -135,7 +167,7 @@ public:
   Tensor transpose(Tensor x, std::vector<int64_t> permutation);
   Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t length);
   // x[..., index, ...] along `axis`, the axis dropped (NumPy's x[i]).
-  Tensor select(Tensor x, int64_t axis, int64_t index);
+  Tensor selectIndex(Tensor x, int64_t axis, int64_t index);
   Tensor gather(Tensor table, Tensor ids);
   // `base` with `update` written at `offsets`; along `positionAxis` (when
   // not -1) the offset is the run-time value of `position`, a rank-0 i32
@@ -150,6 +182,24 @@ public:
   // written): inserts into it land in the caller's memory.
   Tensor inoutInput(const std::string &name, Shape shape);
 
+  // x placed in `shape`: axis i of x is axis dimensions[i] of the result
+  // (distinct axes; x's size there is the same, or 1 to be repeated).
+  Tensor broadcast(Tensor x, Shape shape, std::vector<int64_t> dimensions);
+  Tensor compare(CompareFn fn, Tensor a, Tensor b);
+  Tensor select(Tensor pred, Tensor onTrue, Tensor onFalse);
+  Tensor iota(Shape shape, DType dtype, int64_t axis);
+  // Adds low[i] and high[i] elements of `value` (a scalar) before and after
+  // axis i, and interior[i] between its elements; negative low or high
+  // cut elements off instead.
+  Tensor pad(Tensor x, Tensor value, std::vector<int64_t> low, std::vector<int64_t> high,
+             std::vector<int64_t> interior);
+  Tensor concat(std::vector<Tensor> parts, int64_t axis);
+  Tensor convert(Tensor x, DType dtype);
+  // A dense constant; `values` in C order, rounded to `dtype`.
+  Tensor literal(Shape shape, DType dtype, std::vector<double> values);
+  // Elements start[i], start[i] + stride[i], ... below limit[i] on each axis.
+  Tensor stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int64_t> limit, std::vector<int64_t> stride);
+
   const std::vector<Node> &nodes() const { return nodes_; }
   const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }
   const std::vector<int> &inputs() const { return inputs_; }
@@ -161,6 +211,11 @@ public:
 private:
   Tensor add(Node node);
   void checkOwned(Tensor t, const char *what) const;
+  // A Constant operand of an op that needs a tensor becomes a rank-0 Literal.
+  Tensor materialized(Tensor t);
+  // The element type of an elementwise op over these operands: the tensors'
+  // common type, which a Constant adopts if it is of the same kind.
+  DType commonType(const std::vector<Tensor> &operands, const char *op) const;
 
   std::string name_;
   DType floatType_;
@@ -200,8 +255,15 @@ Tensor exp(Tensor x);
 Tensor tanh(Tensor x);
 Tensor sqrt(Tensor x);
 Tensor rsqrt(Tensor x);
+Tensor log(Tensor x);
+Tensor abs(Tensor x);
 Tensor maximum(Tensor a, Tensor b);
 Tensor minimum(Tensor a, Tensor b);
+Tensor power(Tensor a, Tensor b);
+// np.where(pred, a, b)
+Tensor where(Tensor pred, Tensor a, Tensor b);
+// x.astype(dtype)
+Tensor astype(Tensor x, DType dtype);
 
 Tensor sum(Tensor x, int64_t axis, bool keepdims = false);
 Tensor max(Tensor x, int64_t axis, bool keepdims = false);

@@ -9,7 +9,15 @@
 //   Slice                        -> tensor.extract_slice
 //   Gather                       -> linalg.generic reading the table with tensor.extract
 //   Triu                         -> linalg.generic over linalg.index
+//   Compare, Select, Convert     -> linalg.generic (arith.cmpf/cmpi, arith.select, casts)
+//   Broadcast                    -> linalg.generic reading the operand through a projection
+//   Iota                         -> linalg.generic over linalg.index
+//   Pad                          -> linalg.generic reading the operand with tensor.extract
+//   Concat                       -> tensor.insert_slice of each part into tensor.empty
+//   Literal                      -> arith.constant dense<...>
+//   StridedSlice                 -> tensor.extract_slice with strides
 // Scalar constants are arith.constant values captured by the generic bodies.
+// f16 and bf16 are stored as themselves and computed in f32.
 //
 // Each function carries its contract with `run`: the argument and result
 // attributes {mlpipe.name = "..."} and the function attributes

@@ -104,8 +104,8 @@ Tensor readCache(const KvCache &kv, int64_t which, const Gpt2Config &config) {
   Tensor part = kv.cache;
   Graph &g = part.graph();
   if (!kv.layer.empty())
-    part = g.select(part, 0, kv.layer[0]);
-  return g.select(part, 0, which);
+    part = g.selectIndex(part, 0, kv.layer[0]);
+  return g.selectIndex(part, 0, which);
 }
 
 // Each piece records under a scope named as the weights it uses are, so

@@ -288,6 +288,12 @@ const char *safetensorsDtype(DType dtype) {
     return "I32";
   case DType::i64:
     return "I64";
+  case DType::f16:
+    return "F16";
+  case DType::bf16:
+    return "BF16";
+  case DType::i1:
+    return "BOOL";
   }
   return "";
 }

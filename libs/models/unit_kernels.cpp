@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 namespace mlpipe {
 
 using namespace fe;
@@ -22,6 +24,11 @@ const std::vector<UnitKernel> &unitKernels() {
       {"colsum", "sums of x over its first axis (one per column)", {"x"}, {{256, 96}}},
   };
   return kernels;
+}
+
+const std::vector<std::string> &matmulEpilogues() {
+  static const std::vector<std::string> epilogues = {"none", "bias", "bias-gelu", "bias-residual", "bias-tanh"};
+  return epilogues;
 }
 
 bool isUnitKernel(const std::string &name) {
@@ -67,8 +74,11 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
     fail("--batch must be positive, not {}", options.batch);
   if (options.batch > 0 && name != "matmul")
     fail("--batch applies to matmul only");
-  if ((options.transposeA || options.transposeB) && name != "matmul")
-    fail("--transpose-a and --transpose-b apply to matmul only");
+  if ((options.transposeA || options.transposeB || options.epilogue != "none") && name != "matmul")
+    fail("--transpose-a, --transpose-b and --epilogue apply to matmul only");
+  const auto &epilogues = matmulEpilogues();
+  if (std::find(epilogues.begin(), epilogues.end(), options.epilogue) == epilogues.end())
+    fail("--epilogue must be one of {}, not '{}'", fmt::join(epilogues, ", "), options.epilogue);
   if (!isFloat(options.dtype))
     fail("--dtype must be f32 or f64, not {}", dtypeName(options.dtype));
 
@@ -90,21 +100,37 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
   } else if (name == "matmul") {
     requireRank(kernel, shapes[0], 2, "a");
     requireRank(kernel, shapes[1], 2, "b");
-    if (shapes[0][1] != shapes[1][0])
-      fail("matmul: a is {} and b is {}; a's columns must equal b's rows", formatShape(shapes[0]),
-           formatShape(shapes[1]));
+    // The shapes as used: a is [M, K] and b [K, N] after the transposes.
+    Shape usedA = shapes[0], usedB = shapes[1];
+    if (options.transposeA)
+      std::swap(usedA[0], usedA[1]);
+    if (options.transposeB)
+      std::swap(usedB[0], usedB[1]);
+    if (usedA[1] != usedB[0])
+      fail("matmul: a is {}{} and b is {}{}; a's columns must equal b's rows", formatShape(shapes[0]),
+           options.transposeA ? " (stored transposed)" : "", formatShape(shapes[1]),
+           options.transposeB ? " (stored transposed)" : "");
     if (options.batch > 0) {
       shapes[0].insert(shapes[0].begin(), options.batch);
       shapes[1].insert(shapes[1].begin(), options.batch);
     }
-    // A transposed input is stored with its last two axes swapped.
-    auto swapped = [](Shape shape) {
-      std::swap(shape[shape.size() - 2], shape[shape.size() - 1]);
-      return shape;
-    };
-    Tensor a = options.transposeA ? swapLastAxes(g.input("a", swapped(shapes[0]))) : g.input("a", shapes[0]);
-    Tensor b = options.transposeB ? swapLastAxes(g.input("b", swapped(shapes[1]))) : g.input("b", shapes[1]);
-    g.output("y", matmul(a, b));
+    Tensor a = g.input("a", shapes[0]);
+    Tensor b = g.input("b", shapes[1]);
+    Tensor product = matmul(options.transposeA ? swapLastAxes(a) : a, options.transposeB ? swapLastAxes(b) : b);
+    if (options.epilogue == "none") {
+      g.output("y", product);
+    } else {
+      Tensor bias = g.input("bias", {usedB[1]});
+      Tensor biased = product + bias;
+      if (options.epilogue == "bias")
+        g.output("y", biased);
+      else if (options.epilogue == "bias-gelu")
+        g.output("y", nn::gelu(biased));
+      else if (options.epilogue == "bias-tanh")
+        g.output("y", tanh(biased));
+      else
+        g.output("y", g.input("residual", product.shape()) + biased);
+    }
   } else if (name == "gather") {
     requireRank(kernel, shapes[0], 2, "table");
     Tensor table = g.input("table", shapes[0]);

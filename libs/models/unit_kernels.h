@@ -4,8 +4,10 @@
 //   gelu       y = gelu(x)                         x: 64x256
 //   softmax    y = softmax(x) over the last axis   x: 64x256
 //   layernorm  y = layer_norm(x, weight, bias)     x: 64x256, weight and bias: 256
-//   matmul     y = a @ b (batched with --batch;    a: 64x128, b: 128x96
-//              a and/or b stored transposed with --transpose-a/-b)
+//   matmul     y = a @ b (batched with --batch)    a: 64x128, b: 128x96
+//              with --transpose-a / --transpose-b an input is stored
+//              transposed and read through a transposed view; --epilogue
+//              adds bias[N], then GELU, a residual[M, N] or tanh
 //   gather     y = table[ids]                      table: 512x64, ids: 32 (i32)
 //   attention  y = causal multi-head attention     q, k, v: 64x128, 2 heads
 //
@@ -24,13 +26,20 @@ struct KernelOptions {
   std::vector<Shape> shapes; // one per input in order, or empty for the defaults
   DType dtype = DType::f32;  // float type of the kernel
   int64_t batch = 0;         // matmul: > 0 makes it a batched matmul
-  // matmul: the input is stored transposed (a as [K, M], b as [N, K], like a
-  // tied embedding) and the program reads it through a transpose; --shape
-  // still gives the product's a (MxK) and b (KxN).
-  bool transposeA = false;
-  bool transposeB = false;
-  int64_t heads = 2; // attention
+  int64_t heads = 2;         // attention
+  // matmul: a stored [K, M] (b stored [N, K]), --shape as stored, used as
+  // swapLastAxes(a) (swapLastAxes(b)).
+  bool transposeA = false, transposeB = false;
+  // matmul: what follows a @ b, one of matmulEpilogues():
+  //   none           y = a @ b
+  //   bias           y = a @ b + bias            (bias: [N])
+  //   bias-gelu      y = gelu(a @ b + bias)      (GPT-2's c_fc)
+  //   bias-residual  y = residual + (a @ b + bias)  (residual: like y; GPT-2's c_proj)
+  //   bias-tanh      y = tanh(a @ b + bias)      (no cuBLASLt epilogue computes it)
+  std::string epilogue = "none";
 };
+
+const std::vector<std::string> &matmulEpilogues();
 
 struct UnitKernel {
   std::string name;

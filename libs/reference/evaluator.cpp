@@ -63,25 +63,58 @@ void forEachBroadcast(const Shape &out, const std::vector<int64_t> &stridesA, co
   }
 }
 
-Array elementwise(const Node &node, const std::vector<const Array *> &operands, const std::vector<double> &constants) {
-  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
-  auto operandOrConstant = [&](size_t i, int64_t offset) {
-    return operands[i] ? operands[i]->data[offset] : constants[i];
-  };
-  auto strides = [&](size_t i) {
-    return operands[i] ? broadcastStrides(operands[i]->shape, node.shape) : std::vector<int64_t>(node.shape.size(), 0);
-  };
-  if (node.kind == OpKind::Unary) {
-    auto fn = static_cast<fe::UnaryFn>(node.fn);
-    forEachBroadcast(node.shape, strides(0), strides(0), [&](int64_t flat, int64_t a, int64_t) {
-      result.data[flat] = fe::applyUnary(fn, operandOrConstant(0, a));
-    });
-  } else {
-    auto fn = static_cast<fe::BinaryFn>(node.fn);
-    forEachBroadcast(node.shape, strides(0), strides(1), [&](int64_t flat, int64_t a, int64_t b) {
-      result.data[flat] = fe::applyBinary(fn, operandOrConstant(0, a), operandOrConstant(1, b));
-    });
+// Calls visit(flatOut, offsets) for every element of `out`, where offsets[i]
+// is the flat index of operand i read with strides[i].
+template <typename Visit>
+void forEachElement(const Shape &out, const std::vector<std::vector<int64_t>> &strides, Visit visit) {
+  int64_t count = numElements(out);
+  size_t rank = out.size();
+  std::vector<int64_t> index(rank, 0), offsets(strides.size(), 0);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    visit(flat, offsets);
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < out[d]) {
+        for (size_t i = 0; i < strides.size(); ++i)
+          offsets[i] += strides[i][d];
+        break;
+      }
+      for (size_t i = 0; i < strides.size(); ++i)
+        offsets[i] -= strides[i][d] * (out[d] - 1);
+      index[d] = 0;
+    }
   }
+}
+
+// Unary, Binary, Compare, Select and Convert, broadcasting NumPy's way.
+// Scalar Constants are rank-0 arrays here.
+Array elementwise(const Node &node, const std::vector<const Array *> &operands, DType operandType) {
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  std::vector<std::vector<int64_t>> strides;
+  for (const Array *operand : operands)
+    strides.push_back(broadcastStrides(operand->shape, node.shape));
+  auto at = [&](size_t i, const std::vector<int64_t> &offsets) { return operands[i]->data[offsets[i]]; };
+  forEachElement(node.shape, strides, [&](int64_t flat, const std::vector<int64_t> &offsets) {
+    double &out = result.data[flat];
+    switch (node.kind) {
+    case OpKind::Unary:
+      out = fe::applyUnary(static_cast<fe::UnaryFn>(node.fn), at(0, offsets), node.dtype);
+      break;
+    case OpKind::Binary:
+      out = fe::applyBinary(static_cast<fe::BinaryFn>(node.fn), at(0, offsets), at(1, offsets), node.dtype);
+      break;
+    case OpKind::Compare:
+      out = fe::applyCompare(static_cast<fe::CompareFn>(node.fn), at(0, offsets), at(1, offsets)) ? 1.0 : 0.0;
+      break;
+    case OpKind::Select:
+      out = at(0, offsets) != 0 ? at(1, offsets) : at(2, offsets);
+      break;
+    case OpKind::Convert:
+      out = fe::convertValue(at(0, offsets), operandType, node.dtype);
+      break;
+    default:
+      break;
+    }
+  });
   return result;
 }
 
@@ -92,14 +125,31 @@ Array reduce(const Node &node, const Array &x) {
     outer *= x.shape[d];
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
-  bool isSum = static_cast<fe::ReduceFn>(node.fn) == fe::ReduceFn::Sum;
-  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), isSum ? 0.0 : -INFINITY)};
+  auto fn = static_cast<fe::ReduceFn>(node.fn);
+  double identity = fn == fe::ReduceFn::Sum    ? 0.0
+                    : fn == fe::ReduceFn::Prod ? 1.0
+                    : fn == fe::ReduceFn::Max  ? -INFINITY
+                                               : INFINITY;
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), identity)};
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < length; ++r)
       for (int64_t i = 0; i < inner; ++i) {
         double v = x.data[(o * length + r) * inner + i];
         double &acc = result.data[o * inner + i];
-        acc = isSum ? acc + v : std::max(acc, v);
+        switch (fn) {
+        case fe::ReduceFn::Sum:
+          acc += v;
+          break;
+        case fe::ReduceFn::Prod:
+          acc *= v;
+          break;
+        case fe::ReduceFn::Max:
+          acc = std::max(acc, v);
+          break;
+        case fe::ReduceFn::Min:
+          acc = std::min(acc, v);
+          break;
+        }
       }
   return result;
 }
@@ -161,6 +211,80 @@ Array gather(const Node &node, const Array &table, const Array &ids) {
     auto begin = table.data.begin() + row * width;
     result.data.insert(result.data.end(), begin, begin + width);
   }
+  return result;
+}
+
+// HLO's broadcast: result axis ints[i] walks operand axis i.
+Array broadcast(const Node &node, const Array &x) {
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape), walk(node.shape.size(), 0);
+  for (size_t i = 0; i < x.shape.size(); ++i)
+    walk[node.ints[i]] = x.shape[i] == 1 ? 0 : inStrides[i];
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  forEachElement(node.shape, {walk},
+                 [&](int64_t flat, const std::vector<int64_t> &offsets) { result.data[flat] = x.data[offsets[0]]; });
+  return result;
+}
+
+Array iota(const Node &node) {
+  std::vector<int64_t> step(node.shape.size(), 0);
+  step[node.ints[0]] = 1;
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  forEachElement(node.shape, {step}, [&](int64_t flat, const std::vector<int64_t> &offsets) {
+    result.data[flat] = fe::convertValue(static_cast<double>(offsets[0]), DType::i64, node.dtype);
+  });
+  return result;
+}
+
+Array pad(const Node &node, const Array &x, double value) {
+  size_t rank = node.shape.size();
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape), index(rank, 0);
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)), value)};
+  for (int64_t flat = 0; flat < static_cast<int64_t>(result.data.size()); ++flat) {
+    int64_t offset = 0;
+    bool inside = true;
+    for (size_t d = 0; d < rank && inside; ++d) {
+      int64_t shifted = index[d] - node.ints[d], step = node.ints[2 * rank + d] + 1;
+      inside = shifted >= 0 && shifted % step == 0 && shifted / step < x.shape[d];
+      offset += inside ? shifted / step * inStrides[d] : 0;
+    }
+    if (inside)
+      result.data[flat] = x.data[offset];
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < node.shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return result;
+}
+
+Array concat(const Node &node, const std::vector<const Array *> &parts) {
+  int64_t axis = node.ints[0], outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= node.shape[d];
+  Array result{node.shape, {}};
+  result.data.reserve(static_cast<size_t>(numElements(node.shape)));
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Array *part : parts) {
+      int64_t block = numElements(part->shape) / outer;
+      auto begin = part->data.begin() + o * block;
+      result.data.insert(result.data.end(), begin, begin + block);
+    }
+  return result;
+}
+
+Array stridedSlice(const Node &node, const Array &x) {
+  size_t rank = node.shape.size();
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape), walk(rank);
+  int64_t start = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    start += node.ints[d] * inStrides[d];
+    walk[d] = node.ints[rank + d] * inStrides[d];
+  }
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  forEachElement(node.shape, {walk}, [&](int64_t flat, const std::vector<int64_t> &offsets) {
+    result.data[flat] = x.data[start + offsets[0]];
+  });
   return result;
 }
 
@@ -244,17 +368,28 @@ Values evaluate(const fe::Graph &graph, const Values &inputs) {
       values[id] = std::make_shared<Array>(triu(node));
       break;
     case OpKind::Unary:
-    case OpKind::Binary: {
+    case OpKind::Binary:
+    case OpKind::Compare:
+    case OpKind::Select:
+    case OpKind::Convert: {
       std::vector<const Array *> arrays;
-      std::vector<double> constants;
-      for (int input : node.operands) {
-        bool constant = nodes[input].kind == OpKind::Constant;
-        arrays.push_back(constant ? nullptr : values[input].get());
-        constants.push_back(constant ? nodes[input].value : 0.0);
-      }
-      values[id] = std::make_shared<Array>(elementwise(node, arrays, constants));
+      for (int input : node.operands)
+        arrays.push_back(values[input].get());
+      // Compare and Convert read their operands in the operands' own type.
+      DType operandType = nodes[node.operands.back()].dtype;
+      for (int input : node.operands)
+        if (nodes[input].kind != OpKind::Constant)
+          operandType = nodes[input].dtype;
+      values[id] = std::make_shared<Array>(elementwise(node, arrays, operandType));
       break;
     }
+    case OpKind::Insert:
+      values[id] = std::make_shared<Array>(
+          insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
+      break;
+    case OpKind::PositionMask:
+      values[id] = std::make_shared<Array>(positionMask(node, operand(0)));
+      break;
     case OpKind::Reduce:
       values[id] = std::make_shared<Array>(reduce(node, operand(0)));
       break;
@@ -273,13 +408,40 @@ Values evaluate(const fe::Graph &graph, const Values &inputs) {
     case OpKind::Gather:
       values[id] = std::make_shared<Array>(gather(node, operand(0), operand(1)));
       break;
-    case OpKind::Insert:
-      values[id] = std::make_shared<Array>(
-          insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
+    case OpKind::Broadcast:
+      values[id] = std::make_shared<Array>(broadcast(node, operand(0)));
       break;
-    case OpKind::PositionMask:
-      values[id] = std::make_shared<Array>(positionMask(node, operand(0)));
+    case OpKind::Iota:
+      values[id] = std::make_shared<Array>(iota(node));
       break;
+    case OpKind::Pad:
+      values[id] = std::make_shared<Array>(pad(node, operand(0), operand(1).data[0]));
+      break;
+    case OpKind::Concat: {
+      std::vector<const Array *> parts;
+      for (size_t i = 0; i < node.operands.size(); ++i)
+        parts.push_back(&operand(i));
+      values[id] = std::make_shared<Array>(concat(node, parts));
+      break;
+    }
+    case OpKind::Literal:
+      values[id] = std::make_shared<Array>(Array{node.shape, node.values});
+      break;
+    case OpKind::StridedSlice:
+      values[id] = std::make_shared<Array>(stridedSlice(node, operand(0)));
+      break;
+    }
+    // What the compiled code stores: f16, bf16 and integer results of
+    // arithmetic are rounded or wrapped to their type after every op (f32
+    // results are kept in float64, the reference's own precision; ops that
+    // only move elements cannot leave the type).
+    bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
+                    node.kind == OpKind::Reduce || node.kind == OpKind::MatMul || node.kind == OpKind::Iota;
+    if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {
+      auto rounded = std::make_shared<Array>(*values[id]);
+      for (double &v : rounded->data)
+        v = storedValue(node.dtype, v);
+      values[id] = rounded;
     }
     for (int input : node.operands)
       if (lastUse[input] == static_cast<int>(id) && !kept[input])

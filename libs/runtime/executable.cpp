@@ -3,9 +3,11 @@
 // _mlir__mlir_ciface_<entry> wrappers with memref descriptors.
 #include "runtime/executable.h"
 
+#include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/blas.h"
 #include "support/error.h"
+#include "support/float16.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -21,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,8 +49,21 @@ DType dtypeOf(mlir::Type type) {
     return DType::i32;
   if (type.isInteger(64))
     return DType::i64;
+  if (type.isF16())
+    return DType::f16;
+  if (type.isBF16())
+    return DType::bf16;
+  if (type.isInteger(1))
+    return DType::i1;
   fail("unsupported element type in an entry signature");
 }
+
+// f32 -> bf16 for code the JIT compiles: LLVM calls __truncsfbf2 where the
+// CPU has no bf16 conversion instruction, and libgcc before GCC 13 does not
+// provide it. The x86-64 and AArch64 calling conventions return a bf16 in
+// the low 16 bits of the first float register, where this float's low bits
+// go.
+float truncateFloatToBf16(float value) { return std::bit_cast<float>(static_cast<uint32_t>(floatToBf16Bits(value))); }
 
 std::vector<TensorSpec> readSpecs(mlir::Operation *function, llvm::StringRef attribute) {
   std::vector<TensorSpec> specs;
@@ -151,6 +167,9 @@ struct Executable::Impl {
   MlirModule module;
   Target target;
   std::vector<EntrySignature> entries;
+  // cuBLAS's handles and workspace, for a module that calls mlpipeGemm;
+  // declared before the engine so that it outlives the JIT code.
+  std::unique_ptr<gpu::GemmSession> gemmSession;
   std::unique_ptr<mlir::ExecutionEngine> engine;
   // The packed _mlir_ciface_ wrapper of each entry, looked up once.
   std::map<std::string, void (*)(void **)> wrappers;
@@ -204,13 +223,29 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
         gpu::checkCubinRunsHere(image.data(), image.size());
       }
     });
+  // Set up now, not on the first GEMM: a missing cuBLAS is reported before
+  // anything runs, and no GEMM allocates (a CUDA graph could not capture it).
+  if (impl->module.op().lookupSymbol(gemm_abi::kEntryName)) {
+    try {
+      impl->gemmSession = std::make_unique<gpu::GemmSession>();
+    } catch (const Error &error) {
+      fail("this module calls cuBLAS (it was compiled with --matmul cublas), but {}; compile it with --matmul "
+           "generated to run without",
+           error.what());
+    }
+  }
 
   auto start = std::chrono::steady_clock::now();
   initializeNativeTarget();
-  auto transformer = mlir::makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
+  // A GPU module's host code only launches kernels (and, under a CUDA graph,
+  // runs once per capture): optimising it buys nothing and costs seconds for
+  // the fused model's one large function. CPU code is the computation itself.
+  bool gpuHost = impl->target == Target::Gpu;
+  auto transformer =
+      mlir::makeOptimizingTransformer(/*optLevel=*/gpuHost ? 0 : 3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
   mlir::ExecutionEngineOptions options;
   options.transformer = transformer;
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  options.jitCodeGenOptLevel = gpuHost ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Aggressive;
   auto engine = mlir::ExecutionEngine::create(impl->module.op(), options);
   if (!engine)
     fail("the JIT could not compile the module: {}", llvm::toString(engine.takeError()));
@@ -222,6 +257,9 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
     };
     for (auto &[name, address] : gpu::runtimeSymbols())
       add(name, address);
+    for (auto &[name, address] : gpu::gemmSymbols())
+      add(name, address);
+    add("__truncsfbf2", reinterpret_cast<void *>(&truncateFloatToBf16));
     add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
     add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
     return symbols;

@@ -6,6 +6,7 @@
 #include "runtime/mgpu_runtime.h"
 
 #include "runtime/cuda_driver.h"
+#include "runtime/fatal_error.h"
 #include "support/error.h"
 
 #include <algorithm>
@@ -483,27 +484,6 @@ HostSpan memrefSpan(int64_t rank, void *descriptor, int64_t elementSizeBytes) {
   }
   char *base = static_cast<char *>(head->aligned) + head->offset * elementSizeBytes;
   return {base + low * elementSizeBytes, size_t(high - low + 1) * size_t(elementSizeBytes)};
-}
-
-[[noreturn]] void die(const char *message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "mlpipe: %s\n", message);
-  std::fflush(stderr);
-  // _Exit: no destructors or atexit handlers, which could touch the GPU
-  // again and print a second, misleading error.
-  std::_Exit(1);
-}
-
-// Runs one C entry point: JIT-compiled callers cannot handle an error, and
-// carrying on after a failed CUDA call would compute on corrupt memory.
-template <typename Body> auto orDie(Body &&body) noexcept -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::exception &e) {
-    die(e.what());
-  } catch (...) {
-    die("unknown error in the GPU runtime");
-  }
 }
 
 // Whether `stream` is the calling thread's current stream, whose waits and
@@ -996,6 +976,40 @@ float EventTimer::milliseconds() {
   float ms = 0;
   check(d.cuEventElapsedTime(&ms, static_cast<CUevent>(start_), static_cast<CUevent>(stop_)), "cuEventElapsedTime");
   return ms;
+}
+
+struct LibraryWork::State {
+  CUstream stream = nullptr;
+  ProfilerState *profiler = nullptr;
+  ProfiledLaunch timed;
+};
+
+LibraryWork::LibraryWork(std::string name, int64_t bytes, int64_t flops, void *stream)
+    : state_(std::make_unique<State>()) {
+  CudaDriver &d = driver();
+  state_->stream = static_cast<CUstream>(stream);
+  state_->profiler = capturingOnThread ? nullptr : profilerOnThread;
+  if (state_->profiler) {
+    state_->timed = {std::move(name), profilerEvent(d, *state_->profiler), profilerEvent(d, *state_->profiler), bytes,
+                     flops};
+    check(d.cuEventRecord(state_->timed.start, state_->stream), "cuEventRecord");
+  } else {
+    state_->timed.kernel = std::move(name);
+  }
+}
+
+LibraryWork::~LibraryWork() {
+  try {
+    CudaDriver &d = driver();
+    ++launchCount;
+    noteLaunch(state_->stream, state_->timed.kernel);
+    if (state_->profiler) {
+      check(d.cuEventRecord(state_->timed.stop, state_->stream), "cuEventRecord");
+      state_->profiler->launches.push_back(std::move(state_->timed));
+    }
+  } catch (const std::exception &e) {
+    die(e.what());
+  }
 }
 
 LaunchProfiler::LaunchProfiler() {

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <functional>
 #include <string>
 #include <utility>
@@ -267,6 +268,21 @@ public:
   // Waits for the GPU, then gives every launch since construction (or the
   // last take()) in launch order.
   std::vector<KernelTime> take();
+};
+
+// Brackets work the runtime queues on `stream` by other means than a kernel
+// launch (a cuBLAS GEMM) as if it were one: it counts as a launch, is named
+// in fault reports, and shows in a LaunchProfiler's rows under `name`.
+class LibraryWork {
+public:
+  LibraryWork(std::string name, int64_t bytes, int64_t flops, void *stream);
+  ~LibraryWork();
+  LibraryWork(const LibraryWork &) = delete;
+  LibraryWork &operator=(const LibraryWork &) = delete;
+
+private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // The compute capability a cubin (an ELF image from ptxas) was made for,

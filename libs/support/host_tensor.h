@@ -29,12 +29,15 @@ public:
   template <typename T> const T *as() const { return reinterpret_cast<const T *>(bytes_.data()); }
 
   // Element i (flat, C order) converted to / from double, whatever the dtype.
+  // set() stores as storedValue() says (rounding, truncating, wrapping).
   double at(int64_t i) const;
   void set(int64_t i, double value);
 
   // Copies of the data as doubles, or built from doubles.
   std::vector<double> toDoubles() const;
   static HostTensor fromDoubles(DType dtype, Shape shape, const std::vector<double> &values);
+  // A copy with every element converted to `dtype` as set() converts.
+  HostTensor convertedTo(DType dtype) const;
 
   // "64x256xf32", used in messages.
   std::string describe() const;
@@ -45,5 +48,12 @@ private:
   int64_t numel_ = 0;
   std::vector<unsigned char> bytes_;
 };
+
+// A tensor of values no program writes by accident, to fill outputs before a
+// run so that an element it never writes shows: NaN for floats, the byte
+// 0xA5 in every byte of an integer or i1 element.
+HostTensor poisonedTensor(DType dtype, Shape shape);
+// How many elements of `tensor` still hold that poison.
+int64_t countPoisoned(const HostTensor &tensor);
 
 } // namespace mlpipe

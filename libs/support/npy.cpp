@@ -219,8 +219,8 @@ private:
   // which gets its own message rather than a parse error.
   std::string parseDescr() {
     if (!atEnd() && peek() == '[')
-      fail("{} holds a structured array (its 'descr' is a list of fields); mlpipe reads plain f32, f64, i32 and i64 "
-           "arrays only",
+      fail("{} holds a structured array (its 'descr' is a list of fields); mlpipe reads plain f32, f64, i32, i64, "
+           "f16 and bool arrays only",
            source_);
     return parseString("a quoted dtype string like '<f4' for 'descr'");
   }
@@ -288,31 +288,35 @@ private:
 };
 
 // The numpy dtype strings we read and write. '<' is little-endian; '=' is
-// native order, which on the little-endian hosts we support means the same.
-constexpr std::array<std::pair<std::string_view, DType>, 4> kDescrs{{
+// native order, which on the little-endian hosts we support means the same;
+// '|' (byte order not applicable) is what numpy writes for one-byte bools.
+constexpr std::array<std::pair<std::string_view, DType>, 6> kDescrs{{
     {"f4", DType::f32},
     {"f8", DType::f64},
     {"i4", DType::i32},
     {"i8", DType::i64},
+    {"f2", DType::f16},
+    {"b1", DType::i1},
 }};
 
 DType dtypeFromDescr(const std::string &descr, const std::string &source) {
   if (descr.size() == 3)
     for (auto [code, dtype] : kDescrs)
       if (std::string_view(descr).substr(1) == code) {
-        if (descr[0] == '<' || descr[0] == '=')
+        if (descr[0] == '<' || descr[0] == '=' || (descr[0] == '|' && dtypeSize(dtype) == 1))
           return dtype;
         if (descr[0] == '>')
-          fail("{} is big-endian ('{}'); mlpipe reads little-endian f32, f64, i32 and i64", source, descr);
+          fail("{} is big-endian ('{}'); mlpipe reads little-endian f32, f64, i32, i64 and f16", source, descr);
       }
-  fail("{} has dtype '{}', which mlpipe does not read; it reads '<f4' (f32), '<f8' (f64), '<i4' (i32) and '<i8' "
-       "(i64)",
+  fail("{} has dtype '{}', which mlpipe does not read; it reads '<f4' (f32), '<f8' (f64), '<i4' (i32), '<i8' "
+       "(i64), '<f2' (f16) and '|b1' (bool)",
        source, printable(descr));
 }
 
 std::string_view descrOf(DType dtype) {
   switch (dtype) {
   case DType::f32:
+  case DType::bf16: // written as f32: numpy has no bf16
     return "<f4";
   case DType::f64:
     return "<f8";
@@ -320,6 +324,10 @@ std::string_view descrOf(DType dtype) {
     return "<i4";
   case DType::i64:
     return "<i8";
+  case DType::f16:
+    return "<f2";
+  case DType::i1:
+    return "|b1";
   }
   return "?";
 }
@@ -401,6 +409,8 @@ HostTensor parseNpy(std::string_view bytes, const std::string &source) {
 HostTensor readNpy(const std::string &path) { return parseNpy(readInput(path), path == "-" ? "stdin" : path); }
 
 std::string serializeNpy(const HostTensor &tensor) {
+  if (tensor.dtype() == DType::bf16)
+    return serializeNpy(tensor.convertedTo(DType::f32));
   std::string out = npyPreambleAndHeader(tensor);
   if (tensor.byteSize() > 0)
     out.append(static_cast<const char *>(tensor.data()), tensor.byteSize());

@@ -1,8 +1,10 @@
 #include "support/tensor_types.h"
 
 #include "support/error.h"
+#include "support/float16.h"
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 namespace mlpipe {
@@ -15,6 +17,11 @@ size_t dtypeSize(DType dtype) {
   case DType::f64:
   case DType::i64:
     return 8;
+  case DType::f16:
+  case DType::bf16:
+    return 2;
+  case DType::i1:
+    return 1;
   }
   return 0;
 }
@@ -29,18 +36,58 @@ const char *dtypeName(DType dtype) {
     return "i32";
   case DType::i64:
     return "i64";
+  case DType::f16:
+    return "f16";
+  case DType::bf16:
+    return "bf16";
+  case DType::i1:
+    return "i1";
   }
   return "?";
 }
 
 std::optional<DType> parseDType(std::string_view name) {
-  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64})
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16, DType::bf16, DType::i1})
     if (name == dtypeName(dtype))
       return dtype;
   return std::nullopt;
 }
 
-bool isFloat(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+bool isFloat(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+}
+
+bool isInteger(DType dtype) { return dtype == DType::i32 || dtype == DType::i64; }
+
+int64_t saturatingInt64(double value) {
+  if (std::isnan(value))
+    return 0;
+  if (value >= 9223372036854775807.0)
+    return std::numeric_limits<int64_t>::max();
+  if (value <= -9223372036854775808.0)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+double storedValue(DType dtype, double value) {
+  switch (dtype) {
+  case DType::f64:
+    return value;
+  case DType::f32:
+    return static_cast<float>(value);
+  case DType::f16:
+    return f16BitsToFloat(floatToF16Bits(static_cast<float>(value)));
+  case DType::bf16:
+    return bf16BitsToFloat(floatToBf16Bits(static_cast<float>(value)));
+  case DType::i32: // two's complement wrap-around, as the compiled code does
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(saturatingInt64(value))));
+  case DType::i64:
+    return static_cast<double>(saturatingInt64(value));
+  case DType::i1:
+    return value != 0 ? 1.0 : 0.0;
+  }
+  return value;
+}
 
 int64_t numElements(const Shape &shape) {
   int64_t count = 1;

@@ -51,6 +51,8 @@ seeds = {
     "valid_empty_f32.npy": npy_bytes(np.zeros((0, 3), "<f4")),
     "valid_v2_f32.npy": npy_bytes(floats((2, 2), "<f4"), version=(2, 0)),
     "valid_v3_i64.npy": npy_bytes(ints((3,), "<i8"), version=(3, 0)),
+    "valid_f16.npy": npy_bytes(floats((4,), "<f2")),
+    "valid_bool.npy": npy_bytes(rng.integers(0, 2, size=(2, 3)).astype("|b1")),
     "bad_magic.npy": b"\x93NUMPZ" + valid_f32[6:],
     "bad_version.npy": valid_f32[:6] + b"\x04\x00" + valid_f32[8:],
     "bad_truncated_header.npy": valid_f32[:40],
@@ -59,7 +61,7 @@ seeds = {
     "bad_dict.npy": header_file("{'descr': '<f4' 'fortran_order': False, 'shape': (2,), }", b"\x00" * 8),
     "bad_fortran.npy": npy_bytes(np.asfortranarray(floats((2, 3), "<f4"))),
     "bad_big_endian.npy": npy_bytes(floats((4,), ">f4")),
-    "bad_dtype_f16.npy": npy_bytes(floats((4,), "<f2")),
+    "bad_dtype_u4.npy": npy_bytes(ints((4,), "<u4")),
     "bad_huge_shape.npy": header_file(
         "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }", b"\x00" * 16),
 }

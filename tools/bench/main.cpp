@@ -1,6 +1,9 @@
-// bench: time GPT-2 forward passes on the GPU (CUDA events) or the CPU, and
-// `bench kernels`: each unit kernel on the GPU beside its copy floor.
+// bench: time GPT-2 forward passes on the GPU (CUDA events) or the CPU;
+// `bench kernels`: each unit kernel on the GPU beside its copy floor;
+// `bench matmul`: mlpipe's matmuls against cuBLAS.
 #include "driver/bench.h"
+#include "driver/bench_matmul.h"
+#include "driver/matmul_choice.h"
 #include "driver/model_options.h"
 #include "support/tool.h"
 
@@ -11,13 +14,15 @@ int main(int argc, char **argv) {
                "--repeat passes after --warmup (GPU time from CUDA events, each forward replayed as a CUDA graph),\n"
                "launches per forward, the sum of the kernels' own times, the arena and peak device memory, and the\n"
                "compile time by stage. --profile adds one row per kernel against the copy floor measured in the\n"
-               "same run. `bench kernels` times the unit kernels instead."};
+               "same run. `bench kernels` times the unit kernels instead, `bench matmul` matmuls against cuBLAS."};
   app.footer(
       "Examples:\n"
       "  bench --config 124M --modes sublayer,fused --seq 16,64,256,1024 --repeat 20\n"
       "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
+      "  bench --config 124M --seq 1024 --matmul generated\n"
       "  bench kernels                                  # gelu softmax layernorm transpose matmul, reference shapes\n"
-      "  bench kernels gelu --shape 4096x4096 --no-graphs");
+      "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
+      "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas");
   mlpipe::BenchRequest request;
   mlpipe::ModelFlags flags;
   std::vector<std::string> modes = {"sublayer", "fused"};
@@ -49,7 +54,42 @@ int main(int argc, char **argv) {
   kernelsCommand->add_option("--repeat", kernels.repeat, "Back-to-back launches per timing")->capture_default_str();
   kernelsCommand->add_option("--warmup", kernels.warmup, "Untimed launches first")->capture_default_str();
   kernelsCommand->add_flag("--no-graphs", noGraphs, "Launch directly instead of replaying a CUDA graph");
+  mlpipe::MatmulBenchRequest matmulRequest;
+  std::vector<std::string> matmulShapes;
+  CLI::App *matmul = app.add_subcommand(
+      "matmul", "Time mlpipe's compiled matmul (each --matmul path) and cuBLAS called directly on the same shapes:\n"
+                "the median of --repeat timings of --launches back-to-back calls (CUDA events) after --warmup\n"
+                "rounds, in microseconds, TFLOP/s and relative to cuBLAS, operands rotating past the L2 cache.");
+  matmul
+      ->add_option("--shapes", matmulShapes,
+                   "Products MxKxN or BATCHxMxKxN (default: 1024x768x3072, 1024x3072x768, 1024x768x50257, "
+                   "16x768x3072, 12x1024x64x1024)")
+      ->delimiter(',');
+  matmul->add_option("--matmul", matmulRequest.matmuls, "mlpipe's paths to time")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cublas", "generated"}))
+      ->capture_default_str();
+  matmul->add_option("--precision", matmulRequest.precision, mlpipe::kPrecisionFlagHelp)
+      ->check(CLI::IsMember({"f32", "tf32"}))
+      ->capture_default_str();
+  matmul->add_option("--chip", matmulRequest.chip, "GPU to compile for")->capture_default_str();
+  matmul->add_option("--repeat", matmulRequest.repeat, "Timings per path (the median is reported)")
+      ->capture_default_str();
+  matmul->add_option("--launches", matmulRequest.launches, "Back-to-back calls per timing")->capture_default_str();
+  matmul->add_option("--warmup", matmulRequest.warmup, "Untimed rounds of calls first")->capture_default_str();
+  // One subcommand at most: "bench kernels matmul" names the matmul kernel,
+  // not the matmul subcommand.
+  app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
+  if (*matmul)
+    return mlpipe::runTool("bench", [&] {
+      if (!matmulShapes.empty()) {
+        matmulRequest.shapes.clear();
+        for (const std::string &shape : matmulShapes)
+          matmulRequest.shapes.push_back(mlpipe::parseMatmulShape(shape));
+      }
+      mlpipe::benchMatmul(matmulRequest);
+    });
   return mlpipe::runTool("bench", [&] {
     if (*kernelsCommand) {
       for (const std::string &shape : shapes)

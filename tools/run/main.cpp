@@ -8,7 +8,10 @@
 
 int main(int argc, char **argv) {
   CLI::App app{"Run a lowered module: on the GPU when it holds gpu.binary (lower-nvvm's output), on the CPU\n"
-               "when it came from lower-cpu. Inputs and outputs bind to the entry's argument names."};
+               "when it came from lower-cpu. Inputs and outputs bind to the entry's argument names.\n"
+               "Element types in .npy: f32 '<f4', f64 '<f8', i32 '<i4', i64 '<i8', f16 '<f2', i1 (pred) '|b1'.\n"
+               "numpy has no bf16: give a bf16 input as an f32 .npy (rounded to nearest even), and a bf16\n"
+               "output is written as an f32 .npy (exactly)."};
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm > gelu.mlir\n"
              "  run gelu.mlir --input x=@x.npy --output y=@y.npy\n"

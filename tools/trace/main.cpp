@@ -8,25 +8,29 @@
 
 int main(int argc, char **argv) {
   CLI::App app{"Trace a tensor program to linalg-on-tensors MLIR.\n"
-               "Programs: gelu softmax layernorm matmul gather attention transpose colsum, and gpt2."};
+               "Programs: gelu softmax layernorm matmul gather attention transpose colsum, gpt2, or an XLA HLO\n"
+               "module FILE.hlo (its ENTRY computation; inputs named after its parameters, outputs y or y0, y1, ...)."};
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
-             "  trace matmul --shape 1x768 --shape 768x50257 --transpose-b\n"
+             "  trace matmul --shape 16x768 --shape 3072x768 --transpose-b --epilogue bias-gelu\n"
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
              "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm\n"
-             "  trace gpt2 --mode decode --config tiny       # one token against the KV cache");
+             "  trace gpt2 --mode decode --config tiny       # one token against the KV cache\n"
+             "  trace model.hlo | fuse | bufferize | lower-cpu > model.cpu.mlir");
   mlpipe::TraceRequest request;
   std::vector<std::string> shapes;
   std::string dtype = "f32", output = "-";
-  app.add_option("program", request.program, "What to trace")->required();
+  app.add_option("program", request.program, "What to trace: a kernel, gpt2 or FILE.hlo")->required();
   app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
   app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");
-  app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a is stored transposed (KxM), read through a view");
-  app.add_flag("--transpose-b", request.kernel.transposeB,
-               "matmul: b is stored transposed (NxK, like a tied embedding), read through a view");
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
+  app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a stored transposed ([K, M]), read as a view");
+  app.add_flag("--transpose-b", request.kernel.transposeB, "matmul: b stored transposed ([N, K]), read as a view");
+  app.add_option("--epilogue", request.kernel.epilogue,
+                 "matmul: none, bias, bias-gelu, bias-residual or bias-tanh after a @ b")
+      ->capture_default_str();
   app.add_option("--mode", request.mode,
                  "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project); decode or prefill "
                  "are the fused program in that --phase")

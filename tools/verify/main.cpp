@@ -1,5 +1,6 @@
 // verify: compare two .npy files, or check compiled kernels against the
 // float64 reference on fresh random inputs.
+#include "driver/matmul_choice.h"
 #include "driver/model_options.h"
 #include "driver/verify.h"
 #include "driver/verify_gpt2.h"
@@ -13,16 +14,19 @@ int main(int argc, char **argv) {
   CLI::App app{"Check results.\n"
                "  verify A.npy B.npy       compare two arrays (numpy allclose): PASS or FAIL\n"
                "  verify KERNEL...         compile each kernel, run it on fresh random inputs and compare\n"
-               "                           with the float64 reference (KERNEL may be 'all')\n"
+               "                           with the float64 reference (KERNEL may be 'all', or an XLA HLO\n"
+               "                           module FILE.hlo)\n"
                "  verify gpt2              greedy steps after a prompt, each compared with the float64\n"
                "                           reference: embedding, block residuals, logits and token\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
   app.footer("Examples:\n"
              "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
              "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
-             "  verify matmul --shape 1x768 --shape 768x50257 --transpose-b --target gpu\n"
+             "  verify matmul --shape 1x768 --shape 50257x768 --transpose-b --target gpu\n"
              "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
              "  verify all --target cpu\n"
+             "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
+             "  verify model.hlo --target cpu --save out/\n"
              "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
   std::vector<std::string> what;
   double rtol = 1e-5, atol = 1e-8;
@@ -31,14 +35,12 @@ int main(int argc, char **argv) {
   mlpipe::KernelVerifyRequest request;
   uint64_t seed = 0;
   double tolerance = 0;
-  app.add_option("what", what, "Two .npy files, kernel names, or gpt2")->required();
+  app.add_option("what", what, "Two .npy files, kernel names or FILE.hlo modules, or gpt2")->required();
   app.add_option("--rtol", rtol, "Files: relative tolerance")->capture_default_str();
   app.add_option("--atol", atol, "Files: absolute tolerance")->capture_default_str();
   app.add_option("--shape", shapes, "Kernels: shape of each input in order");
   app.add_option("--dtype", dtype, "Kernels: float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   app.add_option("--batch", request.options.batch, "matmul: batch size");
-  app.add_flag("--transpose-a", request.options.transposeA, "matmul: a is stored transposed (KxM)");
-  app.add_flag("--transpose-b", request.options.transposeB, "matmul: b is stored transposed (NxK)");
   app.add_option("--heads", request.options.heads, "attention: heads")->capture_default_str();
   app.add_option("--target", target, "Kernels: gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
@@ -46,6 +48,20 @@ int main(int argc, char **argv) {
   app.add_option("--format", request.format,
                  "Kernels on the GPU: bin (cubin), fatbin, or isa (PTX the driver assembles)")
       ->check(CLI::IsMember({"bin", "fatbin", "isa"}))
+      ->capture_default_str();
+  std::string matmul;
+  app.add_option("--matmul", matmul, mlpipe::kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+  app.add_option("--precision", request.precision, mlpipe::kPrecisionFlagHelp)
+      ->check(CLI::IsMember({"f32", "tf32"}))
+      ->capture_default_str();
+  app.add_flag("--transpose-a", request.options.transposeA,
+               "matmul: a is stored transposed ([K, M], --shape as stored) and read through a transposed view");
+  app.add_flag("--transpose-b", request.options.transposeB,
+               "matmul: b is stored transposed ([N, K], --shape as stored) and read through a transposed view");
+  app.add_option("--epilogue", request.options.epilogue,
+                 "matmul: what follows a @ b: none, bias (+ bias[N]), bias-gelu (GELU, tanh form, of that), "
+                 "bias-residual (residual[M, N] + that) or bias-tanh (tanh of it: no cuBLASLt epilogue)")
+      ->check(CLI::IsMember(mlpipe::matmulEpilogues()))
       ->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
@@ -80,8 +96,11 @@ int main(int argc, char **argv) {
           return;
         }
         if (what.size() == 1 && what[0] == "gpt2") {
-          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs};
+          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs, matmul};
           gpt2.model.run.compile.chip = request.chip;
+          gpt2.model.run.compile.precision = request.precision;
+          if (request.precision == "tf32")
+            gpt2.tolerance = mlpipe::kGpt2Tf32Tolerance;
           if (*seedOption)
             gpt2.model.seed = seed;
           mlpipe::applyModelFlags(gpt2.model, flags);
@@ -96,6 +115,7 @@ int main(int argc, char **argv) {
         if (target.empty())
           target = mlpipe::gpu::available() ? "gpu" : "cpu";
         request.target = target == "gpu" ? mlpipe::Target::Gpu : mlpipe::Target::Cpu;
+        request.matmul = matmul;
         if (*seedOption)
           request.seed = seed;
         if (*toleranceOption)

@@ -48,7 +48,7 @@ void operator delete(void *memory, std::size_t) noexcept { std::free(memory); }
 
 namespace {
 
-constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64};
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16, DType::i1};
 
 // A fresh seed every run, logged so that a failure can be replayed.
 
@@ -77,6 +77,15 @@ HostTensor randomTensor(DType dtype, Shape shape) {
       do
         tensor.as<int64_t>()[i] = std::uniform_int_distribution<int64_t>(INT64_MIN, INT64_MAX)(rng());
       while (tensor.as<int64_t>()[i] == 0);
+      break;
+    case DType::f16:
+    case DType::bf16: // any bit pattern but zeros, NaNs included: the bytes must survive
+      do
+        tensor.as<uint16_t>()[i] = static_cast<uint16_t>(std::uniform_int_distribution<int>(1, 0xffff)(rng()));
+      while (tensor.as<uint16_t>()[i] == 0x8000);
+      break;
+    case DType::i1:
+      tensor.as<uint8_t>()[i] = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 1)(rng()));
       break;
     }
   }
@@ -324,23 +333,23 @@ BOOST_AUTO_TEST_CASE(refuses_fortran_order) {
 }
 
 BOOST_AUTO_TEST_CASE(refuses_big_endian) {
-  for (std::string_view descr : {">f4", ">f8", ">i4", ">i8"})
+  for (std::string_view descr : {">f4", ">f8", ">i4", ">i8", ">f2"})
     BOOST_TEST(refusal(npyFile(dictFor(descr, "()"), std::string(8, 'a'))) ==
-               fmt::format("x.npy is big-endian ('{}'); mlpipe reads little-endian f32, f64, i32 and i64", descr));
+               fmt::format("x.npy is big-endian ('{}'); mlpipe reads little-endian f32, f64, i32, i64 and f16", descr));
 }
 
 BOOST_AUTO_TEST_CASE(refuses_unsupported_dtypes) {
-  for (std::string_view descr : {"<f2", "|b1", "<c8", "|O", "<u4", "|f4", "|i1", ">f2", "<U3", "<M8[ns]", "f4", ""})
+  for (std::string_view descr : {"<e2", "|u1", "<c8", "|O", "<u4", "|f4", "|i1", "|f2", "<U3", "<M8[ns]", "f4", ""})
     BOOST_TEST(refusal(npyFile(dictFor(descr, "()"), std::string(4, 'a'))) ==
                fmt::format("x.npy has dtype '{}', which mlpipe does not read; it reads '<f4' (f32), '<f8' (f64), "
-                           "'<i4' (i32) and '<i8' (i64)",
+                           "'<i4' (i32), '<i8' (i64), '<f2' (f16) and '|b1' (bool)",
                            descr));
   // A dtype string full of junk is quoted short and printable.
   std::string junk = refusal(npyFile(dictFor(std::string(100, 'z') + "\x01", "()")));
   BOOST_TEST(contains(junk, "'" + std::string(40, 'z') + "...'"));
   BOOST_TEST(refusal(npyFile("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}")) ==
-             "x.npy holds a structured array (its 'descr' is a list of fields); mlpipe reads plain f32, f64, i32 and "
-             "i64 arrays only");
+             "x.npy holds a structured array (its 'descr' is a list of fields); mlpipe reads plain f32, f64, i32, i64, "
+             "f16 and bool arrays only");
 }
 
 BOOST_AUTO_TEST_CASE(refuses_truncated_and_trailing_data) {
@@ -406,7 +415,7 @@ BOOST_AUTO_TEST_CASE(read_errors_name_the_path) {
   BOOST_TEST(contains(messageOf([&] { readNpy(path); }), path));
   std::ofstream(path, std::ios::binary) << npyFile(dictFor(">f4", "()"), "abcd");
   BOOST_TEST(messageOf([&] { readNpy(path); }) ==
-             path + " is big-endian ('>f4'); mlpipe reads little-endian f32, f64, i32 and i64");
+             path + " is big-endian ('>f4'); mlpipe reads little-endian f32, f64, i32, i64 and f16");
 }
 
 BOOST_AUTO_TEST_CASE(failed_writes_leave_no_file) {
@@ -453,6 +462,7 @@ BOOST_AUTO_TEST_CASE(seed_files_load_or_are_refused_as_documented) {
       {"valid_i32.npy", {DType::i32, {2, 3}, true}},     {"valid_i64.npy", {DType::i64, {2, 2, 2}, true}},
       {"valid_scalar_f64.npy", {DType::f64, {}, true}},  {"valid_empty_f32.npy", {DType::f32, {0, 3}, true}},
       {"valid_v2_f32.npy", {DType::f32, {2, 2}, false}}, {"valid_v3_i64.npy", {DType::i64, {3}, false}},
+      {"valid_f16.npy", {DType::f16, {4}, true}},        {"valid_bool.npy", {DType::i1, {2, 3}, true}},
   };
   std::map<std::string, std::string> refused = {
       {"bad_magic.npy", "is not a .npy file"},
@@ -463,7 +473,7 @@ BOOST_AUTO_TEST_CASE(seed_files_load_or_are_refused_as_documented) {
       {"bad_dict.npy", "header is not a valid .npy header dict"},
       {"bad_fortran.npy", "is in Fortran order"},
       {"bad_big_endian.npy", "is big-endian ('>f4')"},
-      {"bad_dtype_f16.npy", "has dtype '<f2'"},
+      {"bad_dtype_u4.npy", "has dtype '<u4'"},
       {"bad_huge_shape.npy", "needs more than 2^63 bytes"},
   };
   size_t seen = 0;
@@ -491,4 +501,14 @@ BOOST_AUTO_TEST_CASE(seed_files_load_or_are_refused_as_documented) {
     }
   }
   BOOST_TEST(seen == valid.size() + refused.size());
+}
+
+// numpy has no bf16: a bf16 tensor is written as f32, exactly.
+BOOST_AUTO_TEST_CASE(writes_bf16_as_f32) {
+  HostTensor original = HostTensor::fromDoubles(DType::bf16, {2, 3}, {0.1, -1.5, 3e38, -0.0, 7, 1e-3});
+  HostTensor back = parseNpy(serializeNpy(original), "memory");
+  BOOST_TEST(std::string(dtypeName(back.dtype())) == "f32");
+  BOOST_TEST(back.shape() == original.shape());
+  for (int64_t i = 0; i < original.numel(); ++i)
+    BOOST_TEST(back.at(i) == original.at(i));
 }

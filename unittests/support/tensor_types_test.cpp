@@ -28,3 +28,100 @@ BOOST_AUTO_TEST_CASE(host_tensor_round_trips_doubles) {
   BOOST_TEST(t.as<int32_t>()[1] == -2);
   BOOST_TEST(t.describe() == "2x2xi32");
 }
+
+// ---- f16, bf16, i1 ----------------------------------------------------------
+
+#include "support/float16.h"
+
+#include "test_support.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+BOOST_AUTO_TEST_CASE(every_16_bit_float_survives_a_round_trip_through_f32) {
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    auto h = static_cast<uint16_t>(bits);
+    float f16 = f16BitsToFloat(h), bf16 = bf16BitsToFloat(h);
+    if (std::isnan(f16))
+      BOOST_TEST(std::isnan(f16BitsToFloat(floatToF16Bits(f16))));
+    else if (floatToF16Bits(f16) != h)
+      BOOST_ERROR("f16 " << bits << " comes back as " << floatToF16Bits(f16));
+    if (std::isnan(bf16))
+      BOOST_TEST(std::isnan(bf16BitsToFloat(floatToBf16Bits(bf16))));
+    else if (floatToBf16Bits(bf16) != h)
+      BOOST_ERROR("bf16 " << bits << " comes back as " << floatToBf16Bits(bf16));
+  }
+}
+
+// Rounding to nearest: no representable neighbour of the result is closer.
+// Magnitudes from below the smallest f16 subnormal (2^-24) to just under the
+// largest f16 (65504); overflow is tested on its own below.
+BOOST_AUTO_TEST_CASE(narrowing_rounds_to_the_nearest_16_bit_float) {
+  std::uniform_real_distribution<float> magnitude(-26.0f, 15.99f);
+  for (int i = 0; i < 100000; ++i) {
+    float x = std::exp2(magnitude(mlpipe::testing::rng())) * (i % 2 ? -1.0f : 1.0f);
+    for (auto [narrow, widen] : {std::pair{&floatToF16Bits, &f16BitsToFloat}, {&floatToBf16Bits, &bf16BitsToFloat}}) {
+      uint16_t bits = narrow(x);
+      double error = std::fabs(static_cast<double>(widen(bits)) - x);
+      for (int step : {-1, 1}) {
+        float neighbour = widen(static_cast<uint16_t>(bits + step));
+        if (std::isfinite(neighbour) && std::fabs(static_cast<double>(neighbour) - x) < error)
+          BOOST_FAIL(x << " rounds to " << widen(bits) << " but " << neighbour << " is closer");
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ties_round_to_even_and_overflow_becomes_infinity) {
+  BOOST_TEST(f16BitsToFloat(floatToF16Bits(1.0f + std::ldexp(1.0f, -11))) == 1.0f);
+  BOOST_TEST(f16BitsToFloat(floatToF16Bits(1.0f + 3 * std::ldexp(1.0f, -11))) == 1.0f + std::ldexp(1.0f, -9));
+  BOOST_TEST(f16BitsToFloat(floatToF16Bits(65519.0f)) == 65504.0f);
+  BOOST_TEST(std::isinf(f16BitsToFloat(floatToF16Bits(65520.0f))));
+  BOOST_TEST(floatToF16Bits(std::ldexp(1.0f, -24)) == 1u);     // the smallest subnormal
+  BOOST_TEST(floatToF16Bits(std::ldexp(1.0f, -25)) == 0u);     // a tie, to the even zero
+  BOOST_TEST(floatToF16Bits(3 * std::ldexp(1.0f, -25)) == 2u); // a tie, to the even 2
+  BOOST_TEST(floatToF16Bits(-0.0f) == 0x8000u);
+  BOOST_TEST(bf16BitsToFloat(floatToBf16Bits(1.0f + std::ldexp(1.0f, -8))) == 1.0f);
+  BOOST_TEST(bf16BitsToFloat(floatToBf16Bits(1.0f + 3 * std::ldexp(1.0f, -8))) == 1.0f + std::ldexp(1.0f, -6));
+  BOOST_TEST(std::isinf(bf16BitsToFloat(floatToBf16Bits(std::numeric_limits<float>::max()))));
+  BOOST_TEST(std::isnan(bf16BitsToFloat(floatToBf16Bits(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+BOOST_AUTO_TEST_CASE(stored_values_round_wrap_and_truncate) {
+  BOOST_TEST(storedValue(DType::i32, 2147483648.0) == -2147483648.0);
+  BOOST_TEST(storedValue(DType::i32, -7.9) == -7.0);
+  BOOST_TEST(storedValue(DType::i32, std::nan("")) == 0.0);
+  BOOST_TEST(storedValue(DType::i64, 1e300) == static_cast<double>(std::numeric_limits<int64_t>::max()));
+  BOOST_TEST(storedValue(DType::i1, -0.5) == 1.0);
+  BOOST_TEST(storedValue(DType::i1, 0.0) == 0.0);
+  BOOST_TEST(storedValue(DType::bf16, 1.0 + std::ldexp(1.0, -8)) == 1.0);
+  BOOST_TEST(storedValue(DType::f32, 0.1) == static_cast<double>(0.1f));
+  BOOST_TEST(storedValue(DType::f64, 0.1) == 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(host_tensors_hold_16_bit_floats_and_truth_values) {
+  HostTensor half = HostTensor::fromDoubles(DType::f16, {3}, {0.1, -2.5, 70000});
+  BOOST_TEST(half.byteSize() == 6u);
+  BOOST_TEST(half.at(0) == static_cast<double>(f16BitsToFloat(floatToF16Bits(0.1f))));
+  BOOST_TEST(half.at(1) == -2.5);
+  BOOST_TEST(std::isinf(half.at(2)));
+  HostTensor brain = half.convertedTo(DType::bf16);
+  BOOST_TEST(brain.at(1) == -2.5);
+  HostTensor truth = HostTensor::fromDoubles(DType::i1, {2, 2}, {0, 3, -1, 0});
+  BOOST_TEST(truth.byteSize() == 4u);
+  BOOST_TEST(truth.as<uint8_t>()[1] == 1);
+  BOOST_TEST(truth.describe() == "2x2xi1");
+}
+
+BOOST_AUTO_TEST_CASE(poison_shows_unwritten_elements_of_every_type) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16, DType::bf16, DType::i1}) {
+    BOOST_TEST_CONTEXT(dtypeName(dtype)) {
+      HostTensor poisoned = poisonedTensor(dtype, {5});
+      BOOST_TEST(countPoisoned(poisoned) == 5);
+      poisoned.set(2, 1.0);
+      poisoned.set(4, 0.0);
+      BOOST_TEST(countPoisoned(poisoned) == 3);
+    }
+  }
+}

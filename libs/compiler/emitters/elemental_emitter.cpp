@@ -2,6 +2,7 @@
 #include "compiler/emitters/elemental_emitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -237,6 +238,23 @@ mlir::Value ElementalEmitter::outsideValue(mlir::Value value) {
   mlir::Operation *definer = value.getDefiningOp();
   // Scalar arithmetic and reads of arguments (a run-time position) are
   // recomputed at the kernel's entry too.
+  if (auto global = mlir::dyn_cast_or_null<mlir::memref::GetGlobalOp>(definer)) {
+    // The constant array goes into the kernel's own module, in global memory.
+    auto kernelModule = entry_.getBlock()->getParentOp()->getParentOfType<mlir::gpu::GPUModuleOp>();
+    auto hostModule = definer->getParentOfType<mlir::ModuleOp>();
+    auto original = hostModule.lookupSymbol<mlir::memref::GlobalOp>(global.getName());
+    if (!kernelModule || !original) {
+      fail("a constant array the kernel cannot reach");
+      return value;
+    }
+    if (!kernelModule.lookupSymbol(global.getName())) {
+      mlir::OpBuilder inModule = mlir::OpBuilder::atBlockBegin(kernelModule.getBody());
+      inModule.clone(*original.getOperation());
+    }
+    mlir::Value copy = mlir::memref::GetGlobalOp::create(entry_, loc_, global.getType(), global.getName());
+    outside_.map(value, copy);
+    return copy;
+  }
   bool scalarWork = definer && definer->getNumRegions() == 0 &&
                     ((definer->getDialect() && definer->getDialect()->getNamespace() == "arith") ||
                      mlir::isa<mlir::memref::LoadOp>(definer));
@@ -256,6 +274,9 @@ mlir::Value ElementalEmitter::flatArgument(mlir::Value root) {
   if (mlir::Value found = flat_.lookup(root))
     return found;
   mlir::Value kernelValue = arguments_.lookupOrNull(root);
+  // A constant array (a memref.global): the kernel's module gets its own copy.
+  if (!kernelValue && root.getDefiningOp<mlir::memref::GetGlobalOp>())
+    kernelValue = outsideValue(root);
   if (!kernelValue) {
     fail("a read of a buffer that is not a fusion argument");
     return {};
@@ -444,12 +465,16 @@ mlir::Value ElementalEmitter::body(int nodeIndex, llvm::ArrayRef<mlir::Value> lo
     });
     builder_.clone(bodyOp, mapping);
   }
-  if (combining) {
-    mlir::Value mapped =
-        combining->getOperand(0) == outputArgument ? combining->getOperand(1) : combining->getOperand(0);
-    return mapping.lookupOrDefault(mapped);
-  }
-  return mapping.lookupOrDefault(block->getTerminator()->getOperand(0));
+  // The result: computed in the body, or a value from outside it (a body
+  // yielding a constant).
+  auto resultOf = [&](mlir::Value v) -> mlir::Value {
+    if (mlir::Value mapped = mapping.lookupOrNull(v))
+      return mapped;
+    return outsideValue(v);
+  };
+  if (combining)
+    return resultOf(combining->getOperand(0) == outputArgument ? combining->getOperand(1) : combining->getOperand(0));
+  return resultOf(block->getTerminator()->getOperand(0));
 }
 
 mlir::Value ElementalEmitter::operand(int consumer, mlir::OpOperand &operand, llvm::ArrayRef<mlir::Value> loopIndex) {

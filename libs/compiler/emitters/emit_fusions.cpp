@@ -152,7 +152,7 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
     std::function<void(mlir::Value)> collect = [&](mlir::Value value) {
       if (!seen.insert(value).second)
         return;
-      if (mlir::isa<mlir::MemRefType>(value.getType()))
+      if (mlir::isa<mlir::MemRefType>(value.getType()) && !rootOf(value).getDefiningOp<mlir::memref::GetGlobalOp>())
         roots.insert(rootOf(value));
       mlir::Operation *definer = value.getDefiningOp();
       if (definer && (isViewOp(definer) || isScalarWork(definer)))
@@ -240,6 +240,8 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
   // Constants, scalar arithmetic and scalar reads: what a view's run-time
   // offset is computed from.
   static bool isScalarWork(mlir::Operation *op) {
+    if (mlir::isa<mlir::memref::GetGlobalOp>(op)) // a constant array
+      return true;
     return op->getNumRegions() == 0 &&
            ((op->getDialect() && op->getDialect()->getNamespace() == "arith") || mlir::isa<mlir::memref::LoadOp>(op));
   }

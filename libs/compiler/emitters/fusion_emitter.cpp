@@ -196,6 +196,10 @@ mlir::Value butterflyReduce(ElementalEmitter &elemental, int node, mlir::Value v
 }
 
 int vectorWidthFor(mlir::Type elementType, const EmitterOptions &options) {
+  // Vectors of i1 are bit-packed, but a memref of i1 holds a byte per
+  // element: such elements move one at a time.
+  if (elementType.getIntOrFloatBitWidth() % 8 != 0)
+    return 1;
   int bytes = std::max(1u, elementType.getIntOrFloatBitWidth() / 8);
   return std::max(1, options.vectorBytes / bytes);
 }

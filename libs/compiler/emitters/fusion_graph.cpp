@@ -92,14 +92,15 @@ llvm::FailureOr<FusionGraph> FusionGraph::analyze(mlir::func::FuncOp fusion, std
   llvm::DenseMap<mlir::Value, int> lastWriter;
   for (mlir::Operation &op : fusion.getBody().front()) {
     if (mlir::isa<mlir::func::ReturnOp, mlir::memref::AllocOp, mlir::memref::AllocaOp, mlir::memref::DeallocOp,
-                  mlir::arith::ConstantOp>(op) ||
+                  mlir::arith::ConstantOp, mlir::memref::GetGlobalOp>(op) ||
         isViewOp(&op))
       continue;
     // A scalar read from an argument nothing here writes (a run-time
     // position), and arithmetic on scalars: the kernel recomputes them.
     if (auto load = mlir::dyn_cast<mlir::memref::LoadOp>(op)) {
       mlir::Value root = rootOf(load.getMemRef());
-      if (!mlir::isa<mlir::BlockArgument>(root) || lastWriter.count(root))
+      if (!(mlir::isa<mlir::BlockArgument>(root) || root.getDefiningOp<mlir::memref::GetGlobalOp>()) ||
+          lastWriter.count(root))
         return reason = "a scalar read of a buffer the fusion writes", mlir::failure();
       continue;
     }
@@ -151,7 +152,8 @@ llvm::FailureOr<FusionGraph> FusionGraph::analyze(mlir::func::FuncOp fusion, std
       for (mlir::Value operand : nested->getOperands())
         if (mlir::isa<mlir::MemRefType>(operand.getType())) {
           mlir::Value root = rootOf(operand);
-          badBodyRead |= !mlir::isa<mlir::BlockArgument>(root) || lastWriter.count(root);
+          badBodyRead |= !(mlir::isa<mlir::BlockArgument>(root) || root.getDefiningOp<mlir::memref::GetGlobalOp>()) ||
+                         lastWriter.count(root);
         }
     });
     if (badBodyRead)

@@ -34,6 +34,11 @@ namespace {
 constexpr int64_t kMaxRowElementsPerLane = 32;
 // Threads per block when one block holds several rows.
 constexpr int64_t kThreadsPerBlock = 256;
+// Blocks per SM a grid of short rows should at least have: with fewer, some
+// SMs idle while others hold several blocks (1024 rows of 768 at eight rows
+// a block would be 128 blocks for 132 SMs); the rows then spread over
+// smaller blocks.
+constexpr int64_t kMinBlocksPerSm = 2;
 
 int64_t nextPowerOfTwo(int64_t n) {
   int64_t p = 1;
@@ -80,9 +85,10 @@ public:
     inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     // A block of one row when the row needs more than a warp; else several
     // rows share a block.
-    threads_ = lanes_ > warp
-                   ? lanes_
-                   : std::max<int64_t>(warp, std::min<int64_t>(kThreadsPerBlock, nextPowerOfTwo(rows_ * lanes_)));
+    int64_t threadsForEnoughBlocks = nextPowerOfTwo((rows_ * lanes_ + kMinBlocksPerSm * device.smCount - 1) /
+                                                    (kMinBlocksPerSm * device.smCount));
+    threads_ = lanes_ > warp ? lanes_
+                             : std::max<int64_t>({warp, lanes_, std::min<int64_t>(kThreadsPerBlock, threadsForEnoughBlocks)});
     rowsPerBlock_ = threads_ / lanes_;
     int64_t blocks = (rows_ + rowsPerBlock_ - 1) / rowsPerBlock_;
     int64_t warpsPerRow = lanes_ / warp;

@@ -1,0 +1,195 @@
+#include "driver/bench_matmul.h"
+
+#include "compiler/device_description.h"
+#include "driver/compile.h"
+#include "driver/matmul_choice.h"
+#include "models/unit_kernels.h"
+#include "runtime/executable.h"
+#include "runtime/gemm_runtime.h"
+#include "runtime/mgpu_runtime.h"
+#include "support/compare.h"
+#include "support/error.h"
+#include "support/statistics.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <random>
+
+namespace mlpipe {
+
+namespace {
+
+// Copies of the operands to rotate over: at least twice the L2 cache, so
+// every call reads its operands from memory; at most this many.
+constexpr int64_t kColdCacheFactor = 2;
+constexpr int64_t kMaxOperandSets = 64;
+
+// One set of operands and result, in managed memory the GPU reads.
+struct OperandSet {
+  TargetBuffer a, b, y;
+};
+
+int64_t batchOf(const MatmulShape &shape) { return std::max<int64_t>(1, shape.batch); }
+
+// Median microseconds per call of `call(i)` (i counting calls), timed as
+// described in bench_matmul.h.
+double timeCalls(const MatmulBenchRequest &request, const std::function<void(int64_t)> &call) {
+  int64_t calls = 0;
+  for (int batch = 0; batch < request.warmup; ++batch)
+    for (int i = 0; i < request.launches; ++i)
+      call(calls++);
+  gpu::synchronize();
+  std::vector<double> perCall;
+  for (int batch = 0; batch < request.repeat; ++batch) {
+    gpu::EventTimer timer;
+    timer.start();
+    for (int i = 0; i < request.launches; ++i)
+      call(calls++);
+    timer.stop();
+    perCall.push_back(1000.0 * timer.milliseconds() / request.launches);
+  }
+  return median(perCall);
+}
+
+HostTensor resultOf(const OperandSet &set, const MatmulShape &shape) {
+  Shape dims = shape.batch > 0 ? Shape{shape.batch, shape.m, shape.n} : Shape{shape.m, shape.n};
+  HostTensor tensor(DType::f32, dims);
+  set.y.download(tensor.data(), tensor.byteSize());
+  return tensor;
+}
+
+void printRow(const std::string &shape, const std::string &path, double microseconds, double flops,
+              double cublasMicroseconds, const std::string &difference) {
+  std::cout << fmt::format("{:<26} {:<18} {:>10.1f} {:>9.2f} {:>9.2f}x {:>10}\n", shape, path, microseconds,
+                           flops / (microseconds * 1e6), cublasMicroseconds / microseconds, difference);
+}
+
+} // namespace
+
+MatmulShape parseMatmulShape(const std::string &text) {
+  Shape dims = parseShape(text);
+  if (dims.size() == 3)
+    return {0, dims[0], dims[1], dims[2]};
+  if (dims.size() == 4)
+    return {dims[0], dims[1], dims[2], dims[3]};
+  fail("matmul shape '{}' must be MxKxN or BATCHxMxKxN", text);
+}
+
+std::string formatMatmulShape(const MatmulShape &shape) {
+  if (shape.batch > 0)
+    return fmt::format("{}x({}x{} @ {}x{})", shape.batch, shape.m, shape.k, shape.k, shape.n);
+  return fmt::format("{}x{}x{}", shape.m, shape.k, shape.n);
+}
+
+void benchMatmul(const MatmulBenchRequest &request) {
+  if (request.repeat <= 0 || request.warmup < 0 || request.launches <= 0)
+    fail("--repeat and --launches must be positive and --warmup not negative");
+  checkPrecision(request.precision);
+  for (const std::string &matmul : request.matmuls)
+    if (matmul != "cublas" && matmul != "generated")
+      fail("--matmul must list cublas and/or generated, not '{}'", matmul);
+  if (!gpu::available())
+    fail("bench matmul runs on the GPU, but {}", gpu::unavailableReason());
+  std::unique_ptr<gpu::GemmSession> session;
+  try {
+    session = std::make_unique<gpu::GemmSession>();
+  } catch (const Error &error) {
+    fail("bench matmul compares with cuBLAS, but {}", error.what());
+  }
+  const DeviceDescription &device = deviceDescription(request.chip);
+  int64_t coldBytes = kColdCacheFactor * device.l2CacheBytes;
+  bool tf32 = request.precision == "tf32";
+  std::cout << fmt::format("bench matmul: {} ({}), f32{}, median of {} timings of {} back-to-back calls after {} "
+                           "warm-up rounds; operands rotate over at least {} MB\n",
+                           gpu::deviceName(), request.chip, tf32 ? " with TF32 allowed" : "", request.repeat,
+                           request.launches, request.warmup, coldBytes >> 20);
+  std::cout << "x cuBLAS: cuBLAS's time over this one (1.00 = as fast); diff: ||y - y_cuBLAS|| / ||y_cuBLAS||\n";
+  std::cout << fmt::format("{:<26} {:<18} {:>10} {:>9} {:>10} {:>10}\n", "shape", "path", "us", "TFLOP/s", "x cuBLAS",
+                           "diff");
+
+  std::mt19937 generator(20261130);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const MatmulShape &shape : request.shapes) {
+    if (shape.m < 1 || shape.k < 1 || shape.n < 1 || shape.batch < 0)
+      fail("matmul shape {} has an empty dimension", formatMatmulShape(shape));
+    int64_t batch = batchOf(shape);
+    int64_t aElements = batch * shape.m * shape.k, bElements = batch * shape.k * shape.n,
+            yElements = batch * shape.m * shape.n;
+    int64_t setBytes = 4 * (aElements + bElements + yElements);
+    int64_t sets = std::clamp<int64_t>((coldBytes + setBytes - 1) / setBytes, 1, kMaxOperandSets);
+    std::vector<OperandSet> operands;
+    std::vector<float> random(static_cast<size_t>(std::max(aElements, bElements)));
+    for (float &value : random)
+      value = uniform(generator);
+    for (int64_t s = 0; s < sets; ++s) {
+      OperandSet set{TargetBuffer(Target::Gpu, 4 * aElements), TargetBuffer(Target::Gpu, 4 * bElements),
+                     TargetBuffer(Target::Gpu, 4 * yElements)};
+      // Each set differs (the random block, shifted), so no result repeats.
+      std::rotate(random.begin(), random.begin() + (s * 7919) % random.size(), random.end());
+      set.a.upload(random.data(), 4 * aElements);
+      set.b.upload(random.data(), 4 * bElements);
+      operands.push_back(std::move(set));
+    }
+    double flops = 2.0 * batch * shape.m * shape.n * shape.k;
+    std::string name = formatMatmulShape(shape);
+
+    // cuBLAS, called directly.
+    auto problemFor = [&](const OperandSet &set) {
+      gpu::GemmProblem p;
+      p.compute = tf32 ? gemm_abi::kTf32 : gemm_abi::kExact;
+      p.batch = batch;
+      p.m = shape.m;
+      p.n = shape.n;
+      p.k = shape.k;
+      p.a = set.a.data();
+      p.lda = shape.k;
+      p.strideA = shape.m * shape.k;
+      p.b = set.b.data();
+      p.ldb = shape.n;
+      p.strideB = shape.k * shape.n;
+      p.d = set.y.data();
+      p.ldd = shape.n;
+      p.strideD = shape.m * shape.n;
+      return p;
+    };
+    double cublasMicroseconds =
+        timeCalls(request, [&](int64_t i) { gpu::classicGemm(problemFor(operands[i % sets]), nullptr); });
+    gpu::classicGemm(problemFor(operands[0]), nullptr);
+    gpu::synchronize();
+    HostTensor expected = resultOf(operands[0], shape);
+    printRow(name, "cuBLAS", cublasMicroseconds, flops, cublasMicroseconds, "-");
+
+    // mlpipe's compiled unit matmul, per path.
+    for (const std::string &matmul : request.matmuls) {
+      KernelOptions options;
+      options.shapes = {{shape.m, shape.k}, {shape.k, shape.n}};
+      options.batch = shape.batch;
+      CompileOptions compile;
+      compile.target = Target::Gpu;
+      compile.chip = request.chip;
+      compile.matmul = matmul;
+      compile.precision = request.precision;
+      Executable executable = Executable::load(compileProgram(traceUnitKernel("matmul", options), "matmul", compile));
+      const EntrySignature &entry = executable.entry("matmul");
+      auto call = [&](const OperandSet &set) {
+        executable.enqueue(entry, {set.a.data(), set.b.data(), set.y.data()});
+      };
+      double microseconds = timeCalls(request, [&](int64_t i) { call(operands[i % sets]); });
+      // NaN: a result left unwritten shows.
+      std::vector<unsigned char> nan(operands[0].y.size(), 0xff);
+      operands[0].y.upload(nan.data(), nan.size());
+      call(operands[0]);
+      gpu::synchronize();
+      Comparison comparison = compareTensors(resultOf(operands[0], shape), expected, 0.0, 0.0);
+      printRow("", "mlpipe " + matmul, microseconds, flops, cublasMicroseconds,
+               fmt::format("{:.1e}", comparison.relativeL2));
+    }
+  }
+}
+
+} // namespace mlpipe

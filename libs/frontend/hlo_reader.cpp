@@ -1,0 +1,1715 @@
+// The HLO text reader. Two passes:
+//
+// 1. Parse: a character-level recursive-descent parser turns the text into a
+//    small syntax tree (ModuleText: computations, instructions with their
+//    declared shapes, operand names and the raw text of each attribute),
+//    following XLA's hlo_parser grammar:
+//      module      ::= 'HloModule' name (',' attribute)* stack_frames? computation+
+//      computation ::= 'ENTRY'? name ('(' param (',' param)* ')' '->' shape)? '{' instruction+ '}'
+//      instruction ::= 'ROOT'? name '=' shape? opcode '(' operands ')' (',' attribute)*
+//      operand     ::= shape? name
+//      shape       ::= type '[' dims ']' layout? | '(' shape (',' shape)* ')'
+//    Comments (/*index=5*/, //...) are skipped like whitespace. Attributes
+//    are kept as text and parsed only when an op needs them, so metadata,
+//    backend_config, frontend_attributes and anything else unknown are
+//    skipped without being understood.
+//
+// 2. Build: the ENTRY computation is walked in dependency order (so operands
+//    may be defined after their use, and a cycle is reported as one) and each
+//    instruction is recorded into the front-end graph; call and fusion
+//    computations are walked the same way with their operands as
+//    parameters, which inlines them. Every result is checked against the
+//    shape the instruction declares.
+//
+// Nothing here trusts the input: recursion is bounded (tuple nesting, call
+// depth), instruction chains are walked with an explicit stack, numbers and
+// sizes are checked for overflow, and the graph is capped in size, so the
+// reader can be fuzzed.
+#include "frontend/hlo_reader.h"
+
+#include "support/error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+namespace mlpipe::fe {
+
+namespace {
+
+// Limits that keep hostile input from exhausting the stack or memory.
+constexpr int kMaxNesting = 64;                    // tuple shapes, calls within calls
+constexpr size_t kMaxRank = 32;                    // dimensions of one shape
+constexpr size_t kMaxGraphNodes = size_t(1) << 18; // recorded ops, after inlining
+constexpr size_t kMaxQuoted = 40;                  // characters of the input echoed in a message
+
+struct Location {
+  int line = 1;
+  int column = 1;
+};
+
+// ---- Syntax tree ----------------------------------------------------------------
+
+// A shape as written: an array (element type, dimensions, optional layout)
+// or a tuple of shapes.
+struct ShapeText {
+  Location loc;
+  bool tuple = false;
+  std::vector<ShapeText> elements;
+  std::string typeName; // "f32", "pred", "token", ... as written
+  Shape dims;
+  bool dynamic = false;                             // a '?' or '<=N' dimension
+  std::optional<std::vector<int64_t>> minorToMajor; // absent: the default layout
+  bool layoutExtras = false;                        // tiling, memory space, ... after ':'
+};
+
+struct Attribute {
+  std::string name;
+  Location loc;      // of the name
+  Location valueLoc; // of the value's first character
+  std::string_view text;
+};
+
+struct Operand {
+  std::string name;
+  Location loc;
+};
+
+struct Instruction {
+  std::string name;
+  Location loc;
+  bool root = false;
+  std::optional<ShapeText> shape;
+  std::string opcode;
+  Location opcodeLoc;
+  std::vector<Operand> operands;
+  int64_t parameterNumber = -1; // parameter
+  std::vector<double> literal;  // constant, C order
+  std::vector<Attribute> attributes;
+};
+
+struct Computation {
+  std::string name;
+  Location loc;
+  bool entry = false;
+  std::vector<Instruction> instructions;
+  std::map<std::string, size_t> byName;
+  size_t root = 0;
+};
+
+struct ModuleText {
+  std::string name;
+  Location loc;
+  std::optional<Attribute> entryLayout;
+  std::vector<Computation> computations;
+  std::map<std::string, size_t> byName;
+  size_t entry = 0;
+};
+
+// Text from the file, made safe and short for a one-line message.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMaxQuoted; ++i) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\')
+      out += static_cast<char>(byte);
+    else
+      out += fmt::format("\\x{:02x}", byte);
+  }
+  if (text.size() > kMaxQuoted)
+    out += "...";
+  return out;
+}
+
+[[noreturn]] void failAt(const std::string &source, Location loc, const std::string &message) {
+  throw DiagnosticError(fmt::format("{}:{}:{}: error: {}", source, loc.line, loc.column, message));
+}
+
+bool isIdentifierStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool isIdentifierChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+}
+bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// ---- Parser -----------------------------------------------------------------------
+
+// A position in the text with its line and column, and the token-level
+// operations the grammar needs. A Cursor over one attribute's value parses
+// it on demand, reporting positions in the whole file.
+class Cursor {
+public:
+  Cursor(std::string_view text, const std::string &source, Location start = {})
+      : text_(text), source_(source), line_(start.line), column_(start.column) {}
+
+  struct State {
+    size_t pos;
+    int line, column;
+  };
+  State save() const { return {pos_, line_, column_}; }
+  void restore(State state) {
+    pos_ = state.pos;
+    line_ = state.line;
+    column_ = state.column;
+  }
+
+  bool atEnd() const { return pos_ >= text_.size(); }
+  char peek(size_t ahead = 0) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
+  Location location() const { return {line_, column_}; }
+  const std::string &source() const { return source_; }
+
+  void advance() {
+    if (text_[pos_] == '\n') {
+      ++line_;
+      column_ = 1;
+    } else {
+      ++column_;
+    }
+    ++pos_;
+  }
+
+  // Whitespace and comments: /* ... */ (XLA writes /*index=5*/ in long
+  // tuples) and // to the end of the line.
+  void skipTrivia() {
+    while (!atEnd()) {
+      char c = peek();
+      if (isSpace(c)) {
+        advance();
+      } else if (c == '/' && peek(1) == '*') {
+        Location start = location();
+        advance();
+        advance();
+        while (!(peek() == '*' && peek(1) == '/')) {
+          if (atEnd())
+            fail(start, "unterminated /* comment: the file ends inside it");
+          advance();
+        }
+        advance();
+        advance();
+      } else if (c == '/' && peek(1) == '/') {
+        while (!atEnd() && peek() != '\n')
+          advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  bool consume(char c) {
+    skipTrivia();
+    if (atEnd() || peek() != c)
+      return false;
+    advance();
+    return true;
+  }
+
+  void expect(char c, std::string_view what) {
+    if (!consume(c))
+      unexpected(what);
+  }
+
+  // The next character after trivia, without consuming it ('\0' at the end).
+  char next() {
+    skipTrivia();
+    return peek();
+  }
+
+  bool nextIsWord(std::string_view word) {
+    skipTrivia();
+    if (text_.substr(pos_, word.size()) != word)
+      return false;
+    return !isIdentifierChar(peek(word.size()));
+  }
+
+  [[noreturn]] void fail(Location loc, const std::string &message) const { failAt(source_, loc, context_ + message); }
+
+  // Names what is being parsed ("tanh %tanh.2: ") in front of every message.
+  void setContext(std::string context) { context_ = std::move(context); }
+
+  [[noreturn]] void unexpected(std::string_view expected) {
+    skipTrivia();
+    std::string found;
+    if (atEnd()) {
+      found = "the end of the file";
+    } else {
+      size_t end = pos_ + 1;
+      if (isIdentifierChar(peek()) || peek() == '%')
+        while (end < text_.size() && end - pos_ < kMaxQuoted && isIdentifierChar(text_[end]))
+          ++end;
+      found = fmt::format("'{}'", printable(text_.substr(pos_, end - pos_)));
+    }
+    fail(location(), fmt::format("expected {}, found {}", expected, found));
+  }
+
+  // [A-Za-z_][A-Za-z0-9_.-]*
+  std::string identifier(std::string_view what) {
+    skipTrivia();
+    if (atEnd() || !isIdentifierStart(peek()))
+      unexpected(what);
+    size_t start = pos_;
+    while (!atEnd() && isIdentifierChar(peek()))
+      advance();
+    return std::string(text_.substr(start, pos_ - start));
+  }
+
+  // An instruction or computation name, with or without its '%'.
+  std::string name(std::string_view what) {
+    skipTrivia();
+    if (peek() == '%') {
+      advance();
+      if (atEnd() || !isIdentifierStart(peek()))
+        unexpected(what);
+    }
+    return identifier(what);
+  }
+
+  // [-]?[0-9]+ that fits in int64.
+  int64_t integer(std::string_view what) {
+    skipTrivia();
+    Location start = location();
+    bool negative = peek() == '-';
+    if (negative)
+      advance();
+    if (atEnd() || !std::isdigit(static_cast<unsigned char>(peek())))
+      unexpected(what);
+    uint64_t magnitude = 0;
+    while (!atEnd() && std::isdigit(static_cast<unsigned char>(peek()))) {
+      uint64_t digit = static_cast<uint64_t>(peek() - '0');
+      if (magnitude > (uint64_t(std::numeric_limits<int64_t>::max()) - digit) / 10)
+        fail(start, fmt::format("{} does not fit in 64 bits", what));
+      magnitude = magnitude * 10 + digit;
+      advance();
+    }
+    return negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+  }
+
+  // A literal element: a decimal or float number, inf, -inf, nan, -nan
+  // (with an optional (0x...) payload), true or false.
+  double number(std::string_view what) {
+    skipTrivia();
+    Location start = location();
+    for (auto [word, value] : {std::pair<std::string_view, double>{"true", 1.0},
+                               {"false", 0.0},
+                               {"inf", INFINITY},
+                               {"-inf", -INFINITY},
+                               {"nan", NAN},
+                               {"-nan", -NAN}}) {
+      if (text_.substr(pos_, word.size()) == word && !isIdentifierChar(peek(word.size()))) {
+        for (size_t i = 0; i < word.size(); ++i)
+          advance();
+        if (std::isnan(value) && peek() == '(') { // a NaN payload: the value is still NaN
+          while (!atEnd() && peek() != ')')
+            advance();
+          if (atEnd())
+            fail(start, "unterminated NaN payload");
+          advance();
+        }
+        return value;
+      }
+    }
+    size_t begin = pos_;
+    if (peek() == '-' || peek() == '+')
+      advance();
+    auto afterExponent = [&] { return pos_ > begin && (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E'); };
+    while (!atEnd() && (std::isdigit(static_cast<unsigned char>(peek())) || peek() == '.' || peek() == 'e' ||
+                        peek() == 'E' || ((peek() == '-' || peek() == '+') && afterExponent())))
+      advance();
+    std::string_view token = text_.substr(begin, pos_ - begin);
+    double value = 0;
+    auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), value);
+    if (token.empty() || error != std::errc() || end != token.data() + token.size()) {
+      restore({begin, start.line, start.column});
+      unexpected(what);
+    }
+    return value;
+  }
+
+  // A "..." or '...' string with backslash escapes, returned raw.
+  void quotedString() {
+    Location start = location();
+    char quote = peek();
+    advance();
+    while (!atEnd() && peek() != quote) {
+      if (peek() == '\\' && pos_ + 1 < text_.size())
+        advance();
+      advance();
+    }
+    if (atEnd())
+      fail(start, "unterminated string: the file ends inside it");
+    advance();
+  }
+
+  // One attribute value, returned as raw text: a balanced {...}, [...] or
+  // (...) group (strings inside may hold anything), a string, or a run of
+  // characters up to a space, ',' or a closing bracket.
+  std::string_view skipValue() {
+    skipTrivia();
+    Location start = location();
+    size_t begin = pos_;
+    int depth = 0;
+    while (!atEnd()) {
+      char c = peek();
+      if (c == '"' || c == '\'') {
+        quotedString();
+        continue;
+      }
+      if (c == '{' || c == '[' || c == '(') {
+        ++depth;
+      } else if (c == '}' || c == ']' || c == ')') {
+        if (depth == 0)
+          break;
+        --depth;
+      } else if (depth == 0 && (c == ',' || isSpace(c))) {
+        break;
+      }
+      advance();
+    }
+    if (depth > 0)
+      fail(start, "unterminated attribute value: a bracket it opens is never closed");
+    if (pos_ == begin)
+      unexpected("an attribute value");
+    return text_.substr(begin, pos_ - begin);
+  }
+
+private:
+  std::string_view text_;
+  const std::string &source_;
+  std::string context_;
+  size_t pos_ = 0;
+  int line_ = 1, column_ = 1;
+};
+
+// shape ::= type '[' dims ']' layout? | '(' shape (',' shape)* ')'
+ShapeText parseShape(Cursor &in, int depth = 0) {
+  in.skipTrivia();
+  ShapeText shape;
+  shape.loc = in.location();
+  if (depth > kMaxNesting)
+    in.fail(shape.loc, fmt::format("tuple shapes nest deeper than {}", kMaxNesting));
+  if (in.consume('(')) {
+    shape.tuple = true;
+    if (!in.consume(')')) {
+      do
+        shape.elements.push_back(parseShape(in, depth + 1));
+      while (in.consume(','));
+      in.expect(')', "',' or ')' in a tuple shape");
+    }
+    return shape;
+  }
+  shape.typeName = in.identifier("a shape such as f32[8,16]");
+  in.expect('[', fmt::format("'[' after the element type {}", shape.typeName));
+  if (!in.consume(']')) {
+    do {
+      if (in.next() == '?') {
+        in.advance();
+        shape.dynamic = true;
+        shape.dims.push_back(1);
+        continue;
+      }
+      if (in.peek() == '<' && in.peek(1) == '=') {
+        in.advance();
+        in.advance();
+        shape.dynamic = true;
+      }
+      shape.dims.push_back(in.integer("a dimension size"));
+      if (shape.dims.size() > kMaxRank)
+        in.fail(shape.loc, fmt::format("shapes of rank above {} are not supported", kMaxRank));
+    } while (in.consume(','));
+    in.expect(']', "',' or ']' in the dimensions");
+  }
+  // A layout: '{' minor_to_major (':' tiling and the like)? '}'. A '{' that
+  // opens a computation body is not one: a layout holds numbers, ':' or '}'.
+  Cursor::State before = in.save();
+  if (in.consume('{')) {
+    char c = in.next();
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == ':' || c == '}')) {
+      in.restore(before);
+      return shape;
+    }
+    shape.minorToMajor.emplace();
+    if (c != ':' && c != '}') {
+      do
+        shape.minorToMajor->push_back(in.integer("a layout dimension"));
+      while (in.consume(','));
+    }
+    if (in.consume(':')) {
+      shape.layoutExtras = true;
+      int nesting = 0;
+      while (!in.atEnd() && !(nesting == 0 && in.peek() == '}')) {
+        char d = in.peek();
+        nesting += d == '(' || d == '{' ? 1 : d == ')' || d == '}' ? -1 : 0;
+        in.advance();
+      }
+    }
+    in.expect('}', "'}' closing the layout");
+  }
+  return shape;
+}
+
+// Whether the next token starts a shape: a type name directly followed by
+// '[', or '(' (a tuple shape).
+bool nextIsShape(Cursor &in) {
+  char c = in.next();
+  if (c == '(')
+    return true;
+  if (!isIdentifierStart(c))
+    return false;
+  Cursor::State before = in.save();
+  in.identifier("a type");
+  bool shape = in.peek() == '[';
+  in.restore(before);
+  return shape;
+}
+
+// A constant's literal: a scalar, or nested braces matching the shape.
+std::vector<double> parseLiteral(Cursor &in, const std::optional<ShapeText> &shape, Location opLoc) {
+  if (!shape || shape->tuple)
+    in.fail(opLoc, "a constant needs an array shape written before 'constant'");
+  const Shape &dims = shape->dims;
+  std::vector<double> values;
+  if (dims.empty()) {
+    values.push_back(in.number("a number for the scalar constant"));
+    return values;
+  }
+  int64_t expected = 1;
+  for (int64_t dim : dims)
+    if (dim < 0 || (dim > 0 && expected > std::numeric_limits<int64_t>::max() / dim))
+      in.fail(shape->loc, "the constant's shape is too large");
+    else
+      expected *= dim;
+  in.expect('{', "'{' opening the constant's elements");
+  // seen[d]: elements (or sub-arrays) seen so far at nesting level d.
+  std::vector<int64_t> seen(dims.size(), 0);
+  size_t depth = 1;
+  while (depth > 0) {
+    char c = in.next();
+    Location here = in.location();
+    if (c == '{') {
+      if (depth == dims.size())
+        in.fail(here, fmt::format("the constant nests deeper than its rank {}", dims.size()));
+      if (++seen[depth - 1] > dims[depth - 1])
+        in.fail(here, fmt::format("the constant has more than {} elements along axis {}", dims[depth - 1], depth - 1));
+      seen[depth] = 0;
+      ++depth;
+      in.advance();
+    } else if (c == '}') {
+      if (seen[depth - 1] != dims[depth - 1])
+        in.fail(here, fmt::format("the constant has {} elements along axis {}, but its shape says {}", seen[depth - 1],
+                                  depth - 1, dims[depth - 1]));
+      --depth;
+      in.advance();
+    } else if (c == ',') {
+      in.advance();
+    } else if (c == '.') {
+      in.fail(here, "the constant's elements are elided ('...'): mlpipe needs every value (dump with "
+                    "--xla_dump_large_constants or print_large_constants)");
+    } else {
+      if (depth != dims.size())
+        in.unexpected(fmt::format("'{{' (the constant has rank {})", dims.size()));
+      if (++seen[depth - 1] > dims[depth - 1])
+        in.fail(here, fmt::format("the constant has more than {} elements along axis {}", dims[depth - 1], depth - 1));
+      values.push_back(in.number("a number in the constant"));
+    }
+  }
+  if (static_cast<int64_t>(values.size()) != expected)
+    in.fail(shape->loc, fmt::format("the constant has {} elements, but its shape holds {}", values.size(), expected));
+  return values;
+}
+
+// instruction ::= 'ROOT'? name '=' shape? opcode '(' operands ')' (',' attribute)*
+Instruction parseInstruction(Cursor &in) {
+  Instruction instruction;
+  if (in.nextIsWord("ROOT")) {
+    instruction.root = true;
+    in.identifier("ROOT");
+  }
+  in.skipTrivia();
+  instruction.loc = in.location();
+  instruction.name = in.name("an instruction name (or '}' closing the computation)");
+  in.expect('=', fmt::format("'=' after the instruction name {}", instruction.name));
+  if (nextIsShape(in))
+    instruction.shape = parseShape(in);
+  in.setContext(fmt::format("%{}: ", instruction.name));
+  in.skipTrivia();
+  instruction.opcodeLoc = in.location();
+  instruction.opcode = in.identifier("an opcode");
+  in.setContext(fmt::format("{} %{}: ", instruction.opcode, instruction.name));
+  in.expect('(', "'(' opening the operands");
+  if (instruction.opcode == "parameter") {
+    instruction.parameterNumber = in.integer("a parameter number");
+    in.expect(')', "')' after the parameter number");
+  } else if (instruction.opcode == "constant") {
+    instruction.literal = parseLiteral(in, instruction.shape, instruction.opcodeLoc);
+    in.expect(')', "')' after the constant");
+  } else if (!in.consume(')')) {
+    do {
+      if (nextIsShape(in))
+        parseShape(in); // an operand's shape, as verbose dumps write it
+      in.skipTrivia();
+      Operand operand;
+      operand.loc = in.location();
+      operand.name = in.name("an operand name");
+      if (in.next() == '(')
+        in.fail(in.location(),
+                fmt::format("nested instructions are not supported: give %{} a name of its own", operand.name));
+      instruction.operands.push_back(std::move(operand));
+    } while (in.consume(','));
+    in.expect(')', "',' or ')' in the operands");
+  }
+  while (in.consume(',')) {
+    Attribute attribute;
+    in.skipTrivia();
+    attribute.loc = in.location();
+    attribute.name = in.identifier("an attribute name");
+    in.expect('=', fmt::format("'=' after the attribute name {}", attribute.name));
+    in.skipTrivia();
+    attribute.valueLoc = in.location();
+    attribute.text = in.skipValue();
+    instruction.attributes.push_back(std::move(attribute));
+  }
+  in.setContext("");
+  return instruction;
+}
+
+// computation ::= 'ENTRY'? name ('(' params ')' '->' shape)? '{' instruction+ '}' (',' attribute)*
+Computation parseComputation(Cursor &in) {
+  Computation computation;
+  if (in.nextIsWord("ENTRY")) {
+    computation.entry = true;
+    in.identifier("ENTRY");
+  }
+  in.skipTrivia();
+  computation.loc = in.location();
+  computation.name = in.name("a computation name");
+  if (in.consume('(')) {
+    if (!in.consume(')')) {
+      do {
+        in.name("a parameter name");
+        in.expect(':', "':' after the parameter name");
+        parseShape(in);
+      } while (in.consume(','));
+      in.expect(')', "',' or ')' in the parameter list");
+    }
+    in.expect('-', "'->' before the computation's result shape");
+    if (in.atEnd() || in.peek() != '>')
+      in.unexpected("'->' before the computation's result shape");
+    in.advance();
+    parseShape(in);
+  }
+  in.expect('{', fmt::format("'{{' opening the body of computation {}", computation.name));
+  std::optional<size_t> root;
+  while (!in.consume('}')) {
+    if (in.atEnd())
+      in.fail(computation.loc,
+              fmt::format("computation %{} is not closed: the file ends before its '}}'", computation.name));
+    Instruction instruction = parseInstruction(in);
+    size_t index = computation.instructions.size();
+    auto [existing, added] = computation.byName.emplace(instruction.name, index);
+    if (!added)
+      in.fail(instruction.loc,
+              fmt::format("duplicate instruction name %{} in computation %{} (first defined at line {})",
+                          instruction.name, computation.name, computation.instructions[existing->second].loc.line));
+    if (instruction.root) {
+      if (root)
+        in.fail(instruction.loc, fmt::format("computation %{} has a second ROOT", computation.name));
+      root = index;
+    }
+    computation.instructions.push_back(std::move(instruction));
+  }
+  if (computation.instructions.empty())
+    in.fail(computation.loc, fmt::format("computation %{} has no instructions", computation.name));
+  computation.root = root.value_or(computation.instructions.size() - 1);
+  // execution_thread="..." and the like.
+  while (in.consume(',')) {
+    in.identifier("a computation attribute");
+    in.expect('=', "'=' after the attribute name");
+    in.skipValue();
+  }
+  return computation;
+}
+
+// The FileNames, FunctionNames, FileLocations and StackFrames tables of
+// recent dumps: numbered strings and {...} records, skipped.
+void skipStackFrameTables(Cursor &in) {
+  static const std::set<std::string_view> headings = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+  while (true) {
+    bool heading = false;
+    for (std::string_view word : headings)
+      if (in.nextIsWord(word)) {
+        in.identifier(word);
+        heading = true;
+      }
+    if (heading)
+      continue;
+    if (!std::isdigit(static_cast<unsigned char>(in.next())))
+      return;
+    in.integer("a table index");
+    char c = in.next();
+    if (c == '"' || c == '\'')
+      in.quotedString();
+    else if (c == '{')
+      in.skipValue();
+    else
+      in.unexpected("a string or a {...} record in the stack frame tables");
+  }
+}
+
+ModuleText parseModule(std::string_view text, const std::string &source) {
+  Cursor in(text, source);
+  ModuleText module;
+  in.skipTrivia();
+  if (in.atEnd())
+    in.fail(in.location(), "the file is empty: expected an HLO module ('HloModule NAME' and its computations)");
+  if (!in.nextIsWord("HloModule"))
+    in.unexpected("'HloModule' at the start of an HLO module");
+  in.identifier("HloModule");
+  in.skipTrivia();
+  module.loc = in.location();
+  module.name = in.name("the module's name");
+  while (in.consume(',')) {
+    Attribute attribute;
+    in.skipTrivia();
+    attribute.loc = in.location();
+    attribute.name = in.identifier("a module attribute");
+    in.expect('=', fmt::format("'=' after the attribute name {}", attribute.name));
+    in.skipTrivia();
+    attribute.valueLoc = in.location();
+    attribute.text = in.skipValue();
+    if (attribute.name == "entry_computation_layout")
+      module.entryLayout = attribute;
+  }
+  std::optional<size_t> entry;
+  while (true) {
+    skipStackFrameTables(in); // before the computations in dumps, or after them
+    in.skipTrivia();
+    if (in.atEnd())
+      break;
+    Computation computation = parseComputation(in);
+    size_t index = module.computations.size();
+    if (!module.byName.emplace(computation.name, index).second)
+      in.fail(computation.loc, fmt::format("duplicate computation name %{}", computation.name));
+    if (computation.entry) {
+      if (entry)
+        in.fail(computation.loc, "the module has a second ENTRY computation");
+      entry = index;
+    }
+    module.computations.push_back(std::move(computation));
+  }
+  if (module.computations.empty())
+    in.fail(module.loc, "the module has no computations");
+  module.entry = entry.value_or(module.computations.size() - 1);
+  return module;
+}
+
+// ---- Builder ----------------------------------------------------------------------
+
+const char *hloTypeName(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return "f32";
+  case DType::f64:
+    return "f64";
+  case DType::f16:
+    return "f16";
+  case DType::bf16:
+    return "bf16";
+  case DType::i32:
+    return "s32";
+  case DType::i64:
+    return "s64";
+  case DType::i1:
+    return "pred";
+  }
+  return "?";
+}
+
+std::string hloShape(DType dtype, const Shape &dims) {
+  return fmt::format("{}[{}]", hloTypeName(dtype), fmt::join(dims, ","));
+}
+
+bool hasDefaultLayout(const ShapeText &shape) {
+  if (shape.tuple)
+    return std::all_of(shape.elements.begin(), shape.elements.end(), hasDefaultLayout);
+  if (shape.layoutExtras)
+    return false;
+  if (!shape.minorToMajor)
+    return true;
+  std::vector<int64_t> standard(shape.dims.size());
+  std::iota(standard.rbegin(), standard.rend(), 0);
+  return *shape.minorToMajor == standard;
+}
+
+// A value: one tensor, or a tuple of values.
+struct Value {
+  std::optional<Tensor> tensor;
+  std::vector<Value> elements;
+  bool defaultLayout = true; // as its instruction declares it (bitcast reads this)
+};
+
+enum class Handling { Unary, Binary, Other };
+
+// Every opcode XLA knows that mlpipe does not read, to tell "not supported"
+// from "unknown".
+const std::set<std::string_view> &unsupportedOpcodes() {
+  static const std::set<std::string_view> opcodes = {
+      "acos",
+      "acosh",
+      "add-dependency",
+      "after-all",
+      "all-gather",
+      "all-gather-done",
+      "all-gather-start",
+      "all-reduce",
+      "all-reduce-done",
+      "all-reduce-start",
+      "all-to-all",
+      "asin",
+      "asinh",
+      "async-done",
+      "async-start",
+      "async-update",
+      "atan2",
+      "atanh",
+      "batch-norm-grad",
+      "batch-norm-inference",
+      "batch-norm-training",
+      "bitcast-convert",
+      "cbrt",
+      "ceil",
+      "cholesky",
+      "collective-broadcast",
+      "collective-permute",
+      "collective-permute-done",
+      "collective-permute-start",
+      "complex",
+      "composite",
+      "conditional",
+      "convolution",
+      "copy-done",
+      "copy-start",
+      "cosh",
+      "cosine",
+      "custom-call",
+      "domain",
+      "dynamic-reshape",
+      "dynamic-slice",
+      "dynamic-update-slice",
+      "erf",
+      "exponential-minus-one",
+      "fft",
+      "floor",
+      "get-dimension-size",
+      "imag",
+      "infeed",
+      "is-finite",
+      "log-plus-one",
+      "map",
+      "outfeed",
+      "partition-id",
+      "popcnt",
+      "ragged-all-to-all",
+      "ragged-dot",
+      "real",
+      "recv",
+      "recv-done",
+      "reduce-precision",
+      "reduce-scatter",
+      "reduce-window",
+      "remainder",
+      "replica-id",
+      "reverse",
+      "rng",
+      "rng-bit-generator",
+      "rng-get-and-update-state",
+      "round-nearest-afz",
+      "round-nearest-even",
+      "scaled-dot",
+      "scan",
+      "scatter",
+      "select-and-scatter",
+      "send",
+      "send-done",
+      "set-dimension-size",
+      "shift-left",
+      "shift-right-arithmetic",
+      "shift-right-logical",
+      "sign",
+      "sine",
+      "sinh",
+      "sort",
+      "stochastic-convert",
+      "tan",
+      "topk",
+      "triangular-solve",
+      "while",
+      "xor",
+  };
+  return opcodes;
+}
+
+const std::map<std::string_view, UnaryFn> &unaryOpcodes() {
+  static const std::map<std::string_view, UnaryFn> opcodes = {
+      {"negate", UnaryFn::Neg},  {"exponential", UnaryFn::Exp}, {"tanh", UnaryFn::Tanh}, {"sqrt", UnaryFn::Sqrt},
+      {"rsqrt", UnaryFn::Rsqrt}, {"log", UnaryFn::Log},         {"abs", UnaryFn::Abs},   {"not", UnaryFn::Not},
+  };
+  return opcodes;
+}
+
+const std::map<std::string_view, BinaryFn> &binaryOpcodes() {
+  static const std::map<std::string_view, BinaryFn> opcodes = {
+      {"add", BinaryFn::Add},    {"subtract", BinaryFn::Sub}, {"multiply", BinaryFn::Mul},
+      {"divide", BinaryFn::Div}, {"maximum", BinaryFn::Max},  {"minimum", BinaryFn::Min},
+      {"power", BinaryFn::Pow},  {"and", BinaryFn::And},      {"or", BinaryFn::Or},
+  };
+  return opcodes;
+}
+
+// The name of the function: the module's, made a valid MLIR symbol.
+std::string functionName(const std::string &moduleName) {
+  std::string name;
+  for (char c : moduleName)
+    name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])))
+    name = "hlo_" + name;
+  return name;
+}
+
+class Builder {
+public:
+  Builder(const ModuleText &module, const std::string &source) : module_(module), source_(source) {}
+
+  Program build() {
+    Program program;
+    graph_ = &program.addFunction(functionName(module_.name), DType::f32);
+    const Computation &entry = module_.computations[module_.entry];
+    checkEntryLayout();
+    createInputs(entry);
+    Value root = evaluate(module_.entry, {}, 0, entry.loc);
+    const Instruction &rootInstruction = entry.instructions[entry.root];
+    if (rootInstruction.shape && !hasDefaultLayout(*rootInstruction.shape))
+      failAt(source_, rootInstruction.shape->loc,
+             fmt::format("the ROOT %{} of the entry computation has a non-default layout: its values would be "
+                         "returned in another order than row-major; mlpipe needs the default layout there",
+                         rootInstruction.name));
+    std::vector<Tensor> outputs;
+    flatten(root, outputs);
+    if (outputs.empty())
+      failAt(source_, rootInstruction.loc, "the entry computation returns an empty tuple: it has no outputs");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      Tensor output = outputs[i];
+      const Node &node = graph_->node(output.id());
+      bool varies = node.kind == OpKind::Literal &&
+                    std::any_of(node.values.begin(), node.values.end(), [&](double v) { return v != node.values[0]; });
+      if (varies)
+        failAt(source_, rootInstruction.loc,
+               fmt::format("output {} of the entry computation is a constant of different values; mlpipe returns "
+                           "computed tensors, and constants that are one value everywhere",
+                           i));
+      if (node.kind == OpKind::Constant) // outputs are tensors, not captured scalars (node dies here)
+        output = graph_->literal({}, node.dtype, {node.value});
+      graph_->output(root.tensor ? "y" : fmt::format("y{}", i), output);
+    }
+    markIndexInputs();
+    return program;
+  }
+
+private:
+  [[noreturn]] void fail(Location loc, const std::string &message) const { failAt(source_, loc, message); }
+
+  [[noreturn]] void failOp(const Instruction &ins, const std::string &message) const {
+    fail(ins.opcodeLoc, fmt::format("{} %{}: {}", ins.opcode, ins.name, message));
+  }
+
+  // The element type a shape names. Throws mlpipe::Error (which the
+  // instruction being built turns into a diagnostic naming it) for a type,
+  // or a shape, that mlpipe does not read.
+  static DType elementType(const ShapeText &shape) {
+    static const std::map<std::string_view, DType> types = {
+        {"pred", DType::i1},   {"s32", DType::i32}, {"s64", DType::i64}, {"f16", DType::f16},
+        {"bf16", DType::bf16}, {"f32", DType::f32}, {"f64", DType::f64},
+    };
+    auto found = types.find(shape.typeName);
+    if (found == types.end())
+      mlpipe::fail("element type {} is not supported: mlpipe reads pred, s32, s64, f16, bf16, f32 and f64",
+                   printable(shape.typeName));
+    if (shape.dynamic)
+      mlpipe::fail("dynamic dimensions ('?', '<=N') are not supported: mlpipe needs static shapes");
+    for (int64_t dim : shape.dims)
+      if (dim <= 0)
+        mlpipe::fail("a dimension of size {} is not supported: mlpipe needs non-empty arrays", dim);
+    numElements(shape.dims);
+    return found->second;
+  }
+
+  const ShapeText &arrayShape(const Instruction &ins) const {
+    if (!ins.shape)
+      failOp(ins, "its result shape must be written out (e.g. 'f32[8,16]' before the opcode)");
+    if (ins.shape->tuple)
+      failOp(ins, "its result must be an array, not a tuple");
+    return *ins.shape;
+  }
+
+  void checkEntryLayout() const {
+    if (!module_.entryLayout)
+      return;
+    const Attribute &attribute = *module_.entryLayout;
+    Cursor in(attribute.text, source_, attribute.valueLoc);
+    in.expect('{', "'{' opening entry_computation_layout");
+    ShapeText parameters = parseShape(in);
+    if (!parameters.tuple)
+      in.unexpected("'(' opening the parameter shapes");
+    in.expect('-', "'->' in entry_computation_layout");
+    in.expect('>', "'->' in entry_computation_layout");
+    ShapeText result = parseShape(in);
+    in.expect('}', "'}' closing entry_computation_layout");
+    for (size_t i = 0; i < parameters.elements.size(); ++i)
+      if (!hasDefaultLayout(parameters.elements[i]))
+        fail(parameters.elements[i].loc,
+             fmt::format("entry_computation_layout gives parameter {} a non-default layout; mlpipe passes every "
+                         "argument in row-major order",
+                         i));
+    if (!hasDefaultLayout(result))
+      fail(result.loc, "entry_computation_layout gives the result a non-default layout; mlpipe returns every result "
+                       "in row-major order");
+  }
+
+  // The entry's parameters become the function's inputs, in parameter order,
+  // named after their instructions.
+  void createInputs(const Computation &entry) {
+    std::map<int64_t, const Instruction *> parameters;
+    for (const Instruction &ins : entry.instructions) {
+      if (ins.opcode != "parameter")
+        continue;
+      if (!parameters.emplace(ins.parameterNumber, &ins).second || ins.parameterNumber < 0)
+        failOp(ins, fmt::format("parameter number {} is negative or used twice", ins.parameterNumber));
+    }
+    int64_t expected = 0;
+    for (auto &[number, ins] : parameters) {
+      if (number != expected++)
+        failOp(*ins, fmt::format("parameter {} is missing: the entry's parameters must be numbered 0, 1, 2, ...",
+                                 expected - 1));
+      const ShapeText &shape = arrayShape(*ins);
+      DType dtype = DType::f32;
+      try {
+        dtype = elementType(shape);
+      } catch (const DiagnosticError &) {
+        throw;
+      } catch (const Error &error) {
+        failOp(*ins, error.what());
+      }
+      if (!hasDefaultLayout(shape))
+        fail(shape.loc, fmt::format("entry parameter %{} has a non-default layout; mlpipe passes every argument in "
+                                    "row-major order",
+                                    ins->name));
+      inputs_.push_back(graph_->input(ins->name, shape.dims, dtype));
+    }
+  }
+
+  // Walks computation `index` with `arguments` as its parameters (the entry
+  // has none: its parameters are the inputs) and returns its root's value.
+  Value evaluate(size_t index, const std::vector<Value> &arguments, int depth, Location callLoc) {
+    const Computation &computation = module_.computations[index];
+    if (depth > kMaxNesting)
+      fail(callLoc, fmt::format("calls nest deeper than {}", kMaxNesting));
+    if (std::find(active_.begin(), active_.end(), index) != active_.end())
+      fail(callLoc, fmt::format("computation %{} calls itself", computation.name));
+    active_.push_back(index);
+    size_t count = computation.instructions.size();
+    std::vector<std::optional<Value>> values(count);
+    enum State : char { Unvisited, Visiting, Done };
+    std::vector<State> state(count, Unvisited);
+    // Depth-first over operands with an explicit stack, so that a long chain
+    // of instructions cannot overflow the call stack.
+    for (size_t start = 0; start < count; ++start) {
+      if (state[start] != Unvisited)
+        continue;
+      std::vector<std::pair<size_t, size_t>> stack = {{start, 0}};
+      state[start] = Visiting;
+      while (!stack.empty()) {
+        auto [current, next] = stack.back();
+        const Instruction &ins = computation.instructions[current];
+        if (next < ins.operands.size()) {
+          ++stack.back().second;
+          const Operand &operand = ins.operands[next];
+          auto found = computation.byName.find(operand.name);
+          if (found == computation.byName.end())
+            fail(operand.loc, fmt::format("{} %{}: operand %{} is not defined in computation %{}", ins.opcode, ins.name,
+                                          operand.name, computation.name));
+          size_t used = found->second;
+          if (state[used] == Visiting)
+            fail(operand.loc, fmt::format("{} %{}: operand %{} depends on %{} itself: the instructions form a cycle",
+                                          ins.opcode, ins.name, operand.name, ins.name));
+          if (state[used] == Unvisited) {
+            state[used] = Visiting;
+            stack.emplace_back(used, 0);
+          }
+          continue;
+        }
+        std::vector<const Value *> operands;
+        for (const Operand &operand : ins.operands)
+          operands.push_back(&*values[computation.byName.at(operand.name)]);
+        values[current] = buildChecked(ins, operands, arguments, index == module_.entry, depth);
+        state[current] = Done;
+        stack.pop_back();
+      }
+    }
+    active_.pop_back();
+    return *values[computation.root];
+  }
+
+  Value buildChecked(const Instruction &ins, const std::vector<const Value *> &operands,
+                     const std::vector<Value> &arguments, bool isEntry, int depth) {
+    Value value;
+    try {
+      // The op's place in the user's program (metadata's op_name) names
+      // the nodes it records; a call or fusion leaves naming to its ops.
+      std::optional<Graph::Scope> scope;
+      if (std::string name = scopeName(ins); !name.empty() && ins.opcode != "call" && ins.opcode != "fusion")
+        scope.emplace(*graph_, name);
+      value = build(ins, operands, arguments, isEntry, depth);
+      if (ins.shape) {
+        checkDeclared(ins, *ins.shape, value);
+        value.defaultLayout = hasDefaultLayout(*ins.shape);
+      }
+    } catch (const DiagnosticError &) {
+      throw;
+    } catch (const Error &error) {
+      failOp(ins, error.what());
+    }
+    if (graph_->nodes().size() > kMaxGraphNodes)
+      failOp(ins, fmt::format("the module records more than {} operations once calls and fusions are inlined",
+                              kMaxGraphNodes));
+    return value;
+  }
+
+  // metadata={op_name="jit(f)/jit(main)/attn/dot_general[...]" ...} as a
+  // front-end scope: "attn.dot_general" (the jit wrappers and bracketed
+  // parameters dropped, path separators as dots, only identifier
+  // characters kept). Empty when there is no op_name.
+  static std::string scopeName(const Instruction &ins) {
+    std::string_view text;
+    for (const Attribute &attribute : ins.attributes)
+      if (attribute.name == "metadata")
+        text = attribute.text;
+    size_t start = text.find("op_name=\"");
+    if (start == std::string_view::npos)
+      return "";
+    start += 9;
+    size_t end = start;
+    while (end < text.size() && text[end] != '"')
+      end += text[end] == '\\' ? 2 : 1;
+    std::string_view opName = text.substr(start, std::min(end, text.size()) - start);
+    std::string scope;
+    size_t part = 0;
+    while (part <= opName.size()) {
+      size_t slash = std::min(opName.find('/', part), opName.size());
+      std::string_view component = opName.substr(part, slash - part);
+      part = slash + 1;
+      if (component.starts_with("jit(") || component.starts_with("pjit("))
+        continue;
+      std::string cleaned;
+      int nesting = 0;
+      for (char c : component) {
+        nesting += c == '[' || c == '(' ? 1 : c == ']' || c == ')' ? -1 : 0;
+        if (nesting == 0 && (std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+          cleaned += c;
+      }
+      if (!cleaned.empty())
+        scope += (scope.empty() ? "" : ".") + cleaned;
+    }
+    return scope;
+  }
+
+  void checkDeclared(const Instruction &ins, const ShapeText &declared, const Value &value) const {
+    if (declared.tuple != !value.tensor)
+      failOp(ins, fmt::format("the result is {}, but the instruction declares {}",
+                              value.tensor ? "an array" : "a tuple", declared.tuple ? "a tuple" : "an array"));
+    if (declared.tuple) {
+      if (declared.elements.size() != value.elements.size())
+        failOp(ins, fmt::format("the result is a tuple of {} elements, but the instruction declares {}",
+                                value.elements.size(), declared.elements.size()));
+      for (size_t i = 0; i < declared.elements.size(); ++i)
+        checkDeclared(ins, declared.elements[i], value.elements[i]);
+      return;
+    }
+    DType dtype = elementType(declared);
+    const Tensor &tensor = *value.tensor;
+    if (tensor.dtype() != dtype || tensor.shape() != declared.dims)
+      failOp(ins, fmt::format("the result is {}, but the instruction declares {}",
+                              hloShape(tensor.dtype(), tensor.shape()), hloShape(dtype, declared.dims)));
+  }
+
+  // ---- Attributes ----
+
+  const Attribute *findAttribute(const Instruction &ins, std::string_view name) const {
+    for (const Attribute &attribute : ins.attributes)
+      if (attribute.name == name)
+        return &attribute;
+    return nullptr;
+  }
+
+  const Attribute &attribute(const Instruction &ins, std::string_view name) const {
+    if (const Attribute *found = findAttribute(ins, name))
+      return *found;
+    failOp(ins, fmt::format("it needs a {}= attribute", name));
+  }
+
+  template <typename Parse> auto parseAttribute(const Attribute &attribute, Parse parse) const {
+    Cursor in(attribute.text, source_, attribute.valueLoc);
+    auto result = parse(in);
+    if (in.next() != '\0' || !in.atEnd())
+      in.unexpected(fmt::format("the end of the {} attribute", attribute.name));
+    return result;
+  }
+
+  // {1,0}
+  std::vector<int64_t> intList(const Attribute &attribute) const {
+    return parseAttribute(attribute, [&](Cursor &in) {
+      std::vector<int64_t> values;
+      in.expect('{', fmt::format("'{{' opening the list of {}", attribute.name));
+      if (!in.consume('}')) {
+        do
+          values.push_back(in.integer("an integer"));
+        while (in.consume(','));
+        in.expect('}', "',' or '}' in the list");
+      }
+      return values;
+    });
+  }
+
+  std::vector<int64_t> optionalIntList(const Instruction &ins, std::string_view name) const {
+    const Attribute *found = findAttribute(ins, name);
+    return found ? intList(*found) : std::vector<int64_t>{};
+  }
+
+  int64_t intValue(const Attribute &attribute) const {
+    return parseAttribute(attribute, [](Cursor &in) { return in.integer("an integer"); });
+  }
+
+  std::string word(const Attribute &attribute) const {
+    return parseAttribute(attribute, [](Cursor &in) { return in.identifier("a word"); });
+  }
+
+  size_t computationNamed(const Attribute &attribute) const {
+    std::string name = parseAttribute(attribute, [](Cursor &in) { return in.name("a computation name"); });
+    auto found = module_.byName.find(name);
+    if (found == module_.byName.end())
+      fail(attribute.valueLoc, fmt::format("there is no computation named %{}", name));
+    return found->second;
+  }
+
+  // ---- Operands ----
+
+  Tensor tensorOperand(const Instruction &ins, const std::vector<const Value *> &operands, size_t i) const {
+    if (!operands[i]->tensor)
+      failOp(ins, fmt::format("operand {} (%{}) is a tuple, where an array is needed", i, ins.operands[i].name));
+    return *operands[i]->tensor;
+  }
+
+  void expectOperands(const Instruction &ins, size_t count) const {
+    if (ins.operands.size() != count)
+      failOp(ins, fmt::format("it takes {} operand{}, not {}", count, count == 1 ? "" : "s", ins.operands.size()));
+  }
+
+  std::string describe(Tensor t) const { return hloShape(t.dtype(), t.shape()); }
+
+  // Elementwise operands are arrays of one shape (a scalar may stand for
+  // one where HLO allows it: select's predicate, clamp's bounds).
+  void expectSameShape(const Instruction &ins, const std::vector<Tensor> &tensors, bool scalarsAllowed) const {
+    std::optional<Tensor> first;
+    for (Tensor t : tensors) {
+      if (scalarsAllowed && t.rank() == 0)
+        continue;
+      if (first && first->shape() != t.shape())
+        failOp(ins, fmt::format("its operands have mismatched shapes {} and {}", describe(*first), describe(t)));
+      first = t;
+    }
+  }
+
+  // ---- The ops ----
+
+  Value tensorValue(Tensor t) const { return Value{t, {}, true}; }
+
+  Value build(const Instruction &ins, const std::vector<const Value *> &operands, const std::vector<Value> &arguments,
+              bool isEntry, int depth) {
+    const std::string &op = ins.opcode;
+    Graph &g = *graph_;
+    auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
+
+    if (op == "parameter") {
+      if (isEntry)
+        return tensorValue(inputs_.at(static_cast<size_t>(ins.parameterNumber)));
+      if (ins.parameterNumber < 0 || ins.parameterNumber >= static_cast<int64_t>(arguments.size()))
+        failOp(ins, fmt::format("parameter {} is not passed: the call gives {} operands", ins.parameterNumber,
+                                arguments.size()));
+      return arguments[static_cast<size_t>(ins.parameterNumber)];
+    }
+    if (op == "constant") {
+      const ShapeText &shape = arrayShape(ins);
+      DType dtype = elementType(shape);
+      if (!isFloat(dtype))
+        for (double v : ins.literal)
+          if (v != std::trunc(v) || !std::isfinite(v) || (dtype == DType::i1 && v != 0 && v != 1))
+            failOp(ins, fmt::format("{} is not a value of {}", v, hloTypeName(dtype)));
+      if (shape.dims.empty())
+        return tensorValue(g.constant(ins.literal.front(), dtype));
+      return tensorValue(g.literal(shape.dims, dtype, ins.literal));
+    }
+    if (auto unary = unaryOpcodes().find(op); unary != unaryOpcodes().end()) {
+      expectOperands(ins, 1);
+      return tensorValue(g.unary(unary->second, operand(0)));
+    }
+    if (auto binary = binaryOpcodes().find(op); binary != binaryOpcodes().end()) {
+      expectOperands(ins, 2);
+      expectSameShape(ins, {operand(0), operand(1)}, false);
+      return tensorValue(g.binary(binary->second, operand(0), operand(1)));
+    }
+    if (op == "copy" || op == "opt-barrier" || op == "optimization-barrier") { // values unchanged
+      expectOperands(ins, 1);
+      return *operands[0];
+    }
+    if (op == "logistic") { // 1 / (1 + exp(-x))
+      expectOperands(ins, 1);
+      Tensor x = operand(0);
+      Tensor one = g.constant(1.0, x.dtype());
+      return tensorValue(
+          g.binary(BinaryFn::Div, one, g.binary(BinaryFn::Add, one, g.unary(UnaryFn::Exp, g.unary(UnaryFn::Neg, x)))));
+    }
+    if (op == "clamp") { // clamp(min, x, max)
+      expectOperands(ins, 3);
+      expectSameShape(ins, {operand(0), operand(1), operand(2)}, true);
+      Tensor x = operand(1);
+      return tensorValue(g.binary(BinaryFn::Min, g.binary(BinaryFn::Max, x, operand(0)), operand(2)));
+    }
+    if (op == "compare") {
+      expectOperands(ins, 2);
+      expectSameShape(ins, {operand(0), operand(1)}, false);
+      static const std::map<std::string, CompareFn> directions = {{"EQ", CompareFn::Eq}, {"NE", CompareFn::Ne},
+                                                                  {"LT", CompareFn::Lt}, {"LE", CompareFn::Le},
+                                                                  {"GT", CompareFn::Gt}, {"GE", CompareFn::Ge}};
+      const Attribute &direction = attribute(ins, "direction");
+      auto found = directions.find(word(direction));
+      if (found == directions.end())
+        fail(direction.valueLoc, "compare's direction must be EQ, NE, LT, LE, GT or GE");
+      return tensorValue(g.compare(found->second, operand(0), operand(1)));
+    }
+    if (op == "select") {
+      expectOperands(ins, 3);
+      expectSameShape(ins, {operand(1), operand(2)}, false);
+      expectSameShape(ins, {operand(0), operand(1)}, true);
+      return tensorValue(g.select(operand(0), operand(1), operand(2)));
+    }
+    if (op == "convert") {
+      expectOperands(ins, 1);
+      return tensorValue(g.convert(operand(0), elementType(arrayShape(ins))));
+    }
+    if (op == "iota") {
+      expectOperands(ins, 0);
+      const ShapeText &shape = arrayShape(ins);
+      DType dtype = elementType(shape);
+      return tensorValue(g.iota(shape.dims, dtype, intValue(attribute(ins, "iota_dimension"))));
+    }
+    if (op == "broadcast") {
+      expectOperands(ins, 1);
+      const ShapeText &shape = arrayShape(ins);
+      elementType(shape);
+      return tensorValue(g.broadcast(operand(0), shape.dims, intList(attribute(ins, "dimensions"))));
+    }
+    if (op == "reshape") {
+      expectOperands(ins, 1);
+      const ShapeText &shape = arrayShape(ins);
+      elementType(shape);
+      return tensorValue(g.reshape(operand(0), shape.dims));
+    }
+    if (op == "bitcast") {
+      expectOperands(ins, 1);
+      const ShapeText &shape = arrayShape(ins);
+      DType dtype = elementType(shape);
+      if (dtype != operand(0).dtype())
+        failOp(ins, "a bitcast between element types is a bitcast-convert, which mlpipe does not support");
+      if (!operands[0]->defaultLayout || !hasDefaultLayout(shape))
+        failOp(ins, fmt::format("a bitcast to or from a non-default layout reinterprets memory: read row-major it "
+                                "would change the values, so mlpipe reads bitcasts between default layouts only"));
+      return tensorValue(g.reshape(operand(0), shape.dims));
+    }
+    if (op == "transpose") {
+      expectOperands(ins, 1);
+      return tensorValue(g.transpose(operand(0), intList(attribute(ins, "dimensions"))));
+    }
+    if (op == "slice") {
+      expectOperands(ins, 1);
+      return tensorValue(slice(ins, operand(0)));
+    }
+    if (op == "concatenate") {
+      if (ins.operands.empty())
+        failOp(ins, "it needs at least one operand");
+      std::vector<Tensor> parts;
+      for (size_t i = 0; i < operands.size(); ++i)
+        parts.push_back(operand(i));
+      std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
+      if (dimensions.size() != 1)
+        failOp(ins, "dimensions= must name one axis");
+      if (dimensions[0] < 0)
+        failOp(ins, fmt::format("axis {} is negative", dimensions[0]));
+      return tensorValue(g.concat(parts, dimensions[0]));
+    }
+    if (op == "pad") {
+      expectOperands(ins, 2);
+      return tensorValue(pad(ins, operand(0), operand(1)));
+    }
+    if (op == "reduce")
+      return tensorValue(reduce(ins, operands));
+    if (op == "dot") {
+      expectOperands(ins, 2);
+      return tensorValue(dot(ins, operand(0), operand(1)));
+    }
+    if (op == "gather") {
+      expectOperands(ins, 2);
+      return tensorValue(gather(ins, operand(0), operand(1)));
+    }
+    if (op == "tuple") {
+      Value tuple;
+      tuple.tensor.reset();
+      for (const Value *element : operands)
+        tuple.elements.push_back(*element);
+      return tuple;
+    }
+    if (op == "get-tuple-element") {
+      expectOperands(ins, 1);
+      int64_t index = intValue(attribute(ins, "index"));
+      const Value &tuple = *operands[0];
+      if (tuple.tensor)
+        failOp(ins, fmt::format("operand %{} is an array, not a tuple", ins.operands[0].name));
+      if (index < 0 || index >= static_cast<int64_t>(tuple.elements.size()))
+        failOp(ins, fmt::format("index {} is out of range for a tuple of {} elements", index, tuple.elements.size()));
+      return tuple.elements[static_cast<size_t>(index)];
+    }
+    if (op == "call" || op == "fusion") {
+      const Attribute &callee = attribute(ins, op == "call" ? "to_apply" : "calls");
+      size_t index = computationNamed(callee);
+      std::vector<Value> passed;
+      for (const Value *value : operands)
+        passed.push_back(*value);
+      size_t parameters = parameterCount(module_.computations[index]);
+      if (parameters != passed.size())
+        failOp(ins, fmt::format("it passes {} operands to %{}, which has {} parameters", passed.size(),
+                                module_.computations[index].name, parameters));
+      return evaluate(index, passed, depth + 1, ins.opcodeLoc);
+    }
+    if (unsupportedOpcodes().count(op))
+      fail(ins.opcodeLoc, fmt::format("{} %{} is not supported: mlpipe reads elementwise arithmetic and math, "
+                                      "compare, select, convert, broadcast, reshape, bitcast, transpose, slice, "
+                                      "concatenate, pad, iota, reduce, dot, gather, tuples, call and fusion",
+                                      op, ins.name));
+    fail(ins.opcodeLoc, fmt::format("unknown HLO op '{}' in %{}", printable(op), ins.name));
+  }
+
+  static size_t parameterCount(const Computation &computation) {
+    size_t count = 0;
+    for (const Instruction &ins : computation.instructions)
+      if (ins.opcode == "parameter")
+        ++count;
+    return count;
+  }
+
+  // slice={[start:limit(:stride)?], ...}: one contiguous axis maps onto the
+  // graph's slice, anything else onto its strided slice.
+  Tensor slice(const Instruction &ins, Tensor x) {
+    const Attribute &ranges = attribute(ins, "slice");
+    std::vector<int64_t> starts, limits, strides;
+    parseAttribute(ranges, [&](Cursor &in) {
+      in.expect('{', "'{' opening the slice ranges");
+      if (!in.consume('}')) {
+        do {
+          in.expect('[', "'[' opening a range");
+          starts.push_back(in.integer("a start"));
+          in.expect(':', "':' after the start");
+          limits.push_back(in.integer("a limit"));
+          strides.push_back(in.consume(':') ? in.integer("a stride") : 1);
+          in.expect(']', "']' closing the range");
+        } while (in.consume(','));
+        in.expect('}', "',' or '}' in the slice ranges");
+      }
+      return 0;
+    });
+    if (static_cast<int64_t>(starts.size()) != x.rank())
+      failOp(ins, fmt::format("it gives {} ranges for an operand of rank {}", starts.size(), x.rank()));
+    std::vector<size_t> cut;
+    for (size_t i = 0; i < starts.size(); ++i)
+      if (starts[i] != 0 || limits[i] != x.shape()[i] || strides[i] != 1)
+        cut.push_back(i);
+    if (cut.empty())
+      return x;
+    if (cut.size() == 1 && strides[cut[0]] == 1 && limits[cut[0]] > starts[cut[0]])
+      return graph_->slice(x, static_cast<int64_t>(cut[0]), starts[cut[0]], limits[cut[0]] - starts[cut[0]]);
+    return graph_->stridedSlice(x, starts, limits, strides);
+  }
+
+  // padding=low_high(_interior)?x... per axis.
+  Tensor pad(const Instruction &ins, Tensor x, Tensor value) {
+    const Attribute &padding = attribute(ins, "padding");
+    std::vector<int64_t> low, high, interior;
+    parseAttribute(padding, [&](Cursor &in) {
+      do {
+        low.push_back(in.integer("the low padding"));
+        in.expect('_', "'_' between low and high padding");
+        high.push_back(in.integer("the high padding"));
+        interior.push_back(in.peek() == '_' ? (in.advance(), in.integer("the interior padding")) : 0);
+      } while (!in.atEnd() && in.peek() == 'x' && (in.advance(), true));
+      return 0;
+    });
+    if (static_cast<int64_t>(low.size()) != x.rank())
+      failOp(ins, fmt::format("padding= gives {} axes for an operand of rank {}", low.size(), x.rank()));
+    return graph_->pad(x, value, low, high, interior);
+  }
+
+  // The reduction a to_apply computation performs: an add, maximum, minimum
+  // or multiply of its two parameters.
+  ReduceFn reduction(const Instruction &ins, const Attribute &toApply) const {
+    const Computation &region = module_.computations[computationNamed(toApply)];
+    const Instruction &root = region.instructions[region.root];
+    static const std::map<std::string_view, ReduceFn> kinds = {
+        {"add", ReduceFn::Sum}, {"maximum", ReduceFn::Max}, {"minimum", ReduceFn::Min}, {"multiply", ReduceFn::Prod}};
+    auto kind = kinds.find(root.opcode);
+    std::set<int64_t> parameters;
+    for (const Operand &operand : root.operands) {
+      auto found = region.byName.find(operand.name);
+      if (found != region.byName.end() && region.instructions[found->second].opcode == "parameter")
+        parameters.insert(region.instructions[found->second].parameterNumber);
+    }
+    if (kind == kinds.end() || root.operands.size() != 2 || parameters != std::set<int64_t>{0, 1} ||
+        parameterCount(region) != 2)
+      failOp(ins, fmt::format("to_apply=%{} is not an add, maximum, minimum or multiply of its two parameters, the "
+                              "reductions mlpipe reads",
+                              region.name));
+    return kind->second;
+  }
+
+  static bool isIdentity(ReduceFn fn, double value, DType dtype) {
+    switch (fn) {
+    case ReduceFn::Sum:
+      return value == 0;
+    case ReduceFn::Prod:
+      return value == 1;
+    case ReduceFn::Max:
+      return value == -INFINITY || (dtype == DType::i32 && value == std::numeric_limits<int32_t>::min()) ||
+             (dtype == DType::i64 && value == static_cast<double>(std::numeric_limits<int64_t>::min()));
+    case ReduceFn::Min:
+      return value == INFINITY || (dtype == DType::i32 && value == std::numeric_limits<int32_t>::max()) ||
+             (dtype == DType::i64 && value == static_cast<double>(std::numeric_limits<int64_t>::max()));
+    }
+    return false;
+  }
+
+  // reduce(x, init), dimensions={...}: one graph reduction per axis, from
+  // the last; an init that is not the reduction's identity is combined in.
+  Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands) {
+    if (ins.operands.size() != 2)
+      failOp(ins, fmt::format("a reduce of {} inputs at once (a variadic reduce) is not supported",
+                              ins.operands.size() / 2));
+    Tensor x = tensorOperand(ins, operands, 0), init = tensorOperand(ins, operands, 1);
+    if (init.rank() != 0)
+      failOp(ins, fmt::format("the initial value must be a scalar, not {}", describe(init)));
+    if (init.dtype() != x.dtype())
+      failOp(ins, fmt::format("the initial value is {} but the input is {}", hloTypeName(init.dtype()),
+                              hloTypeName(x.dtype())));
+    ReduceFn fn = reduction(ins, attribute(ins, "to_apply"));
+    std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
+    std::sort(dimensions.begin(), dimensions.end());
+    if (std::adjacent_find(dimensions.begin(), dimensions.end()) != dimensions.end())
+      failOp(ins, "dimensions= names an axis twice");
+    for (int64_t axis : dimensions)
+      if (axis < 0 || axis >= x.rank())
+        failOp(ins, fmt::format("axis {} is out of range for an input of rank {}", axis, x.rank()));
+    Tensor result = x;
+    for (auto axis = dimensions.rbegin(); axis != dimensions.rend(); ++axis)
+      result = graph_->reduce(fn, result, *axis, false);
+    const Node &initNode = graph_->node(init.id());
+    if (initNode.kind == OpKind::Constant && isIdentity(fn, initNode.value, init.dtype()))
+      return result;
+    static const std::map<ReduceFn, BinaryFn> combine = {{ReduceFn::Sum, BinaryFn::Add},
+                                                         {ReduceFn::Max, BinaryFn::Max},
+                                                         {ReduceFn::Min, BinaryFn::Min},
+                                                         {ReduceFn::Prod, BinaryFn::Mul}};
+    return graph_->binary(combine.at(fn), result, init);
+  }
+
+  // dot with general dimension numbers: both operands transposed to
+  // [batch, free, contracting] order and reshaped to one batch, M, K (and K,
+  // N) axis, multiplied by the graph's (batch) matmul, and the result
+  // reshaped to [batch..., lhs free..., rhs free...].
+  Tensor dot(const Instruction &ins, Tensor lhs, Tensor rhs) {
+    if (findAttribute(ins, "sparsity"))
+      failOp(ins, "sparse dots are not supported");
+    std::vector<int64_t> lhsBatch = optionalIntList(ins, "lhs_batch_dims");
+    std::vector<int64_t> rhsBatch = optionalIntList(ins, "rhs_batch_dims");
+    std::vector<int64_t> lhsContracting = optionalIntList(ins, "lhs_contracting_dims");
+    std::vector<int64_t> rhsContracting = optionalIntList(ins, "rhs_contracting_dims");
+    if (lhsBatch.size() != rhsBatch.size())
+      failOp(ins, fmt::format("lhs has {} batch dimensions and rhs {}", lhsBatch.size(), rhsBatch.size()));
+    if (lhsContracting.size() != rhsContracting.size())
+      failOp(ins,
+             fmt::format("lhs has {} contracting dimensions and rhs {}", lhsContracting.size(), rhsContracting.size()));
+    auto freeAxes = [&](Tensor t, const std::vector<int64_t> &batch, const std::vector<int64_t> &contracting,
+                        const char *side) {
+      std::vector<bool> used(static_cast<size_t>(t.rank()), false);
+      for (const std::vector<int64_t> *axes : {&batch, &contracting})
+        for (int64_t axis : *axes) {
+          if (axis < 0 || axis >= t.rank() || used[axis])
+            failOp(ins, fmt::format("{} dimension {} is out of range or named twice for {}", side, axis, describe(t)));
+          used[axis] = true;
+        }
+      std::vector<int64_t> free;
+      for (int64_t axis = 0; axis < t.rank(); ++axis)
+        if (!used[axis])
+          free.push_back(axis);
+      return free;
+    };
+    std::vector<int64_t> lhsFree = freeAxes(lhs, lhsBatch, lhsContracting, "lhs");
+    std::vector<int64_t> rhsFree = freeAxes(rhs, rhsBatch, rhsContracting, "rhs");
+    for (size_t i = 0; i < lhsBatch.size(); ++i)
+      if (lhs.shape()[lhsBatch[i]] != rhs.shape()[rhsBatch[i]])
+        failOp(ins, fmt::format("batch dimensions differ: lhs dimension {} has {} elements, rhs dimension {} has {}",
+                                lhsBatch[i], lhs.shape()[lhsBatch[i]], rhsBatch[i], rhs.shape()[rhsBatch[i]]));
+    for (size_t i = 0; i < lhsContracting.size(); ++i)
+      if (lhs.shape()[lhsContracting[i]] != rhs.shape()[rhsContracting[i]])
+        failOp(ins, fmt::format("contracting dimensions differ: lhs dimension {} has {} elements, rhs dimension {} "
+                                "has {}",
+                                lhsContracting[i], lhs.shape()[lhsContracting[i]], rhsContracting[i],
+                                rhs.shape()[rhsContracting[i]]));
+    // Mixed types (bf16 x bf16 -> f32, say) multiply in the result's type.
+    if (ins.shape && !ins.shape->tuple) {
+      DType result = elementType(*ins.shape);
+      lhs = graph_->convert(lhs, result);
+      rhs = graph_->convert(rhs, result);
+    }
+    auto sizes = [](Tensor t, const std::vector<int64_t> &axes) {
+      Shape out;
+      for (int64_t axis : axes)
+        out.push_back(t.shape()[axis]);
+      return out;
+    };
+    auto product = [](const Shape &shape) { return numElements(shape); };
+    Shape batch = sizes(lhs, lhsBatch), m = sizes(lhs, lhsFree), n = sizes(rhs, rhsFree);
+    int64_t k = product(sizes(lhs, lhsContracting));
+    auto arranged = [&](Tensor t, std::vector<int64_t> order, Shape shape) {
+      std::vector<int64_t> identity(order.size());
+      std::iota(identity.begin(), identity.end(), 0);
+      if (order != identity)
+        t = graph_->transpose(t, order);
+      return graph_->reshape(t, shape);
+    };
+    std::vector<int64_t> lhsOrder = lhsBatch, rhsOrder = rhsBatch;
+    lhsOrder.insert(lhsOrder.end(), lhsFree.begin(), lhsFree.end());
+    lhsOrder.insert(lhsOrder.end(), lhsContracting.begin(), lhsContracting.end());
+    rhsOrder.insert(rhsOrder.end(), rhsContracting.begin(), rhsContracting.end());
+    rhsOrder.insert(rhsOrder.end(), rhsFree.begin(), rhsFree.end());
+    Shape lhsShape{product(m), k}, rhsShape{k, product(n)};
+    if (!batch.empty()) {
+      lhsShape.insert(lhsShape.begin(), product(batch));
+      rhsShape.insert(rhsShape.begin(), product(batch));
+    }
+    Tensor result = graph_->matmul(arranged(lhs, lhsOrder, lhsShape), arranged(rhs, rhsOrder, rhsShape));
+    Shape out = batch;
+    out.insert(out.end(), m.begin(), m.end());
+    out.insert(out.end(), n.begin(), n.end());
+    return graph_->reshape(result, out);
+  }
+
+  // gather in the forms an embedding lookup takes: whole rows of the
+  // operand's first axis picked by integer ids, the slice's axes last in the
+  // result.
+  Tensor gather(const Instruction &ins, Tensor table, Tensor indices) {
+    std::vector<int64_t> offsetDims = optionalIntList(ins, "offset_dims");
+    std::vector<int64_t> collapsed = optionalIntList(ins, "collapsed_slice_dims");
+    std::vector<int64_t> startIndexMap = optionalIntList(ins, "start_index_map");
+    std::vector<int64_t> sliceSizes = optionalIntList(ins, "slice_sizes");
+    int64_t indexVectorDim = intValue(attribute(ins, "index_vector_dim"));
+    if (!optionalIntList(ins, "operand_batching_dims").empty() ||
+        !optionalIntList(ins, "start_indices_batching_dims").empty())
+      failOp(ins, "batched gathers (operand_batching_dims) are not supported");
+    if (!isInteger(indices.dtype()))
+      failOp(ins, fmt::format("the indices must be s32 or s64, not {}", hloTypeName(indices.dtype())));
+    const char *form = "only embedding lookups are supported: collapsed_slice_dims={0}, start_index_map={0} and "
+                       "slice_sizes taking whole rows, with the row's axes last in the result";
+    Shape expectedSizes = table.shape();
+    expectedSizes[0] = 1;
+    if (collapsed != std::vector<int64_t>{0} || startIndexMap != std::vector<int64_t>{0} || sliceSizes != expectedSizes)
+      failOp(ins, form);
+    if (indexVectorDim < 0 || indexVectorDim > indices.rank())
+      failOp(ins,
+             fmt::format("index_vector_dim={} is out of range for indices of rank {}", indexVectorDim, indices.rank()));
+    Shape batch = indices.shape();
+    if (indexVectorDim < indices.rank()) {
+      if (batch[indexVectorDim] != 1)
+        failOp(ins, form);
+      batch.erase(batch.begin() + indexVectorDim);
+    }
+    std::vector<int64_t> trailing(static_cast<size_t>(table.rank() - 1));
+    std::iota(trailing.begin(), trailing.end(), static_cast<int64_t>(batch.size()));
+    if (offsetDims != trailing)
+      failOp(ins, form);
+    Shape row(table.shape().begin() + 1, table.shape().end());
+    int64_t width = numElements(row);
+    Tensor rows = graph_->reshape(table, {table.shape()[0], width});
+    Tensor gathered = graph_->gather(rows, graph_->reshape(indices, batch));
+    Shape out = batch;
+    out.insert(out.end(), row.begin(), row.end());
+    return graph_->reshape(gathered, out);
+  }
+
+  static void flatten(const Value &value, std::vector<Tensor> &out) {
+    if (value.tensor) {
+      out.push_back(*value.tensor);
+      return;
+    }
+    for (const Value &element : value.elements)
+      flatten(element, out);
+  }
+
+  // Every integer input that a gather's ids are computed from draws its
+  // random test values from the rows of the table it indexes.
+  void markIndexInputs() {
+    const auto &nodes = graph_->nodes();
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      if (nodes[id].kind != OpKind::Gather)
+        continue;
+      int64_t rows = nodes[nodes[id].operands[0]].shape[0];
+      std::vector<int> work = {nodes[id].operands[1]};
+      std::set<int> seen;
+      while (!work.empty()) {
+        int current = work.back();
+        work.pop_back();
+        if (!seen.insert(current).second)
+          continue;
+        const Node &node = nodes[current];
+        if (node.kind == OpKind::Input && isInteger(node.dtype))
+          graph_->markIndexInput(Tensor(graph_, current), rows);
+        work.insert(work.end(), node.operands.begin(), node.operands.end());
+      }
+    }
+  }
+
+  const ModuleText &module_;
+  const std::string &source_;
+  Graph *graph_ = nullptr;
+  std::vector<Tensor> inputs_;
+  std::vector<size_t> active_; // computations being walked, for recursion
+};
+
+} // namespace
+
+Program readHlo(std::string_view text, const std::string &source) {
+  ModuleText module = parseModule(text, source);
+  return Builder(module, source).build();
+}
+
+} // namespace mlpipe::fe

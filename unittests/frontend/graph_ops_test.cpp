@@ -1,0 +1,188 @@
+// The meaning of the graph ops HLO needs, checked on the float64 reference:
+// small cases worked out by hand for each op's definition (XLA's semantics),
+// and the recorder's refusals.
+#define BOOST_TEST_MODULE graph_ops
+#include <boost/test/unit_test.hpp>
+
+#include "test_support.h"
+
+#include "frontend/graph.h"
+#include "reference/evaluator.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlpipe;
+using namespace mlpipe::fe;
+using mlpipe::testing::messageOf;
+
+namespace {
+
+// Evaluates `build`'s single output on the given inputs.
+std::vector<double> evaluateOne(Graph &g, Tensor out, const ref::Values &inputs = {}) {
+  g.output("y", out);
+  return ref::evaluate(g, inputs).at("y")->data;
+}
+
+ref::ArrayPtr array(Shape shape, std::vector<double> data) {
+  return std::make_shared<ref::Array>(ref::Array{std::move(shape), std::move(data)});
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(pad_adds_edges_and_interior_and_negative_edges_cut) {
+  Graph g("pad", DType::f32);
+  Tensor x = g.input("x", {3});
+  // interior 1: 1 9 2 9 3; low -1 cuts the 1; high 2 adds two 9s.
+  Tensor y = g.pad(x, g.constant(9), {-1}, {2}, {1});
+  BOOST_TEST(y.shape() == (Shape{6}));
+  std::vector<double> expected = {9, 2, 9, 3, 9, 9};
+  BOOST_TEST(evaluateOne(g, y, {{"x", array({3}, {1, 2, 3})}}) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(pad_of_a_matrix_with_a_tensor_value) {
+  Graph g("pad", DType::f32);
+  Tensor x = g.input("x", {2, 2});
+  Tensor value = g.input("v", {});
+  Tensor y = g.pad(x, value, {1, 0}, {0, 1}, {0, 0});
+  std::vector<double> expected = {7, 7, 7, 1, 2, 7, 3, 4, 7};
+  BOOST_TEST(evaluateOne(g, y, {{"x", array({2, 2}, {1, 2, 3, 4})}, {"v", array({}, {7})}}) == expected,
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_places_operand_axes) {
+  Graph g("broadcast", DType::f32);
+  Tensor column = g.input("c", {2});
+  Tensor row = g.input("r", {3});
+  Tensor y = g.broadcast(column, {2, 3}, {0}) + g.broadcast(row, {2, 3}, {1});
+  std::vector<double> expected = {11, 12, 13, 21, 22, 23};
+  BOOST_TEST(evaluateOne(g, y, {{"c", array({2}, {10, 20})}, {"r", array({3}, {1, 2, 3})}}) == expected,
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(iota_counts_along_its_axis) {
+  Graph g("iota", DType::f32);
+  std::vector<double> expected = {0, 1, 2, 0, 1, 2};
+  BOOST_TEST(evaluateOne(g, g.iota({2, 3}, DType::i32, 1)) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(concat_and_strided_slice) {
+  Graph g("slices", DType::f32);
+  Tensor a = g.input("a", {2, 1});
+  Tensor b = g.input("b", {2, 2});
+  Tensor joined = g.concat({a, b}, 1); // [[1, 3, 4], [2, 5, 6]]
+  Tensor y = g.stridedSlice(joined, {0, 0}, {2, 3}, {1, 2});
+  std::vector<double> expected = {1, 4, 2, 6};
+  BOOST_TEST(evaluateOne(g, y, {{"a", array({2, 1}, {1, 2})}, {"b", array({2, 2}, {3, 4, 5, 6})}}) == expected,
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(integer_arithmetic_follows_xla) {
+  for (auto [a, b, quotient] : std::initializer_list<std::tuple<double, double, double>>{
+           {7, -2, -3}, {-7, 2, -3}, {5, 0, -1}, {-2147483648.0, -1, -2147483648.0}})
+    BOOST_TEST(applyBinary(BinaryFn::Div, a, b, DType::i32) == quotient);
+  BOOST_TEST(applyBinary(BinaryFn::Add, 2147483647, 1, DType::i32) == -2147483648.0);
+  BOOST_TEST(applyBinary(BinaryFn::Mul, 65536, 65536, DType::i32) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::And, 12, 10, DType::i32) == 8);
+  BOOST_TEST(applyBinary(BinaryFn::Or, -8, 3, DType::i32) == -5);
+  BOOST_TEST(applyUnary(UnaryFn::Not, 5, DType::i32) == -6);
+  BOOST_TEST(applyUnary(UnaryFn::Not, 1, DType::i1) == 0);
+  BOOST_TEST(applyUnary(UnaryFn::Neg, -2147483648.0, DType::i32) == -2147483648.0);
+  BOOST_TEST(applyUnary(UnaryFn::Abs, -7, DType::i64) == 7);
+}
+
+BOOST_AUTO_TEST_CASE(conversions_truncate_saturate_and_round) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  BOOST_TEST(convertValue(2.9, DType::f32, DType::i32) == 2);
+  BOOST_TEST(convertValue(-2.9, DType::f32, DType::i32) == -2);
+  BOOST_TEST(convertValue(nan, DType::f32, DType::i32) == 0);
+  BOOST_TEST(convertValue(1e10, DType::f32, DType::i32) == 2147483647);
+  BOOST_TEST(convertValue(-1e30, DType::f64, DType::i64) == static_cast<double>(std::numeric_limits<int64_t>::min()));
+  BOOST_TEST(convertValue(-0.5, DType::f32, DType::i1) == 1);
+  BOOST_TEST(convertValue(4294967297.0, DType::i64, DType::i32) == 1);
+  BOOST_TEST(convertValue(1.0 + 1.0 / 512, DType::f32, DType::bf16) == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(comparisons_with_nan_are_false_except_ne) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  for (CompareFn fn : {CompareFn::Eq, CompareFn::Lt, CompareFn::Le, CompareFn::Gt, CompareFn::Ge})
+    BOOST_TEST(!applyCompare(fn, nan, 1.0));
+  BOOST_TEST(applyCompare(CompareFn::Ne, nan, nan));
+}
+
+BOOST_AUTO_TEST_CASE(select_and_compare_broadcast) {
+  Graph g("select", DType::f32);
+  Tensor x = g.input("x", {2, 2});
+  Tensor positive = g.compare(CompareFn::Gt, x, g.constant(0));
+  Tensor y = g.select(positive, x, g.constant(-1));
+  std::vector<double> expected = {3, -1, -1, 0.5};
+  BOOST_TEST(evaluateOne(g, y, {{"x", array({2, 2}, {3, -2, 0, 0.5})}}) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(reductions_min_and_product) {
+  Graph g("reduce", DType::f32);
+  Tensor x = g.input("x", {2, 3});
+  Tensor y = g.reduce(ReduceFn::Min, x, 1, false) + g.reduce(ReduceFn::Prod, x, 1, false);
+  std::vector<double> expected = {-2 + -6.0, 0 + 0.0};
+  BOOST_TEST(evaluateOne(g, y, {{"x", array({2, 3}, {1, -2, 3, 4, 0, 5})}}) == expected,
+             boost::test_tools::per_element());
+}
+
+// The reference stores what the compiled code stores: a bf16 op's result is
+// rounded to bf16 after every op.
+BOOST_AUTO_TEST_CASE(bf16_results_are_rounded_after_each_op) {
+  Graph g("round", DType::f32);
+  Tensor x = g.input("x", {1}, DType::bf16);
+  Tensor y = x + g.constant(1.0 / 512); // 1 + 2^-9 is not a bf16: it rounds back to 1
+  std::vector<double> expected = {1.0};
+  BOOST_TEST(evaluateOne(g, y, {{"x", array({1}, {1.0})}}) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(literals_hold_their_values) {
+  Graph g("literal", DType::f32);
+  Tensor y = g.literal({2, 2}, DType::i32, {1.7, -2, 3, 4}); // stored as i32: 1.7 truncates
+  std::vector<double> expected = {1, -2, 3, 4};
+  BOOST_TEST(evaluateOne(g, y) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(constants_fold_in_their_own_type) {
+  Graph g("fold", DType::f32);
+  Tensor seven = g.constant(7, DType::i32), two = g.constant(2, DType::i32);
+  const Node &quotient = g.node(g.binary(BinaryFn::Div, seven, two).id());
+  BOOST_TEST((quotient.kind == OpKind::Constant && quotient.value == 3 && quotient.dtype == DType::i32));
+  const Node &converted = g.node(g.convert(g.constant(2.5), DType::i32).id());
+  BOOST_TEST((converted.kind == OpKind::Constant && converted.value == 2));
+}
+
+BOOST_AUTO_TEST_CASE(refuses_ops_that_do_not_fit) {
+  Graph g("bad", DType::f32);
+  Tensor x = g.input("x", {2, 3});
+  Tensor ids = g.input("i", {2, 3}, DType::i32);
+  Tensor truth = g.input("p", {2, 3}, DType::i1);
+  BOOST_TEST(messageOf([&] { g.binary(BinaryFn::Add, x, ids); }) ==
+             "elementwise arithmetic needs operands of one element type, not f32 and i32");
+  BOOST_TEST(messageOf([&] { g.unary(UnaryFn::Not, x); }) ==
+             "this elementwise function does not apply to a f32 tensor");
+  BOOST_TEST(messageOf([&] { g.binary(BinaryFn::Pow, ids, ids); }) ==
+             "this elementwise arithmetic does not apply to i32 tensors");
+  BOOST_TEST(messageOf([&] { g.binary(BinaryFn::Add, truth, truth); }) ==
+             "this elementwise arithmetic does not apply to i1 tensors");
+  BOOST_TEST(messageOf([&] { g.select(x, x, x); }) == "select needs an i1 predicate, not f32");
+  BOOST_TEST(messageOf([&] {
+               g.pad(x, g.constant(0), {-2, 0}, {0, 0}, {0, 0});
+             }) == "pad: axis 0 of 2x3 would be left with 0 elements");
+  BOOST_TEST(messageOf([&] {
+               g.broadcast(x, {3, 2}, {0, 1});
+             }) == "broadcast: axis 0 of 2x3 does not fit axis 0 of 3x2");
+  BOOST_TEST(messageOf([&] {
+               g.broadcast(g.input("square", {3, 3}), {3, 3}, {1, 1});
+             }) == "broadcast: dimension 1 is out of range or repeated for a result of rank 2");
+  BOOST_TEST(messageOf([&] { g.concat({x, g.input("z", {3, 3})}, 1); }) == "concat: 2x3 and 3x3 differ off axis 1");
+  BOOST_TEST(messageOf([&] {
+               g.stridedSlice(x, {0, 2}, {2, 2}, {1, 1});
+             }) == "slice [2:2:1] is out of range or empty for axis 1 of size 3");
+  BOOST_TEST(messageOf([&] { g.literal({2}, DType::f32, {1}); }) == "a literal of shape 2 needs 2 values, not 1");
+  BOOST_TEST(messageOf([&] {
+               g.pad(x, g.constant(0), {int64_t(1) << 62, 0}, {int64_t(1) << 62, 0}, {0, 0});
+             }) == "pad: a size does not fit in 64 bits");
+}

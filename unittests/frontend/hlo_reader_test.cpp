@@ -1,0 +1,337 @@
+// The HLO reader: the spellings of one module that XLA prints all read the
+// same; dot and gather keep XLA's meaning for any dimension numbers (checked
+// against loops written from the operation semantics, on random data); the
+// signature, and refusals that stay one line even for hostile input.
+#define BOOST_TEST_MODULE hlo_reader
+#include <boost/test/unit_test.hpp>
+
+#include "test_support.h"
+
+#include "frontend/hlo_reader.h"
+#include "frontend/mlir_emitter.h"
+#include "reference/evaluator.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+#include <random>
+
+using namespace mlpipe;
+using namespace mlpipe::fe;
+using mlpipe::testing::messageOf;
+using mlpipe::testing::rng;
+
+namespace {
+
+// The emitted MLIR without its locations (the metadata the spellings differ
+// in).
+std::string emitted(std::string_view text) {
+  std::string mlir = emitMlir(readHlo(text, "test.hlo"));
+  for (size_t at = mlir.find(" loc(\""); at != std::string::npos; at = mlir.find(" loc(\"", at))
+    mlir.erase(at, mlir.find("\")", at + 6) + 2 - at);
+  return mlir;
+}
+
+ref::ArrayPtr randomArray(const Shape &shape) {
+  auto array = std::make_shared<ref::Array>();
+  array->shape = shape;
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  for (int64_t i = 0; i < numElements(shape); ++i)
+    array->data.push_back(uniform(rng()));
+  return array;
+}
+
+std::vector<int64_t> strides(const Shape &shape) {
+  std::vector<int64_t> result(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    result[i - 1] = result[i] * shape[i];
+  return result;
+}
+
+// Calls visit(index) for every multi-index of `shape` in C order.
+template <typename Visit> void forEachIndex(const Shape &shape, Visit visit) {
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t flat = 0; flat < numElements(shape); ++flat) {
+    visit(index);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+std::string hloDims(const Shape &shape) { return fmt::format("{}", fmt::join(shape, ",")); }
+
+const char *kTanh = R"(HloModule jit_f, entry_computation_layout={(f32[4,8]{1,0})->f32[4,8]{1,0}}
+
+ENTRY main.4 {
+  Arg_0.1 = f32[4,8]{1,0} parameter(0)
+  exponential.2 = f32[4,8]{1,0} exponential(Arg_0.1)
+  ROOT tanh.3 = f32[4,8]{1,0} tanh(exponential.2), metadata={op_name="jit(f)/tanh" source_file="f.py" source_line=3}
+}
+)";
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(spellings_of_one_module_read_the_same) {
+  std::string reference = emitted(kTanh);
+  // % names, verbose operands, a signature, comments, stack frame tables.
+  BOOST_TEST(emitted(R"(HloModule jit_f
+
+FileNames
+1 "f.py"
+FunctionNames
+1 "f"
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9}
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+
+/* the entry */ ENTRY %main.4 (Arg_0.1: f32[4,8]) -> f32[4,8] {
+  %Arg_0.1 = f32[4,8]{1,0} parameter(0) // its only input
+  %exponential.2 = f32[4,8]{1,0} exponential(f32[4,8]{1,0} %Arg_0.1), metadata={op_name="a, b}" stack_frame_id=1}
+  ROOT %tanh.3 = f32[4,8]{1,0} tanh(f32[4,8]{1,0} %exponential.2), backend_config={"x":[1,{"y":"}"}]}
+}, execution_thread="main"
+)") == reference);
+  // Shapes left out where the op implies them, instructions out of order, no
+  // ENTRY (the last computation is the entry), the tables at the end.
+  BOOST_TEST(emitted(R"(HloModule jit_f
+main.4 {
+  ROOT tanh.3 = tanh(exponential.2)
+  exponential.2 = exponential(Arg_0.1)
+  Arg_0.1 = f32[4,8] parameter(0)
+}
+FileNames
+1 "f.py"
+FunctionNames
+FileLocations
+StackFrames
+)") == reference);
+}
+
+BOOST_AUTO_TEST_CASE(names_inputs_in_parameter_order_and_outputs_by_position) {
+  Program program = readHlo(R"(HloModule m
+ENTRY e {
+  b = f32[3] parameter(1)
+  a = f32[2] parameter(0)
+  t = (f32[2], (f32[3], f32[2])) tuple(a, (f32[3], f32[2]) u)
+  u = (f32[3], f32[2]) tuple(b, a)
+  ROOT r = (f32[2], (f32[3], f32[2])) tuple(a, u)
+})",
+                            "test.hlo");
+  const Graph &graph = *program.functions.front();
+  BOOST_TEST(graph.name() == "m");
+  BOOST_TEST(graph.node(graph.inputs()[0]).name == "a");
+  BOOST_TEST(graph.node(graph.inputs()[1]).name == "b");
+  BOOST_REQUIRE(graph.outputs().size() == 3u);
+  BOOST_TEST(graph.outputs()[0].first == "y0");
+  BOOST_TEST(graph.outputs()[2].first == "y2");
+  BOOST_TEST(graph.outputs()[1].second == graph.inputs()[1]);
+}
+
+// dot's result for random dimension numbers, against loops over its
+// definition: result[batch..., lhs free..., rhs free...] = sum over the
+// contracting indices of lhs * rhs.
+BOOST_AUTO_TEST_CASE(dot_keeps_xla_dimension_numbers) {
+  struct Case {
+    Shape lhs, rhs;
+    std::vector<int64_t> lhsBatch, rhsBatch, lhsContracting, rhsContracting;
+  };
+  std::vector<Case> cases = {
+      {{5, 3}, {3, 4}, {}, {}, {1}, {0}},
+      {{3, 5}, {4, 3}, {}, {}, {0}, {1}},
+      {{2, 5, 3}, {2, 3, 4}, {0}, {0}, {2}, {1}},
+      {{5, 2, 3, 6}, {6, 4, 2, 3}, {1}, {2}, {3, 2}, {0, 3}},
+      {{3, 4}, {2}, {}, {}, {}, {}},
+      {{7}, {7}, {}, {}, {0}, {0}},
+      {{2, 3, 1, 4}, {4, 2, 5}, {0}, {1}, {3}, {0}},
+  };
+  for (const Case &c : cases) {
+    auto free = [](const Shape &shape, const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+      std::vector<int64_t> axes;
+      for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
+        if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end())
+          axes.push_back(i);
+      return axes;
+    };
+    std::vector<int64_t> lhsFree = free(c.lhs, c.lhsBatch, c.lhsContracting);
+    std::vector<int64_t> rhsFree = free(c.rhs, c.rhsBatch, c.rhsContracting);
+    Shape out, contracting;
+    for (int64_t axis : c.lhsBatch)
+      out.push_back(c.lhs[axis]);
+    for (int64_t axis : lhsFree)
+      out.push_back(c.lhs[axis]);
+    for (int64_t axis : rhsFree)
+      out.push_back(c.rhs[axis]);
+    for (int64_t axis : c.lhsContracting)
+      contracting.push_back(c.lhs[axis]);
+    std::string text = fmt::format(
+        "HloModule dot\nENTRY e {{\n  a = f32[{}] parameter(0)\n  b = f32[{}] parameter(1)\n"
+        "  ROOT d = f32[{}] dot(a, b), lhs_batch_dims={{{}}}, rhs_batch_dims={{{}}}, lhs_contracting_dims={{{}}}, "
+        "rhs_contracting_dims={{{}}}\n}}\n",
+        hloDims(c.lhs), hloDims(c.rhs), hloDims(out), fmt::join(c.lhsBatch, ","), fmt::join(c.rhsBatch, ","),
+        fmt::join(c.lhsContracting, ","), fmt::join(c.rhsContracting, ","));
+    BOOST_TEST_CONTEXT(text) {
+      ref::ArrayPtr a = randomArray(c.lhs), b = randomArray(c.rhs);
+      Program program = readHlo(text, "dot.hlo");
+      std::vector<double> actual = ref::evaluate(*program.functions.front(), {{"a", a}, {"b", b}}).at("y")->data;
+      std::vector<double> expected;
+      std::vector<int64_t> lhsStrides = strides(c.lhs), rhsStrides = strides(c.rhs);
+      size_t batches = c.lhsBatch.size();
+      forEachIndex(out, [&](const std::vector<int64_t> &o) {
+        double sum = 0;
+        forEachIndex(contracting, [&](const std::vector<int64_t> &k) {
+          int64_t ia = 0, ib = 0;
+          for (size_t i = 0; i < batches; ++i) {
+            ia += o[i] * lhsStrides[c.lhsBatch[i]];
+            ib += o[i] * rhsStrides[c.rhsBatch[i]];
+          }
+          for (size_t i = 0; i < lhsFree.size(); ++i)
+            ia += o[batches + i] * lhsStrides[lhsFree[i]];
+          for (size_t i = 0; i < rhsFree.size(); ++i)
+            ib += o[batches + lhsFree.size() + i] * rhsStrides[rhsFree[i]];
+          for (size_t i = 0; i < k.size(); ++i) {
+            ia += k[i] * lhsStrides[c.lhsContracting[i]];
+            ib += k[i] * rhsStrides[c.rhsContracting[i]];
+          }
+          sum += a->data[ia] * b->data[ib];
+        });
+        expected.push_back(sum);
+      });
+      BOOST_REQUIRE(actual.size() == expected.size());
+      for (size_t i = 0; i < actual.size(); ++i)
+        BOOST_TEST(actual[i] == expected[i], boost::test_tools::tolerance(1e-12));
+    }
+  }
+}
+
+// gather's embedding form: out[batch..., row...] = table[clamp(id), row...],
+// whichever axis of the ids holds the (size 1) index vector.
+BOOST_AUTO_TEST_CASE(gather_takes_rows_like_xla) {
+  for (auto [ids, vectorDim] : {std::pair{Shape{5, 1}, 1}, {Shape{5}, 1}, {Shape{2, 1, 3}, 1}, {Shape{1}, 0}}) {
+    Shape batch = ids;
+    if (vectorDim < static_cast<int64_t>(ids.size()))
+      batch.erase(batch.begin() + vectorDim);
+    Shape table{6, 2, 3}, out = batch;
+    out.insert(out.end(), {2, 3});
+    std::vector<int64_t> offsets = {static_cast<int64_t>(batch.size()), static_cast<int64_t>(batch.size()) + 1};
+    std::string text =
+        fmt::format("HloModule g\nENTRY e {{\n  t = f32[6,2,3] parameter(0)\n  i = s32[{}] parameter(1)\n"
+                    "  ROOT g = f32[{}] gather(t, i), offset_dims={{{}}}, collapsed_slice_dims={{0}}, "
+                    "start_index_map={{0}}, index_vector_dim={}, slice_sizes={{1,2,3}}\n}}\n",
+                    hloDims(ids), hloDims(out), fmt::join(offsets, ","), vectorDim);
+    BOOST_TEST_CONTEXT(text) {
+      Program program = readHlo(text, "gather.hlo");
+      const Graph &graph = *program.functions.front();
+      BOOST_TEST(graph.node(graph.inputs()[1]).ints == std::vector<int64_t>{6}); // ids draw from the rows
+      auto idArray = std::make_shared<ref::Array>();
+      idArray->shape = ids;
+      std::uniform_int_distribution<int> row(-2, 7); // some outside the table: XLA clamps them
+      for (int64_t k = 0; k < numElements(ids); ++k)
+        idArray->data.push_back(row(rng()));
+      ref::ArrayPtr t = randomArray(table);
+      std::vector<double> actual = ref::evaluate(graph, {{"t", t}, {"i", idArray}}).at("y")->data;
+      std::vector<double> expected;
+      for (double id : idArray->data) {
+        int64_t clamped = std::clamp<int64_t>(static_cast<int64_t>(id), 0, 5);
+        expected.insert(expected.end(), t->data.begin() + clamped * 6, t->data.begin() + clamped * 6 + 6);
+      }
+      BOOST_TEST(actual == expected, boost::test_tools::per_element());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fusions_inline_and_multi_output_fusions_split) {
+  Program program = readHlo(R"(HloModule m
+%fused (p0: f32[4], p1: f32[4]) -> (f32[4], f32[4]) {
+  %p0 = f32[4]{0} parameter(0)
+  %p1 = f32[4]{0} parameter(1)
+  %s = f32[4]{0} add(%p0, %p1)
+  %m = f32[4]{0} multiply(%p0, %p1)
+  ROOT %t = (f32[4]{0}, f32[4]{0}) tuple(%s, %m)
+}
+ENTRY %e (x: f32[4], y: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %y = f32[4]{0} parameter(1)
+  %f = (f32[4]{0}, f32[4]{0}) fusion(%x, %y), kind=kLoop, calls=%fused
+  %a = f32[4]{0} get-tuple-element(%f), index=0
+  %b = f32[4]{0} get-tuple-element(%f), index=1
+  ROOT %r = f32[4]{0} subtract(%a, %b)
+})",
+                            "test.hlo");
+  const Graph &graph = *program.functions.front();
+  ref::ArrayPtr x = randomArray({4}), y = randomArray({4});
+  std::vector<double> out = ref::evaluate(graph, {{"x", x}, {"y", y}}).at("y")->data;
+  for (size_t i = 0; i < 4; ++i)
+    BOOST_TEST(out[i] == (x->data[i] + y->data[i]) - x->data[i] * y->data[i]);
+}
+
+// Hostile shapes of input: refused or read, never a crash, a hang or an
+// overflowed stack.
+BOOST_AUTO_TEST_CASE(long_chains_deep_nesting_and_blowups_are_bounded) {
+  std::string chain = "HloModule chain\nENTRY e {\n  x0 = f32[2] parameter(0)\n";
+  for (int i = 1; i <= 20000; ++i)
+    chain += fmt::format("  x{} = f32[2] negate(x{})\n", i, i - 1);
+  chain += "}\n";
+  BOOST_TEST(readHlo(chain, "chain.hlo").functions.front()->nodes().size() > 20000u);
+
+  // The same chain written backwards: every operand is defined after its use.
+  std::string backwards = "HloModule chain\nENTRY e {\n  ROOT x20000 = f32[2] negate(x19999)\n";
+  for (int i = 19999; i >= 1; --i)
+    backwards += fmt::format("  x{} = f32[2] negate(x{})\n", i, i - 1);
+  backwards += "  x0 = f32[2] parameter(0)\n}\n";
+  BOOST_TEST(readHlo(backwards, "chain.hlo").functions.front()->nodes().size() > 20000u);
+
+  std::string nested = "HloModule n\nENTRY e {\n  ROOT p = " + std::string(5000, '(') + "f32[]" +
+                       std::string(5000, ')') + " parameter(0)\n}\n";
+  BOOST_TEST(messageOf([&] { readHlo(nested, "n.hlo"); }) == "n.hlo:3:77: error: tuple shapes nest deeper than 64");
+
+  // Each computation calls the next twice: 2^40 copies once inlined.
+  std::string doubling = "HloModule d\n%c40 (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2] parameter(0)\n}\n";
+  for (int i = 39; i >= 0; --i)
+    doubling +=
+        fmt::format("%c{0} (p: f32[2]) -> f32[2] {{\n  %p = f32[2] parameter(0)\n  %a = f32[2] call(%p), "
+                    "to_apply=%c{1}\n  %b = f32[2] call(%a), to_apply=%c{1}\n  ROOT %s = f32[2] add(%a, %b)\n}}\n",
+                    i, i + 1);
+  doubling +=
+      "ENTRY %e (x: f32[2]) -> f32[2] {\n  %x = f32[2] parameter(0)\n  ROOT %r = f32[2] call(%x), to_apply=%c0\n}\n";
+  std::string message = messageOf([&] { readHlo(doubling, "d.hlo"); });
+  BOOST_TEST(message.find("records more than 262144 operations once calls and fusions are inlined") !=
+             std::string::npos);
+
+  BOOST_TEST(messageOf([&] {
+               readHlo("HloModule m\nENTRY e {\n  ROOT p = f32[99999999999,99999999999] parameter(0)\n}", "big.hlo");
+             }) ==
+             "big.hlo:3:41: error: parameter %p: shape 99999999999x99999999999 has more elements than fit in 64 bits");
+  BOOST_TEST(messageOf([&] {
+               readHlo("HloModule m\nENTRY e {\n  ROOT p = f32[99999999999999999999] parameter(0)\n}", "big.hlo");
+             }) == "big.hlo:3:16: error: a dimension size does not fit in 64 bits");
+}
+
+BOOST_AUTO_TEST_CASE(refusals_name_the_place_in_one_line) {
+  auto refusal = [](std::string_view text) { return messageOf([&] { readHlo(text, "x.hlo"); }); };
+  BOOST_TEST(refusal("") == "x.hlo:1:1: error: the file is empty: expected an HLO module ('HloModule NAME' and its "
+                            "computations)");
+  BOOST_TEST(refusal("HloModule m") == "x.hlo:1:11: error: the module has no computations");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(0)\n}") ==
+             "x.hlo:4:14: error: parameter %q: parameter number 0 is negative or used twice");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(1)\n}") ==
+             "x.hlo:3:14: error: parameter %p: parameter 0 is missing: the entry's parameters must be numbered 0, 1, "
+             "2, ...");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(p, p)\n  ROOT b = "
+                     "f32[2] add(p, p)\n}") == "x.hlo:5:8: error: computation %e has a second ROOT");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(negate(p), p)\n}") ==
+             "x.hlo:4:29: error: add %a: nested instructions are not supported: give %negate a name of its own");
+  BOOST_TEST(
+      refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] call(p), to_apply=%nowhere\n}") ==
+      "x.hlo:4:37: error: there is no computation named %nowhere");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({1, 2, 3})\n}") ==
+             "x.hlo:3:35: error: constant %c: the constant has more than 2 elements along axis 0");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  ROOT c = s32[2] constant({1, 2.5})\n}") ==
+             "x.hlo:3:19: error: constant %c: 2.5 is not a value of s32");
+  BOOST_TEST(refusal("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({1, 2} /* unterminated\n}") ==
+             "x.hlo:3:35: error: constant %c: unterminated /* comment: the file ends inside it");
+  BOOST_TEST(refusal(std::string("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\x01\n}")) ==
+             "x.hlo:3:26: error: expected an instruction name (or '}' closing the computation), found '\\x01'");
+}
