@@ -102,6 +102,9 @@ export MLPIPE_CACHE_DIR=$work/cache
 if want gpt2; then
   step gpt2.verify.sublayer verify gpt2 --steps 10 --mode sublayer --target gpu --weights synthetic --config 124M
   step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weights synthetic --config 124M
+  # The generated matmul kernels (the matmul emitter with epilogues) in place of cuBLAS.
+  step gpt2.verify.fused.generated verify gpt2 --steps 3 --mode fused --target gpu --weights synthetic --config 124M \
+    --matmul generated
   rm -rf "$MLPIPE_CACHE_DIR"
   step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
   step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
