@@ -61,7 +61,7 @@ if want verify; then
   step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
   step verify.kernels.f64 verify all --target gpu --dtype f64
   step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
-  step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75
+  step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75 --format isa
 fi
 
 # 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
