@@ -377,3 +377,112 @@ module {
     return
   }
 }
+
+// -----
+
+// Fused mode traces the causal mask once, into a buffer every layer's
+// softmax reads: the kernel reads it too (an extra argument), and since
+// the buffer's one writer computes the causal penalty, tiles past the
+// diagonal are skipped all the same.
+// CHECK-LABEL: func.func @mask_in_memory(
+// CHECK: %[[MASK:.*]] = memref.alloc() : memref<7x7xf32>
+// CHECK: call @mask_loop(%[[MASK]])
+// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention {{.*}} %[[MASK]] : memref<7x7xf32>)
+// CHECK: memref.dealloc %[[MASK]]
+// CHECK: gpu.func @attention_attention({{.*}}, %{{.*}}: memref<7x7xf32>) workgroup
+// DEBUG: attention_attention: fused attention, 2 heads of 7 x 32, causal (tiles past the diagonal skipped)
+
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#map2 = affine_map<(d0, d1, d2) -> (d1, d2)>
+#map3 = affine_map<(d0, d1) -> (d0, d1)>
+module {
+  func.func private @attention_scores_matmul(%q: memref<7x64xf32>, %k: memref<7x64xf32>, %s: memref<2x7x7xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %qe = memref.expand_shape %q [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %qh = memref.transpose %qe (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+    %ke = memref.expand_shape %k [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %kt = memref.transpose %ke (d0, d1, d2) -> (d1, d2, d0) : memref<7x2x32xf32> to memref<2x32x7xf32, strided<[32, 1, 64]>>
+    linalg.fill ins(%zero : f32) outs(%s : memref<2x7x7xf32>)
+    linalg.batch_matmul ins(%qh, %kt : memref<2x7x32xf32, strided<[32, 64, 1]>>, memref<2x32x7xf32, strided<[32, 1, 64]>>) outs(%s : memref<2x7x7xf32>)
+    return
+  }
+  func.func private @mask_loop(%mask: memref<7x7xf32>) attributes {mlpipe.fusion = "loop"} {
+    %c1 = arith.constant 1 : index
+    %one = arith.constant 1.000000e+00 : f32
+    %zero = arith.constant 0.000000e+00 : f32
+    %big = arith.constant -1.000000e+10 : f32
+    linalg.generic {indexing_maps = [#map3], iterator_types = ["parallel", "parallel"]} outs(%mask : memref<7x7xf32>) {
+    ^bb0(%out: f32):
+      %i = linalg.index 0 : index
+      %j = linalg.index 1 : index
+      %d = arith.subi %j, %i : index
+      %after = arith.cmpi sge, %d, %c1 : index
+      %m = arith.select %after, %one, %zero : f32
+      %pen = arith.mulf %m, %big : f32
+      linalg.yield %pen : f32
+    }
+    return
+  }
+  func.func private @attention_softmax_row_reduction(%s: memref<2x7x7xf32>, %mask: memref<7x7xf32>, %p: memref<2x7x7xf32>) attributes {mlpipe.fusion = "row_reduction"} {
+    %ninf = arith.constant 0xFF800000 : f32
+    %c1 = arith.constant 1 : index
+    %one = arith.constant 1.000000e+00 : f32
+    %zero = arith.constant 0.000000e+00 : f32
+    %big = arith.constant -1.000000e+10 : f32
+    %scale = arith.constant 0.176776692 : f32
+    linalg.generic {indexing_maps = [#map, #map2, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %mask : memref<2x7x7xf32>, memref<7x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %pen: f32, %out: f32):
+      %x = arith.mulf %in, %scale : f32
+      %y = arith.addf %x, %pen : f32
+      linalg.yield %y : f32
+    }
+    %r = memref.alloc() : memref<2x7xf32>
+    linalg.fill ins(%ninf : f32) outs(%r : memref<2x7xf32>)
+    linalg.reduce ins(%p : memref<2x7x7xf32>) outs(%r : memref<2x7xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.maximumf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x7x7xf32>, memref<2x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %mx: f32, %out: f32):
+      %0 = arith.subf %in, %mx : f32
+      %1 = math.exp %0 : f32
+      linalg.yield %1 : f32
+    }
+    linalg.fill ins(%zero : f32) outs(%r : memref<2x7xf32>)
+    linalg.reduce ins(%p : memref<2x7x7xf32>) outs(%r : memref<2x7xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.addf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x7x7xf32>, memref<2x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %sum: f32, %out: f32):
+      %0 = arith.divf %in, %sum : f32
+      linalg.yield %0 : f32
+    }
+    memref.dealloc %r : memref<2x7xf32>
+    return
+  }
+  func.func private @attention_values_matmul(%v: memref<7x64xf32>, %p: memref<2x7x7xf32>, %o: memref<2x7x32xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %ve = memref.expand_shape %v [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %vh = memref.transpose %ve (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+    linalg.fill ins(%zero : f32) outs(%o : memref<2x7x32xf32>)
+    linalg.batch_matmul ins(%p, %vh : memref<2x7x7xf32>, memref<2x7x32xf32, strided<[32, 64, 1]>>) outs(%o : memref<2x7x32xf32>)
+    return
+  }
+  func.func @mask_in_memory(%q: memref<7x64xf32>, %k: memref<7x64xf32>, %v: memref<7x64xf32>, %o: memref<2x7x32xf32>) {
+    %mask = memref.alloc() : memref<7x7xf32>
+    call @mask_loop(%mask) : (memref<7x7xf32>) -> ()
+    %s = memref.alloc() : memref<2x7x7xf32>
+    call @attention_scores_matmul(%q, %k, %s) : (memref<7x64xf32>, memref<7x64xf32>, memref<2x7x7xf32>) -> ()
+    %p = memref.alloc() : memref<2x7x7xf32>
+    call @attention_softmax_row_reduction(%s, %mask, %p) : (memref<2x7x7xf32>, memref<7x7xf32>, memref<2x7x7xf32>) -> ()
+    call @attention_values_matmul(%v, %p, %o) : (memref<7x64xf32>, memref<2x7x7xf32>, memref<2x7x32xf32>) -> ()
+    memref.dealloc %s : memref<2x7x7xf32>
+    memref.dealloc %p : memref<2x7x7xf32>
+    memref.dealloc %mask : memref<7x7xf32>
+    return
+  }
+}

@@ -133,11 +133,15 @@ bool isIdentity(mlir::linalg::LinalgOp op, mlir::OpOperand *operand) {
 
 // The softmax fusion's structure, as the kernel needs it.
 struct Softmax {
-  int prologue = -1; // x = f(scores, indices): all parallel, reads the scores argument
-  int max = -1;      // m = max_j x
-  int exp = -1;      // e = exp(x - m)
-  int sum = -1;      // l = sum_j e
-  int divide = -1;   // y = e / l, the output
+  int prologue = -1;        // x = f(scores, indices, ...): all parallel, reads the scores argument
+  unsigned scoresInput = 0; // which input of the prologue the scores are
+  // Other arguments of the fusion the prologue reads (a mask computed
+  // once for all layers): they become arguments of the kernel.
+  llvm::SmallVector<unsigned> extraArguments;
+  int max = -1;    // m = max_j x
+  int exp = -1;    // e = exp(x - m)
+  int sum = -1;    // l = sum_j e
+  int divide = -1; // y = e / l, the output
   bool causal = false;
 };
 
@@ -153,49 +157,58 @@ llvm::StringRef combinerName(mlir::linalg::LinalgOp op) {
   return combining.getName().getStringRef();
 }
 
-// Whether the prologue is the traced causal mask: a select on
-// `linalg.index 2 - linalg.index 1 >= 1` (key after query) of a term
-// that is otherwise 0, multiplied by a large negative constant and added.
-bool isCausalMask(mlir::linalg::LinalgOp prologue) {
-  mlir::Block *block = prologue.getBlock();
-  for (mlir::Operation &op : block->without_terminator()) {
-    auto cmp = mlir::dyn_cast<mlir::arith::CmpIOp>(op);
-    if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sge)
+// Whether `value` (in a linalg body) is the traced causal penalty:
+// select(index(keyDim) - index(queryDim) >= 1, a, 0) * big with a * big at
+// most -1e9, so that exp(penalty + score - m) is exactly 0 in f32 and f64
+// for any score below 1e8 in magnitude.
+bool isCausalPenalty(Value value, unsigned queryDim, unsigned keyDim) {
+  auto scaled = value.getDefiningOp<mlir::arith::MulFOp>();
+  if (!scaled)
+    return false;
+  for (auto [selected, other] :
+       {std::pair(scaled.getLhs(), scaled.getRhs()), std::pair(scaled.getRhs(), scaled.getLhs())}) {
+    auto select = selected.getDefiningOp<mlir::arith::SelectOp>();
+    mlir::FloatAttr big, whenAfter, otherwise;
+    if (!select || !mlir::matchPattern(other, mlir::m_Constant(&big)) ||
+        !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&whenAfter)) ||
+        !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+        whenAfter.getValueAsDouble() * big.getValueAsDouble() > -1e9)
+      continue;
+    auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+    llvm::APInt one;
+    if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sge ||
+        !mlir::matchPattern(cmp.getRhs(), mlir::m_ConstantInt(&one)) || one != 1)
       continue;
     auto sub = cmp.getLhs().getDefiningOp<mlir::arith::SubIOp>();
-    llvm::APInt one;
-    if (!sub || !mlir::matchPattern(cmp.getRhs(), mlir::m_ConstantInt(&one)) || one != 1)
+    if (!sub)
       continue;
     auto key = sub.getLhs().getDefiningOp<mlir::linalg::IndexOp>();
     auto query = sub.getRhs().getDefiningOp<mlir::linalg::IndexOp>();
-    if (!key || !query || key.getDim() != 2 || query.getDim() != 1)
-      continue;
-    // select(after, 1, 0) * big + (s * c)
-    if (!cmp->hasOneUse())
-      return false;
-    auto select = mlir::dyn_cast<mlir::arith::SelectOp>(*cmp->getUsers().begin());
-    mlir::FloatAttr whenAfter, otherwise;
-    if (!select || !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&whenAfter)) ||
-        !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
-        !select->hasOneUse())
-      return false;
-    auto scaled = mlir::dyn_cast<mlir::arith::MulFOp>(*select->getUsers().begin());
-    mlir::FloatAttr big;
-    if (!scaled || !scaled->hasOneUse())
-      return false;
-    Value other = scaled.getLhs() == select.getResult() ? scaled.getRhs() : scaled.getLhs();
-    if (!mlir::matchPattern(other, mlir::m_Constant(&big)))
-      return false;
-    double penalty = whenAfter.getValueAsDouble() * big.getValueAsDouble();
-    auto add = mlir::dyn_cast<mlir::arith::AddFOp>(*scaled->getUsers().begin());
-    // exp(penalty + |score| - m) must be exactly 0: far below the smallest
-    // exponent (f32's -104) however large the scores.
-    return add && penalty <= -1e9 && block->getTerminator()->getOperand(0) == add.getResult();
+    if (key && query && key.getDim() == keyDim && query.getDim() == queryDim)
+      return true;
   }
   return false;
 }
 
-mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why) {
+// The prologue's result as `something + term`: the terms added (either
+// order), or none.
+llvm::SmallVector<Value, 2> addedTerms(mlir::linalg::LinalgOp op) {
+  auto add = op.getBlock()->getTerminator()->getOperand(0).getDefiningOp<mlir::arith::AddFOp>();
+  if (!add)
+    return {};
+  return {add.getLhs(), add.getRhs()};
+}
+
+// Whether the prologue adds the causal penalty computed in its own body
+// (sublayer mode traces it there).
+bool isCausalMask(mlir::linalg::LinalgOp prologue) {
+  for (Value term : addedTerms(prologue))
+    if (isCausalPenalty(term, 1, 2))
+      return true;
+  return false;
+}
+
+mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why, bool &looksLikeSoftmax) {
   Softmax s;
   llvm::SmallVector<int> reductions = graph.reductions();
   if (reductions.size() != 2)
@@ -211,6 +224,8 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
   llvm::StringRef maxOp = combinerName(graph.node(s.max).op);
   if (maxOp != "arith.maximumf" && maxOp != "arith.maxnumf")
     return why = "the first reduction is not a max", mlir::failure();
+  // From here on it looks like a softmax: a reason is worth reporting.
+  looksLikeSoftmax = true;
   if (combinerName(graph.node(s.sum).op) != "arith.addf" || !isZeroFill(graph, graph.node(s.sum).initProducer))
     return why = "the second reduction is not a sum from zero", mlir::failure();
   s.prologue = graph.node(s.max).inputProducers[0];
@@ -218,12 +233,31 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
   if (s.prologue < 0 || s.exp < 0)
     return why = "a softmax reduction of an argument", mlir::failure();
   // The prologue: elementwise over (head, query, key), reading the scores
-  // argument at the same index.
+  // argument at the same index (and possibly other arguments: a mask).
   mlir::linalg::LinalgOp prologue = graph.node(s.prologue).op;
-  if (prologue.getNumReductionLoops() != 0 || prologue.getNumDpsInputs() != 1 ||
-      graph.node(s.prologue).inputProducers[0] != -1 || !isIdentity(prologue, prologue.getDpsInputOperand(0)) ||
-      !isIdentity(prologue, prologue.getDpsInitOperand(0)) || FusionGraph::readsMemrefInBody(prologue))
-    return why = "the softmax prologue is not elementwise over the scores", mlir::failure();
+  if (prologue.getNumReductionLoops() != 0 || !isIdentity(prologue, prologue.getDpsInitOperand(0)) ||
+      FusionGraph::readsMemrefInBody(prologue))
+    return why = "the softmax prologue is not elementwise", mlir::failure();
+  int scoresFound = 0;
+  mlir::Block &entry = graph.function().front();
+  for (auto [position, operand] : llvm::enumerate(prologue.getDpsInputOperands())) {
+    if (graph.node(s.prologue).inputProducers[position] != -1)
+      return why = "the softmax prologue reads a value computed in the fusion", mlir::failure();
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(operand->get());
+    if (!mlir::isa<mlir::MemRefType>(operand->get().getType()))
+      continue;
+    if (!argument || argument.getOwner() != &entry)
+      return why = "the softmax prologue reads through a view", mlir::failure();
+    if (isIdentity(prologue, operand) &&
+        mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape) {
+      s.scoresInput = position;
+      ++scoresFound;
+    } else if (!llvm::is_contained(s.extraArguments, argument.getArgNumber())) {
+      s.extraArguments.push_back(argument.getArgNumber());
+    }
+  }
+  if (scoresFound != 1)
+    return why = "the softmax prologue does not read one [heads, T, T] argument as it is", mlir::failure();
   if (!isIdentity(graph.node(s.max).op, graph.node(s.max).op.getDpsInputOperand(0)))
     return why = "the max reads the prologue through a view", mlir::failure();
   // exp(x - max)
@@ -262,8 +296,8 @@ struct Config {
   mlir::Type element;
   int64_t elementBytes = 4;
   int64_t rowsPerBlock = kQueryRowsPerBlock;
-  int64_t lanes = 1; // per query row
-  int64_t width = 1; // elements per register chunk
+  int64_t lanes = 1;  // per query row
+  int64_t width = 1;  // elements per register chunk
   int64_t chunks = 1; // per lane
   int64_t keysPerTile = kKeysPerTile;
   int64_t threads = 0;
@@ -371,7 +405,8 @@ Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
       Value bits = mlir::arith::BitcastOp::create(x.b, x.loc, i64, value);
       Value shift = mlir::arith::ConstantIntOp::create(x.b, x.loc, i64, 32);
       Value low = mlir::arith::TruncIOp::create(x.b, x.loc, i32, bits);
-      Value high = mlir::arith::TruncIOp::create(x.b, x.loc, i32, mlir::arith::ShRUIOp::create(x.b, x.loc, bits, shift));
+      Value high =
+          mlir::arith::TruncIOp::create(x.b, x.loc, i32, mlir::arith::ShRUIOp::create(x.b, x.loc, bits, shift));
       auto shuffle = [&](Value half) {
         return mlir::gpu::ShuffleOp::create(x.b, x.loc, half, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
             .getShuffleResult();
@@ -402,7 +437,10 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
   mlir::Operation *anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
   mlir::OpBuilder entry(anchor);
-  ElementalEmitter elemental(graph, b, entry, mlir::IRMapping{});
+  mlir::IRMapping extras;
+  for (auto [position, argument] : llvm::enumerate(softmax.extraArguments))
+    extras.map(graph.function().getArgument(argument), f.getArgument(4 + position));
+  ElementalEmitter elemental(graph, b, entry, extras);
 
   Value tid = threadIdX(b, loc);
   Value block = blockIdX(b, loc);
@@ -479,7 +517,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
 
     // Scores of this row against the tile's keys, through the prologue.
     mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
-    mlir::OpOperand *scoresOperand = prologue.getDpsInputOperand(0);
+    mlir::OpOperand *scoresOperand = prologue.getDpsInputOperand(softmax.scoresInput);
     llvm::SmallVector<Value> logits, keys;
     Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
     Value tileMax = negInf;
@@ -495,7 +533,10 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
       score = sumOverLanes(x, score, cfg.lanes);
       Value key = x.add(firstKey, jj);
       keys.push_back(key);
-      llvm::SmallVector<Value> at{head, query, key};
+      // The prologue may read memory at the key (a mask): keys past the end
+      // are evaluated at the last one, then masked.
+      bool mayOverrun = T % BK != 0 && jj > 0;
+      llvm::SmallVector<Value> at{head, query, mayOverrun ? x.min(key, T - 1) : key};
       llvm::SmallVector<Value> loopIndex = elemental.loopIndexOfOutput(softmax.prologue, at);
       elemental.defineRead(softmax.prologue, *scoresOperand,
                            elemental.applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
@@ -503,7 +544,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
       if (!logit || elemental.failed())
         return mlir::failure();
       // Keys past the end do not exist.
-      if (T % BK != 0 && jj > 0)
+      if (mayOverrun)
         logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, T), logit, negInf);
       logits.push_back(logit);
       tileMax = mlir::arith::MaximumFOp::create(b, loc, tileMax, logit);
@@ -572,22 +613,60 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     module.walk([&](mlir::func::CallOp call) {
       auto caller = call->getParentOfType<mlir::func::FuncOp>();
       auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
-      if (!caller->hasAttr(kFusionAttrName) && callee && callee->hasAttr(kFusionAttrName) &&
-          callee.getNumArguments() == 2)
+      if (!caller->hasAttr(kFusionAttrName) && callee && callee->hasAttr(kFusionAttrName))
         softmaxCalls.push_back(call);
     });
     int fused = 0;
     for (mlir::func::CallOp call : softmaxCalls) {
       std::string why;
+      looksLikeSoftmax_ = false;
       if (mlir::succeeded(fuse(call, symbols, kernels, *device, why)))
         ++fused;
-      else if (!why.empty())
+      else if (looksLikeSoftmax_)
         MLPIPE_DEBUG(kDebugEmitters, os << call.getCallee() << ": not fused attention: " << why << "\n");
     }
     // Fusion functions nothing calls any more.
     for (auto function : llvm::make_early_inc_range(module.getOps<mlir::func::FuncOp>()))
       if (function->hasAttr(kFusionAttrName) && mlir::SymbolTable::symbolKnownUseEmpty(function, module))
         function.erase();
+    if (fused > 0)
+      MLPIPE_DEBUG(kDebugEmitters, os << fused << " attentions fused\n");
+  }
+
+  // Whether host buffer `mask`, read by `reader`, holds the causal penalty
+  // over [query, key]: written once, before `reader`, by a fusion whose one
+  // op computes it from its indices (fused mode traces the mask once for
+  // all layers), and written by nothing else.
+  static bool maskIsCausal(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+    if (!mask.getDefiningOp<mlir::memref::AllocOp>())
+      return false;
+    mlir::func::CallOp writer;
+    for (mlir::Operation *user : mask.getUsers()) {
+      // (A launch this pass made reads its extra arguments only.)
+      if (mlir::isa<mlir::memref::DeallocOp, mlir::gpu::LaunchFuncOp>(user))
+        continue;
+      auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
+      if (!call)
+        return false;
+      auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
+      std::string ignored;
+      auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
+      if (mlir::failed(graph))
+        return false;
+      for (const FusionGraph::Output &output : graph->outputs()) {
+        if (call.getOperand(output.argument) != mask)
+          continue;
+        if (writer)
+          return false;
+        writer = call;
+        mlir::linalg::LinalgOp op = graph->node(output.node).op;
+        if (graph->nodes().size() != 1 || op.getNumDpsInputs() != 0 || op.getNumLoops() != 2 ||
+            op.getDpsInits()[0] != callee.getArgument(output.argument) || !isIdentity(op, op.getDpsInitOperand(0)) ||
+            !isCausalPenalty(op.getBlock()->getTerminator()->getOperand(0), 0, 1))
+          return false;
+      }
+    }
+    return writer && writer->getBlock() == reader->getBlock() && writer->isBeforeInBlock(reader);
   }
 
   // The other call using a buffer, besides `call` and deallocations.
@@ -616,13 +695,35 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     // Which argument is read, which written.
     if (softmaxGraph->outputs().size() != 1)
       return why = "not one output", mlir::failure();
-    unsigned outArg = softmaxGraph->outputs().front().argument, inArg = 1 - outArg;
-    auto softmax = matchSoftmax(*softmaxGraph, why);
+    auto softmax = matchSoftmax(*softmaxGraph, why, looksLikeSoftmax_);
     if (mlir::failed(softmax))
       return mlir::failure();
+    unsigned outArg = softmaxGraph->outputs().front().argument;
+    unsigned inArg =
+        mlir::cast<mlir::BlockArgument>(softmaxGraph->node(softmax->prologue).op.getDpsInputs()[softmax->scoresInput])
+            .getArgNumber();
     Value scores = softmaxCall.getOperand(inArg), probs = softmaxCall.getOperand(outArg);
     if (!scores.getDefiningOp<mlir::memref::AllocOp>() || !probs.getDefiningOp<mlir::memref::AllocOp>())
       return why = "scores or probabilities are not temporaries of the host", mlir::failure();
+    for (unsigned argument : softmax->extraArguments)
+      if (softmaxCall.getOperand(argument) == scores || softmaxCall.getOperand(argument) == probs)
+        return why = "the softmax reads its own buffers twice", mlir::failure();
+    // A mask read from memory, added to the scaled scores at [query, key].
+    if (!softmax->causal) {
+      mlir::linalg::LinalgOp prologue = softmaxGraph->node(softmax->prologue).op;
+      llvm::SmallVector<Value, 2> terms = addedTerms(prologue);
+      for (mlir::OpOperand *input : prologue.getDpsInputOperands()) {
+        auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+        mlir::AffineMap map = prologue.getMatchingIndexingMap(input);
+        mlir::MLIRContext *context = prologue.getContext();
+        if (argument && argument.getArgNumber() != inArg &&
+            llvm::is_contained(terms, prologue.getMatchingBlockArgument(input)) &&
+            map == mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(1, context), mlir::getAffineDimExpr(2, context)},
+                                        context) &&
+            maskIsCausal(softmaxCall.getOperand(argument.getArgNumber()), softmaxCall, symbols))
+          softmax->causal = true;
+      }
+    }
     mlir::func::CallOp scoresCall = otherCall(scores, softmaxCall), valuesCall = otherCall(probs, softmaxCall);
     if (!scoresCall || !valuesCall || scoresCall->getBlock() != softmaxCall->getBlock() ||
         valuesCall->getBlock() != softmaxCall->getBlock() || !scoresCall->isBeforeInBlock(softmaxCall) ||
@@ -651,7 +752,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     mlir::linalg::LinalgOp valuesOp = valuesGraph->node(valuesProduct).op;
     // The values product reads the probabilities as its A operand, as they are.
     auto probsArg = mlir::dyn_cast<mlir::BlockArgument>(valuesOp.getDpsInputs()[0]);
-    if (!probsArg || probsArg.getOwner() != &valuesFn.front() || valuesCall.getOperand(probsArg.getArgNumber()) != probs)
+    if (!probsArg || probsArg.getOwner() != &valuesFn.front() ||
+        valuesCall.getOperand(probsArg.getArgNumber()) != probs)
       return why = "the values matmul does not read the probabilities directly", mlir::failure();
     for (auto [i, operand] : llvm::enumerate(valuesCall.getOperands()))
       if (i != probsArg.getArgNumber() && operand == probs)
@@ -753,16 +855,23 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     cfg.widthV = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(vHost.getType()), maxWidth);
     cfg.widthO = vectorWidthAlongLast(oType, maxWidth);
 
+    // attn_scores_matmul_3 -> attn_attention
     std::string name = scoresFn.getName().str();
-    if (llvm::StringRef(name).ends_with("_scores_matmul"))
-      name = llvm::StringRef(name).drop_back(llvm::StringRef("_scores_matmul").size()).str();
+    if (size_t at = name.find("_scores_matmul"); at != std::string::npos)
+      name = name.substr(0, at);
     name += "_attention";
     KernelSignature signature;
     signature.name = name;
     signature.arguments = {qHost.getType(), kHost.getType(), vHost.getType(), oType};
+    llvm::SmallVector<Value> launchOperands{qHost, kHost, vHost, oHost};
+    for (unsigned argument : softmax->extraArguments) {
+      Value operand = softmaxCall.getOperand(argument);
+      signature.arguments.push_back(operand.getType());
+      launchOperands.push_back(operand);
+    }
     auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
-    auto tileType = mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{},
-                                          space);
+    auto tileType =
+        mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
     signature.workgroupBuffers = {tileType, tileType};
     int64_t tensorBytes = cfg.heads * cfg.length * cfg.headSize * cfg.elementBytes;
     signature.bytesMoved = 4 * tensorBytes;
@@ -780,19 +889,18 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         op->erase();
       return why = "the kernel could not be built", mlir::failure();
     }
-    MLPIPE_DEBUG(kDebugEmitters, os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length
-                                    << " x " << cfg.headSize << (cfg.causal ? ", causal (tiles past the diagonal skipped)"
-                                                                            : ", not causal (every tile)")
-                                    << ", " << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes
-                                    << " lanes per row holding " << cfg.chunks << " chunks of " << cfg.width << ", "
-                                    << cfg.keysPerTile << "-key tiles of K and V in shared memory, vectors q "
-                                    << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out "
-                                    << cfg.widthO << ", " << cfg.heads * cfg.queryTiles << " blocks x " << cfg.threads
-                                    << " threads\n");
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " x " << cfg.headSize
+                    << (cfg.causal ? ", causal (tiles past the diagonal skipped)" : ", not causal (every tile)") << ", "
+                    << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes << " lanes per row holding "
+                    << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
+                    << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
+                    << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles
+                    << " blocks x " << cfg.threads << " threads\n");
     LaunchDims dims;
     dims.grid = {cfg.heads * cfg.queryTiles, 1, 1};
     dims.block = {cfg.threads, 1, 1};
-    kernels.launch(host, valuesCall.getLoc(), *kernel, dims, {qHost, kHost, vHost, oHost});
+    kernels.launch(host, valuesCall.getLoc(), *kernel, dims, launchOperands);
     // The three calls go; the temporaries they shared with nobody else too.
     valuesCall.erase();
     softmaxCall.erase();
@@ -804,6 +912,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     }
     return mlir::success();
   }
+
+  // Whether the fusion being looked at started like a softmax (two
+  // reductions, the first a max): only then does debug output say why it
+  // was not fused.
+  bool looksLikeSoftmax_ = false;
 };
 
 } // namespace
