@@ -48,7 +48,10 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "llvm/ADT/SetVector.h"
+
 #include <limits>
+#include <optional>
 
 namespace mlpipe {
 
@@ -68,8 +71,10 @@ constexpr int64_t kQueryRowsPerBlock = 64;
 constexpr int64_t kMinQueryRowsPerBlock = 16;
 constexpr int64_t kMinBlocksPerSm = 2;
 // Keys per K/V tile: each lane keeps one score per key of the tile in
-// registers.
-constexpr int64_t kKeysPerTile = 32;
+// registers, at most this many 32-bit registers of them (32 f32 keys, 16
+// f64 keys); fewer keys when the two tiles would not fit shared memory.
+constexpr int64_t kScoreRegistersPerLane = 32;
+constexpr int64_t kMinKeysPerTile = 8;
 // Elements of the head dimension one lane holds (of q, and of the output
 // accumulator): beyond this the lane group grows, so that q, the
 // accumulator and a tile's scores fit the registers without spilling.
@@ -138,6 +143,10 @@ struct Softmax {
   // Other arguments of the fusion the prologue reads (a mask computed
   // once for all layers): they become arguments of the kernel.
   llvm::SmallVector<unsigned> extraArguments;
+  // The prologue's input that is a causal mask computed in memory by
+  // another fusion (fused mode): the kernel computes its elements from that
+  // fusion's own op instead of reading them. -1: none.
+  int maskInput = -1;
   int max = -1;    // m = max_j x
   int exp = -1;    // e = exp(x - m)
   int sum = -1;    // l = sum_j e
@@ -299,7 +308,7 @@ struct Config {
   int64_t lanes = 1;  // per query row
   int64_t width = 1;  // elements per register chunk
   int64_t chunks = 1; // per lane
-  int64_t keysPerTile = kKeysPerTile;
+  int64_t keysPerTile = 0;
   int64_t threads = 0;
   int64_t queryTiles = 0;
   int64_t widthQ = 1, widthK = 1, widthV = 1, widthO = 1; // global vector widths
@@ -424,7 +433,7 @@ Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
 // The kernel's body. Arguments: q, k ([H, T, D] views), v ([H, T, D]),
 // out ([H, T, D]); workgroup buffers: the K tile and the V tile.
 mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg, const FusionGraph &graph,
-                              const Softmax &softmax) {
+                              const Softmax &softmax, const FusionGraph *maskGraph) {
   mlir::Location loc = f.getLoc();
   Builder x{b, loc};
   Value q = f.getArgument(0), k = f.getArgument(1), v = f.getArgument(2), out = f.getArgument(3);
@@ -441,6 +450,10 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   for (auto [position, argument] : llvm::enumerate(softmax.extraArguments))
     extras.map(graph.function().getArgument(argument), f.getArgument(4 + position));
   ElementalEmitter elemental(graph, b, entry, extras);
+  // The mask's own fusion, when the prologue reads one from memory.
+  std::optional<ElementalEmitter> mask;
+  if (maskGraph)
+    mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
 
   Value tid = threadIdX(b, loc);
   Value block = blockIdX(b, loc);
@@ -505,6 +518,8 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     elemental.pushScope();
+    if (mask)
+      mask->pushScope();
     Value t = loop.getInductionVar();
     Value rowMax = loop.getRegionIterArgs()[0];
     Value rowSum = loop.getRegionIterArgs()[1];
@@ -540,6 +555,16 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
       llvm::SmallVector<Value> loopIndex = elemental.loopIndexOfOutput(softmax.prologue, at);
       elemental.defineRead(softmax.prologue, *scoresOperand,
                            elemental.applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
+      if (mask) {
+        // The mask's element, computed as its fusion computes it.
+        mlir::OpOperand &maskOperand = prologue->getOpOperand(softmax.maskInput);
+        llvm::SmallVector<Value> maskIndex =
+            elemental.applyMap(prologue.getMatchingIndexingMap(&maskOperand), loopIndex);
+        Value penalty = mask->node(maskGraph->outputs().front().node, maskIndex);
+        if (!penalty || mask->failed())
+          return mlir::failure();
+        elemental.defineRead(softmax.prologue, maskOperand, maskIndex, penalty);
+      }
       Value logit = elemental.node(softmax.prologue, at);
       if (!logit || elemental.failed())
         return mlir::failure();
@@ -575,6 +600,8 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
     llvm::SmallVector<Value> yielded{newMax, newSum};
     yielded.append(next.begin(), next.end());
     elemental.popScope();
+    if (mask)
+      mask->popScope();
     mlir::scf::YieldOp::create(b, loc, yielded);
   }
   // out = acc / l, the traced division.
@@ -625,6 +652,29 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       else if (looksLikeSoftmax_)
         MLPIPE_DEBUG(kDebugEmitters, os << call.getCallee() << ": not fused attention: " << why << "\n");
     }
+    // Masks every reader of which now computes its elements itself: their
+    // fusion (which writes nothing else) goes.
+    for (Value mask : masks_) {
+      llvm::SmallVector<mlir::Operation *> users(mask.getUsers().begin(), mask.getUsers().end());
+      int writers = 0;
+      bool onlyWritten = llvm::all_of(users, [&](mlir::Operation *user) {
+        if (mlir::isa<mlir::memref::DeallocOp>(user))
+          return true;
+        auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
+        auto callee = call ? symbols.lookup<mlir::func::FuncOp>(call.getCallee()) : mlir::func::FuncOp();
+        std::string ignored;
+        auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
+        ++writers;
+        return mlir::succeeded(graph) && graph->outputs().size() == 1 &&
+               call.getOperand(graph->outputs().front().argument) == mask && call.getNumOperands() == 1;
+      });
+      if (!onlyWritten || writers != 1)
+        continue;
+      for (mlir::Operation *user : users)
+        user->erase();
+      mask.getDefiningOp()->erase();
+    }
+    masks_.clear();
     // Fusion functions nothing calls any more.
     for (auto function : llvm::make_early_inc_range(module.getOps<mlir::func::FuncOp>()))
       if (function->hasAttr(kFusionAttrName) && mlir::SymbolTable::symbolKnownUseEmpty(function, module))
@@ -633,13 +683,14 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       MLPIPE_DEBUG(kDebugEmitters, os << fused << " attentions fused\n");
   }
 
-  // Whether host buffer `mask`, read by `reader`, holds the causal penalty
+  // The fusion that fills host buffer `mask` (read by `reader`) with the
+  // causal penalty, or null: whether it holds the causal penalty
   // over [query, key]: written once, before `reader`, by a fusion whose one
   // op computes it from its indices (fused mode traces the mask once for
   // all layers), and written by nothing else.
-  static bool maskIsCausal(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  static mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
     if (!mask.getDefiningOp<mlir::memref::AllocOp>())
-      return false;
+      return {};
     mlir::func::CallOp writer;
     for (mlir::Operation *user : mask.getUsers()) {
       // (A launch this pass made reads its extra arguments only.)
@@ -647,26 +698,28 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         continue;
       auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
       if (!call)
-        return false;
+        return {};
       auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
       std::string ignored;
       auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
       if (mlir::failed(graph))
-        return false;
+        return {};
       for (const FusionGraph::Output &output : graph->outputs()) {
         if (call.getOperand(output.argument) != mask)
           continue;
         if (writer)
-          return false;
+          return {};
         writer = call;
         mlir::linalg::LinalgOp op = graph->node(output.node).op;
         if (graph->nodes().size() != 1 || op.getNumDpsInputs() != 0 || op.getNumLoops() != 2 ||
             op.getDpsInits()[0] != callee.getArgument(output.argument) || !isIdentity(op, op.getDpsInitOperand(0)) ||
             !isCausalPenalty(op.getBlock()->getTerminator()->getOperand(0), 0, 1))
-          return false;
+          return {};
       }
     }
-    return writer && writer->getBlock() == reader->getBlock() && writer->isBeforeInBlock(reader);
+    if (!writer || writer->getBlock() != reader->getBlock() || !writer->isBeforeInBlock(reader))
+      return {};
+    return symbols.lookup<mlir::func::FuncOp>(writer.getCallee());
   }
 
   // The other call using a buffer, besides `call` and deallocations.
@@ -709,6 +762,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       if (softmaxCall.getOperand(argument) == scores || softmaxCall.getOperand(argument) == probs)
         return why = "the softmax reads its own buffers twice", mlir::failure();
     // A mask read from memory, added to the scaled scores at [query, key].
+    mlir::func::FuncOp maskWriter;
     if (!softmax->causal) {
       mlir::linalg::LinalgOp prologue = softmaxGraph->node(softmax->prologue).op;
       llvm::SmallVector<Value, 2> terms = addedTerms(prologue);
@@ -720,9 +774,21 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
             llvm::is_contained(terms, prologue.getMatchingBlockArgument(input)) &&
             map == mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(1, context), mlir::getAffineDimExpr(2, context)},
                                         context) &&
-            maskIsCausal(softmaxCall.getOperand(argument.getArgNumber()), softmaxCall, symbols))
+            (maskWriter = causalMaskWriter(softmaxCall.getOperand(argument.getArgNumber()), softmaxCall, symbols))) {
           softmax->causal = true;
+          softmax->maskInput = static_cast<int>(input->getOperandNumber());
+          masks_.insert(softmaxCall.getOperand(argument.getArgNumber()));
+          llvm::erase(softmax->extraArguments, argument.getArgNumber());
+          break;
+        }
       }
+    }
+    std::optional<FusionGraph> maskGraph;
+    if (maskWriter) {
+      auto analyzed = FusionGraph::analyze(maskWriter, why);
+      if (mlir::failed(analyzed))
+        return mlir::failure();
+      maskGraph = std::move(*analyzed);
     }
     mlir::func::CallOp scoresCall = otherCall(scores, softmaxCall), valuesCall = otherCall(probs, softmaxCall);
     if (!scoresCall || !valuesCall || scoresCall->getBlock() != softmaxCall->getBlock() ||
@@ -811,8 +877,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       cfg.threads = cfg.rowsPerBlock * cfg.lanes;
     }
     cfg.queryTiles = ceilDiv(cfg.length, cfg.rowsPerBlock);
-    int64_t sharedBytes = 2 * cfg.keysPerTile * cfg.headSize * cfg.elementBytes;
-    if (sharedBytes > device.sharedMemoryPerBlock)
+    cfg.keysPerTile = kScoreRegistersPerLane * 4 / cfg.elementBytes;
+    auto sharedBytes = [&] { return 2 * cfg.keysPerTile * cfg.headSize * cfg.elementBytes; };
+    while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMinKeysPerTile)
+      cfg.keysPerTile /= 2;
+    if (sharedBytes() > device.sharedMemoryPerBlock)
       return why = "the K and V tiles do not fit shared memory", mlir::failure();
     int64_t maxWidth = kVectorBytes / cfg.elementBytes;
 
@@ -881,7 +950,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     auto kernel = kernels.tryBuild(signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
       for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
         f.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(kVectorBytes));
-      return buildBody(b, f, cfg, *softmaxGraph, *softmax);
+      return buildBody(b, f, cfg, *softmaxGraph, *softmax, maskGraph ? &*maskGraph : nullptr);
     });
     if (mlir::failed(kernel)) {
       kHost.getDefiningOp()->erase();
@@ -917,6 +986,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
   // reductions, the first a max): only then does debug output say why it
   // was not fused.
   bool looksLikeSoftmax_ = false;
+  // Causal masks in memory whose elements fused kernels now compute.
+  llvm::SetVector<Value> masks_;
 };
 
 } // namespace
