@@ -233,6 +233,11 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
   llvm::StringRef maxOp = combinerName(graph.node(s.max).op);
   if (maxOp != "arith.maximumf" && maxOp != "arith.maxnumf")
     return why = "the first reduction is not a max", mlir::failure();
+  int maxInit = graph.node(s.max).initProducer;
+  auto maxFill = maxInit < 0 ? mlir::linalg::FillOp()
+                             : mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(maxInit).op.getOperation());
+  if (!maxFill || !mlir::matchPattern(maxFill.getInputs()[0], mlir::m_Constant()))
+    return why = "the max does not start from a constant", mlir::failure();
   // From here on it looks like a softmax: a reason is worth reporting.
   looksLikeSoftmax = true;
   if (combinerName(graph.node(s.sum).op) != "arith.addf" || !isZeroFill(graph, graph.node(s.sum).initProducer))
@@ -475,9 +480,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
     qChunks.push_back(x.load(q, {head, query, chunkStart[c]}, W, cfg.widthQ >= W, cfg.elementBytes));
 
   // The running max starts from the max reduction's own init.
-  mlir::linalg::LinalgOp maxOp = graph.node(softmax.max).op;
   Value rowMaxInit = elemental.reductionInit(softmax.max, {head, query});
-  (void)maxOp;
   llvm::SmallVector<Value> init{rowMaxInit, x.fconst(element, 0.0)};
   for (int64_t c = 0; c < cfg.chunks; ++c)
     init.push_back(x.vzero(element, W));
