@@ -102,9 +102,15 @@ export MLPIPE_CACHE_DIR=$work/cache
 if want gpt2; then
   step gpt2.verify.sublayer verify gpt2 --steps 10 --mode sublayer --target gpu --weights synthetic --config 124M
   step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weights synthetic --config 124M
+  step gpt2.verify.sublayer.cache-compare verify gpt2 --steps 10 --mode sublayer --cache compare --target gpu \
+    --weights synthetic --config 124M
+  step gpt2.verify.fused.cache-compare verify gpt2 --steps 10 --mode fused --cache compare --target gpu \
+    --weights synthetic --config 124M
   rm -rf "$MLPIPE_CACHE_DIR"
   step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
   step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
+  step gpt2.generate.fused.no-cache generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused \
+    --target gpu --no-cache
 fi
 
 # Graph replay against direct launches: the same text, token for token (the
