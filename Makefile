@@ -61,7 +61,7 @@ kernels: build $(foreach k,$(KERNELS),$(OUT)/$(k).$(CHIP).ptx-check)
 # trace -> fuse -> bufferize -> outline -> lower-nvvm, then ptxas on every kernel.
 $(OUT)/%.$(CHIP).mlir: build
 	@mkdir -p $(OUT)
-	trace $* | fuse | bufferize | outline | lower-nvvm --chip $(CHIP) -o $@
+	trace $* | fuse | bufferize | outline --chip $(CHIP) | lower-nvvm --chip $(CHIP) -o $@
 
 $(OUT)/%.$(CHIP).ptx-check: $(OUT)/%.$(CHIP).mlir
 	ptx-check --chip $(CHIP) $< > $@.tmp && mv $@.tmp $@

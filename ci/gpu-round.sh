@@ -149,6 +149,9 @@ if want timings; then
   # `make roofline CSV=.../profile.csv` on the build machine (no gnuplot here).
   step bench.profile bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 5 --warmup 1 --profile --csv "$logs/profile.csv"
   step bench.matmul bench matmul
+  # The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
+  # issue's target products, defaults and a sweep of forced configurations.
+  step timings.matmuls python3 ci/time-matmuls.py
   step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu --matmul generated --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2
 
 fi
@@ -173,6 +176,8 @@ echo
 cat "$logs/bench.gpt2.generated.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
+echo
+sed -n '/^product /,$p' "$logs/timings.matmuls.log" 2>/dev/null
 echo
 printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 [[ -f $logs/profile.csv ]] && cp "$logs/profile.csv" "$final/"

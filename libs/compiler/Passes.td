@@ -184,33 +184,74 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
                            "mlir::memref::MemRefDialect"];
 }
 
-def TiledMatmulsPass : Pass<"mlpipe-tiled-matmuls", "mlir::ModuleOp"> {
-  let summary = "Replace floating-point linalg.matmul/batch_matmul with shared-memory tiled GPU kernels";
+def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
+  let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated register-tiled GPU kernel";
   let description = [{
-    Every floating-point linalg.matmul and linalg.batch_matmul on memrefs
-    becomes a launch of a shared-memory tiled kernel.
+    Every floating-point linalg.matmul and linalg.batch_matmul on memrefs in
+    a host function becomes a launch of a kernel built for its shapes and
+    operand layouts (emitters/matmul_kernel.h). A zero linalg.fill of C right
+    before the matmul is folded into it: the kernel then writes C rather than
+    adding to it.
 
     ```mlir
-    linalg.matmul ins(%a, %b : memref<64x128xf32>, memref<128x96xf32>) outs(%c : memref<64x96xf32>)
+    linalg.fill ins(%zero : f32) outs(%c : memref<1024x3072xf32>)
+    linalg.matmul ins(%a, %b : memref<1024x768xf32>, memref<768x3072xf32>) outs(%c : memref<1024x3072xf32>)
     ```
     becomes
     ```mlir
-    %0 = memref.cast %a : memref<64x128xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-    ... (the same for %b and %c)
-    gpu.launch_func @mlpipe_tiled_matmul_2d_f32::@tiled_matmul_2d_f32
-        blocks in (%6, %4, %c1) threads in (%c16, %c16, %c1) args(%0 : ..., %1 : ..., %2 : ...)
+    gpu.launch_func @f_matmul::@f_matmul blocks in (%c8, %c48, %c1) threads in (%c256, %c1, %c1)
+        args(%a : memref<1024x768xf32>, %b : memref<768x3072xf32>, %c : memref<1024x3072xf32>)
+    gpu.module @f_matmul {
+      gpu.func @f_matmul(%a: memref<1024x768xf32>, %b: ..., %c: ...)
+          workgroup(%sa : memref<2x8x132xf32, #gpu.address_space<workgroup>>,
+                    %sb : memref<2x8x68xf32, #gpu.address_space<workgroup>>)
+          kernel attributes {known_block_size = array<i32: 256, 1, 1>, mlpipe.bytes = ..., mlpipe.flops = ...} {
+        ... tile 0 -> stage 0, gpu.barrier
+        scf.for %step = ... iter_args(%acc0 = ..., ... %acc15 = ...) -> (vector<4xf32>, ...) {
+          vector.load %a[...] {alignment = 16}          (tile step+1, into registers)
+          vector.load %sa[%stage, ...] {alignment = 16} (fragments; 8 K rows unrolled)
+          vector.fma ...
+          memref.store / vector.store ... %sa[%other, ...] (tile step+1 into the other stage)
+          gpu.barrier
+          scf.yield ...
+        }
+        vector.store ... %c[...]                        (masked at the edges)
+      }
+    }
     ```
 
-    One kernel per rank and element type, taking fully dynamic strided
-    memrefs, so transposed and sliced views need no copies. Each 16x16 thread
-    block computes a 16x16 tile of C: per step along K it stages a 16x16 tile
-    of A and of B in workgroup memory (out-of-range elements read as zero),
-    with a gpu.barrier after the loads and after the inner product, then adds
-    the sum to C (linalg semantics: C += A B). The batched kernel takes the
-    batch from the third grid dimension.
+    The tiled kernel: each block computes a tile of C (128x128 for large
+    products, 128x64 or 64x64 where that fills the SMs better, 32x128 or
+    16x128 for few rows; 64x64 for f64), each thread an 8x8, 8x4 or 4x4
+    register tile from 128-bit loads of double-buffered shared K-slices, one
+    gpu.barrier per K step. Global reads go along the contiguous axis of each
+    operand (a transposed view is read along K), as 128-bit vectors where the
+    layout keeps them aligned. Products whose grid would leave SMs idle are
+    split along K (partial products added atomically). Products with at most
+    64 rows whose B rows are contiguous take the skinny form, which streams B
+    once. `--debug-only=mlpipe-emitters` prints each choice; the options
+    below override them.
   }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU whose device description the heuristics read">,
+    Option<"form", "form", "std::string", /*default=*/"\"auto\"",
+           "auto, tiled (the register-tiled kernel) or skinny (the bandwidth-bound form for small M)">,
+    ListOption<"blockTile", "block-tile", "int64_t",
+               "The tiled kernel's block tile M,N,K (default: chosen per product)">,
+    ListOption<"threadTile", "thread-tile", "int64_t",
+               "Each thread's register tile M,N, 4 or 8 each (default: chosen with the block tile; with a forced block tile 8x8, 4x4 for f64)">,
+    Option<"splitK", "split-k", "int64_t", /*default=*/"0",
+           "Slices K is split into across blocks (0: chosen per product, 1: none)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Widest global load or store, in elements (0: 128 bits)">,
+    Option<"testEpilogueKind", "test-epilogue", "std::string", /*default=*/"\"\"",
+           "For tests: give every matmul an epilogue (bias-gelu-residual: "
+           "gelu_tanh(A B + bias[col]) + residual, from the arguments named bias and residual)",
+           "llvm::cl::Hidden">,
+  ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
 }
 
 def BlasMatmulsPass : Pass<"mlpipe-blas-matmuls", "mlir::ModuleOp"> {

@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
       "Examples:\n"
       "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
       "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
+      "  verify matmul --shape 1x768 --shape 50257x768 --transpose-b --target gpu\n"
       "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
       "  verify all --target cpu\n"
       "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"

@@ -1,11 +1,159 @@
-// The matmul emitter. Until the generated register-tiled kernel takes an
-// epilogue, a matmul fusion has no emitter of its own: the classifier
-// reports it, and the emit pass emits the fusion op by op (the matmul left
-// in host code for the matmul passes, its epilogue a loop kernel).
+// The matmul emitter: a matmul fusion (a linalg.matmul or batch_matmul, its
+// operands read through views, and an elementwise epilogue) becomes one
+// launch of the generated register-tiled kernel (matmul_kernel.h), with the
+// epilogue computed in registers on each element of the product before it
+// is stored: a bias add, GELU or residual add costs no pass over memory.
+//
+//   C = epilogue(A · B)      epilogue(p)(i, j) = the fusion's root at (i, j),
+//                            with the matmul's element (i, j) taken to be p
+#include "compiler/debug.h"
 #include "compiler/emitters/fusion_emitter.h"
+#include "compiler/emitters/matmul_kernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Matchers.h"
 
 namespace mlpipe::emitters {
 
-std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &, const EmitterOptions &) { return nullptr; }
+namespace {
+
+// Whether a node is a fill with zero (a matmul starting from nothing).
+bool isZeroFill(const FusionGraph &graph, int node) {
+  if (node < 0)
+    return false;
+  auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(node).op.getOperation());
+  if (!fill)
+    return false;
+  mlir::Attribute value;
+  return mlir::matchPattern(fill.getInputs()[0], mlir::m_Constant(&value)) &&
+         ((mlir::isa<mlir::FloatAttr>(value) && mlir::cast<mlir::FloatAttr>(value).getValue().isZero()) ||
+          (mlir::isa<mlir::IntegerAttr>(value) && mlir::cast<mlir::IntegerAttr>(value).getValue().isZero()));
+}
+
+class MatmulEmitter final : public FusionEmitter {
+public:
+  using FusionEmitter::FusionEmitter;
+  const char *name() const override { return "matmul"; }
+
+  mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
+    int matmul = -1;
+    for (const FusionNode &node : graph_.nodes()) {
+      if (mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
+        if (matmul >= 0)
+          return why = "it holds two matmuls", mlir::failure();
+        matmul = node.order;
+      }
+    }
+    if (matmul < 0)
+      return why = "it holds no matmul", mlir::failure();
+    const FusionNode &product = graph_.node(matmul);
+    if (graph_.outputs().size() != 1)
+      return why = "a matmul fusion with several outputs", mlir::failure();
+    int root = graph_.outputs().front().node;
+    if (graph_.node(root).output.shape != product.output.shape)
+      return why = "an epilogue of another shape than the product", mlir::failure();
+    for (int producer : product.inputProducers)
+      if (producer >= 0)
+        return why = "a matmul operand computed in the fusion", mlir::failure();
+    bool startsFromZero = isZeroFill(graph_, product.initProducer);
+    if (root == matmul && !startsFromZero && product.initProducer >= 0)
+      return why = "a matmul accumulating into a value computed in the fusion", mlir::failure();
+
+    // The operands on the host: each view chain rebuilt over the call's
+    // operands.
+    mlir::OpBuilder host(call);
+    mlir::IRMapping onHost;
+    // Views cloned next to the call; erased again if the emitter gives up,
+    // so that a failure leaves the host code as it was.
+    llvm::SmallVector<mlir::Operation *> clonedOnHost;
+    auto giveUp = [&](const char *reason) {
+      for (mlir::Operation *op : llvm::reverse(clonedOnHost))
+        op->erase();
+      why = reason;
+      return mlir::failure();
+    };
+    for (auto [argument, operand] : llvm::zip(graph_.function().getArguments(), call.getOperands()))
+      onHost.map(argument, operand);
+    std::function<mlir::Value(mlir::Value)> hostValue = [&](mlir::Value value) -> mlir::Value {
+      if (mlir::Value mapped = onHost.lookupOrNull(value))
+        return mapped;
+      mlir::Operation *definer = value.getDefiningOp();
+      if (!definer || !(isViewOp(definer) || mlir::isa<mlir::arith::ConstantOp>(definer)))
+        return {};
+      for (mlir::Value operand : definer->getOperands())
+        if (!hostValue(operand))
+          return {};
+      clonedOnHost.push_back(host.clone(*definer, onHost));
+      return onHost.lookup(value);
+    };
+    // What the generated kernel takes: f32 or f64 throughout, static shapes
+    // (checked here so that a product it does not take falls back quietly).
+    for (mlir::Value value :
+         {product.op.getDpsInputs()[0], product.op.getDpsInputs()[1], graph_.node(root).op.getDpsInits()[0]}) {
+      auto type = mlir::dyn_cast<mlir::MemRefType>(value.getType());
+      if (!type || !type.hasStaticShape() || !(type.getElementType().isF32() || type.getElementType().isF64()))
+        return why = "a matmul operand that is not a statically shaped f32 or f64 memref", mlir::failure();
+    }
+    MatmulOperands operands;
+    operands.a = hostValue(product.op.getDpsInputs()[0]);
+    operands.b = hostValue(product.op.getDpsInputs()[1]);
+    operands.c = hostValue(graph_.node(root).op.getDpsInits()[0]);
+    if (!operands.a || !operands.b || !operands.c)
+      return giveUp("a matmul operand that is not a view of an argument");
+    // Accumulate into C only when the product is stored as it is, into the
+    // buffer it started from.
+    bool accumulate = root == matmul && !startsFromZero;
+
+    MatmulEpilogue epilogue;
+    bool hasEpilogue = root != matmul || (!startsFromZero && !accumulate);
+    std::string epilogueFailure;
+    if (hasEpilogue) {
+      epilogue.hostOperands.assign(call.getOperands().begin(), call.getOperands().end());
+      epilogue.apply = [&, matmul, root](mlir::OpBuilder &builder, mlir::Location, mlir::ValueRange kernelOperands,
+                                         mlir::ValueRange index, mlir::Value value) -> mlir::Value {
+        mlir::IRMapping arguments;
+        for (auto [argument, kernelValue] : llvm::zip(graph_.function().getArguments(), kernelOperands))
+          arguments.map(argument, kernelValue);
+        ElementalEmitter elemental(graph_, builder, builder, arguments);
+        llvm::SmallVector<mlir::Value> at(index.begin(), index.end());
+        // The product's element: A·B, plus what the matmul started from.
+        if (!startsFromZero && product.initProducer >= 0) {
+          mlir::Value init = elemental.reductionInit(matmul, at);
+          value = mlir::isa<mlir::FloatType>(value.getType())
+                      ? mlir::arith::AddFOp::create(builder, elemental.loc(), value, init).getResult()
+                      : mlir::arith::AddIOp::create(builder, elemental.loc(), value, init).getResult();
+        }
+        elemental.define(matmul, at, value);
+        mlir::Value result = elemental.node(root, at);
+        if (elemental.failed() || !result) {
+          epilogueFailure = elemental.failure();
+          return value;
+        }
+        return result;
+      };
+    }
+    std::string name = kernelName(graph_);
+    if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), operands, accumulate, hasEpilogue ? &epilogue : nullptr,
+                                         kernels, *options_.device, name)))
+      return giveUp("the generated matmul kernel does not take this product");
+    if (!epilogueFailure.empty())
+      return call.emitError() << "matmul fusion @" << graph_.function().getName()
+                              << ": its epilogue could not be emitted: " << epilogueFailure;
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << name << ": matmul emitter, "
+                    << (hasEpilogue ? "epilogue of " + std::to_string(graph_.nodes().size() - 1) + " ops in registers"
+                                    : std::string("no epilogue"))
+                    << (accumulate ? ", accumulating into C" : "") << "\n");
+    call.erase();
+    return mlir::success();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const EmitterOptions &options) {
+  return std::make_unique<MatmulEmitter>(graph, options);
+}
 
 } // namespace mlpipe::emitters

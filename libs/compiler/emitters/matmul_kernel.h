@@ -19,6 +19,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <array>
 #include <functional>
 #include <string>
 
@@ -39,9 +40,26 @@ struct MatmulEpilogue {
   // Builds, inside the kernel, the value to store at `index` ((batch,) row,
   // column; index-typed values) from the accumulated `product`;
   // `kernelOperands` are the kernel's values of hostOperands.
-  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands,
-                            mlir::ValueRange index, mlir::Value product)>
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands, mlir::ValueRange index,
+                            mlir::Value product)>
       apply;
+};
+
+// Overrides of the emitter's choices, for experiments and tests (the pass
+// mlpipe-generated-matmuls exposes them as options). Zero, or "auto", leaves
+// the choice to the heuristics.
+struct GeneratedMatmulOptions {
+  // "tiled" (the register-tiled kernel), "skinny" (the bandwidth-bound form
+  // for small M; refused where B's rows are not contiguous) or "auto".
+  std::string form = "auto";
+  // The tiled kernel's block tile (M, N, K) and each thread's register tile
+  // (M, N; multiples of 4, at most 8).
+  std::array<int64_t, 3> blockTile = {0, 0, 0};
+  std::array<int64_t, 2> threadTile = {0, 0};
+  // Number of slices K is split into across the grid (1: none).
+  int64_t splitK = 0;
+  // The widest global load or store, in elements (0: 128 bits).
+  int64_t vectorWidth = 0;
 };
 
 // Builds the kernel (through `kernels`, named `name`) and launches it at the
@@ -49,8 +67,18 @@ struct MatmulEpilogue {
 // to the product before the epilogue (linalg's C += A·B); otherwise C is
 // only written. Fails (with a diagnostic at `loc`) for shapes or types it
 // does not handle.
+//
+// Where the product is split along K across thread blocks (split-K, chosen
+// when the grid would not fill the GPU otherwise), the partial products are
+// added into C atomically: C is zeroed first by a small kernel unless
+// accumulating, and an epilogue runs afterwards as an elementwise kernel over
+// C. An epilogue operand that may alias C (same root buffer) turns split-K
+// off, since that kernel would read the product where it expects the operand.
+// Every launch (zero, product, epilogue) goes to the host builder's
+// insertion point in that order.
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
                                         bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
-                                        const DeviceDescription &device, const std::string &name);
+                                        const DeviceDescription &device, const std::string &name,
+                                        const GeneratedMatmulOptions &options = {});
 
 } // namespace mlpipe::emitters

@@ -1,0 +1,711 @@
+#!/usr/bin/env python3
+"""Runs GPU kernels of an outlined mlpipe module on the CPU, thread by thread.
+
+    kernel_sim.py --reference bufferized.mlir --actual outlined.mlir [--seed N]
+
+Both files are in MLIR's generic form (mlpipe-opt --mlir-print-op-generic
+--mlir-print-local-scope). In the first, the public host function (and the
+fusion functions it calls) runs linalg.fill, linalg.transpose,
+linalg.matmul and linalg.batch_matmul as reference semantics; the second is
+the same program after kernel-building passes (one pass, or all of
+outline), whose gpu.launch_func are run by interpreting the kernels' ops
+(arith, math, memref, vector, scf, gpu) for every thread of every block.
+The public function's arguments get the same random
+values in both runs (arguments with strided layouts get a buffer large enough
+for the layout); afterwards every buffer must match.
+
+The interpreter checks what a GPU would not report: an index out of bounds
+(per dimension, so a view cannot reach into a neighbour), a vector access not
+aligned as its `alignment` says, a barrier not reached by every thread of the
+block, and data races: in shared memory between two barriers (a read and a
+write, or two writes, of one address by different threads), and in global
+memory within a launch (atomic adds excepted). Values are Python floats
+(float64), so a wrong index shows as a large error, not as rounding.
+
+Kept small on purpose: it knows the ops mlpipe's matmul emitter builds, and
+those of the loop kernels outline makes of fills.
+"""
+
+import argparse
+import math
+import random
+import re
+import sys
+
+
+class SimError(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------
+# Parsing the generic form, one op per line.
+# ----------------------------------------------------------------------------
+
+
+class Op:
+    __slots__ = ("name", "results", "operands", "attrs", "result_type", "regions", "line")
+
+    def __init__(self, name, results, operands, line):
+        self.name = name
+        self.results = results
+        self.operands = operands
+        self.attrs = ""
+        self.result_type = ""
+        self.regions = []
+        self.line = line
+
+
+class Block:
+    __slots__ = ("args", "ops")
+
+    def __init__(self, args):
+        self.args = args  # [(name, type)]
+        self.ops = []
+
+
+OP_LINE = re.compile(r'^\s*(?:(?P<res>%[\w]+(?::\d+)?(?:, %[\w]+)*) = )?"(?P<name>[\w.]+)"\((?P<ops>[^)]*)\)(?P<rest>.*)$')
+BLOCK_LINE = re.compile(r"^\s*\^bb\d+(?:\((?P<args>.*)\))?:\s*$")
+
+
+def split_top(text, sep=","):
+    """Splits at `sep` outside brackets."""
+    parts, depth, current = [], 0, ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if text.startswith("->", i):
+            current += "->"
+            i += 2
+            continue
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+        i += 1
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def result_names(text):
+    if not text:
+        return []
+    names = []
+    for part in text.split(", "):
+        m = re.match(r"(%[\w]+)(?::(\d+))?$", part)
+        if m.group(2):
+            names += ["%s#%d" % (m.group(1), i) for i in range(int(m.group(2)))]
+        else:
+            names.append(m.group(1))
+    return names
+
+
+def operand_names(text):
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def finish_op(op, rest):
+    # rest: ' <{props}> {attrs} : (types) -> result' (any part optional); an
+    # op with regions had its properties before them.
+    at = rest.rfind(" : ")
+    signature = rest[at + 3:] if at >= 0 else ""
+    op.attrs += rest[:at] if at >= 0 else rest
+    arrow = signature.rfind("-> ")
+    op.result_type = signature[arrow + 3:].strip() if arrow >= 0 else ""
+
+
+def parse(text):
+    lines = text.splitlines()
+    root = Block([])
+    stack = [(None, root)]  # (op awaiting regions, current block)
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//") or stripped.startswith("#"):
+            continue
+        m = BLOCK_LINE.match(line)
+        if m:
+            op, _ = stack[-1]
+            args = []
+            if m.group("args"):
+                for arg in split_top(m.group("args")):
+                    name, _, type_ = arg.partition(": ")
+                    args.append((name.strip(), type_.strip()))
+            block = Block(args)
+            op.regions[-1].append(block)
+            stack[-1] = (op, block)
+            continue
+        if stripped == "}, {":
+            op, _ = stack[-1]
+            op.regions.append([])
+            stack[-1] = (op, None)
+            continue
+        if stripped.startswith("})"):
+            op, _ = stack.pop()
+            finish_op(op, stripped[2:])
+            continue
+        m = OP_LINE.match(line)
+        if not m:
+            raise SimError("line %d: cannot parse: %s" % (number, stripped[:100]))
+        op = Op(m.group("name"), result_names(m.group("res")), operand_names(m.group("ops")), number)
+        parent, block = stack[-1]
+        if block is None:  # a region without a block header
+            block = Block([])
+            parent.regions[-1].append(block)
+            stack[-1] = (parent, block)
+        block.ops.append(op)
+        rest = m.group("rest")
+        if rest.rstrip().endswith("({"):
+            op.attrs = rest.rstrip()[:-2]
+            op.regions.append([])
+            stack.append((op, None))
+        else:
+            finish_op(op, rest)
+    return root
+
+
+# ----------------------------------------------------------------------------
+# Types and memory.
+# ----------------------------------------------------------------------------
+
+MEMREF = re.compile(r"memref<((?:\d+x)*)(f32|f64|index|i\d+)(?:, strided<\[([-\d, ]*)\](?:, offset: (\d+))?>)?(, #gpu\.address_space<workgroup>)?>")
+
+
+def parse_memref(type_):
+    m = MEMREF.match(type_)
+    if not m:
+        raise SimError("unsupported memref type " + type_)
+    sizes = [int(d) for d in m.group(1).split("x") if d]
+    if m.group(3) is not None:
+        strides = [int(s) for s in m.group(3).split(",") if s.strip()]
+    else:
+        strides, acc = [], 1
+        for size in reversed(sizes):
+            strides.insert(0, acc)
+            acc *= size
+    offset = int(m.group(4) or 0)
+    element_bytes = 8 if m.group(2) in ("f64", "index", "i64") else 4
+    return sizes, strides, offset, element_bytes, bool(m.group(5))
+
+
+def vector_width(type_):
+    m = re.match(r"vector<(\d+)x", type_)
+    return int(m.group(1)) if m else None
+
+
+class Buffer:
+    counter = 0
+
+    def __init__(self, size, name, shared=False):
+        self.data = [0.0] * size
+        self.name = name
+        self.shared = shared
+        Buffer.counter += 1
+        self.id = Buffer.counter
+
+
+class MemRef:
+    __slots__ = ("buf", "offset", "sizes", "strides", "element_bytes")
+
+    def __init__(self, buf, offset, sizes, strides, element_bytes):
+        self.buf = buf
+        self.offset = offset
+        self.sizes = sizes
+        self.strides = strides
+        self.element_bytes = element_bytes
+
+    def address(self, indices, op):
+        if len(indices) != len(self.sizes):
+            raise SimError("line %d: %d indices into a rank-%d memref" % (op.line, len(indices), len(self.sizes)))
+        a = self.offset
+        for i, size, stride in zip(indices, self.sizes, self.strides):
+            if not 0 <= i < size:
+                raise SimError("line %d (%s): index %s out of bounds of %s (%s)" %
+                               (op.line, op.name, indices, self.sizes, self.buf.name))
+            a += i * stride
+        return a
+
+
+# ----------------------------------------------------------------------------
+# Race tracking.
+# ----------------------------------------------------------------------------
+
+
+class SharedLog:
+    """Accesses to shared memory since the last barrier."""
+
+    def __init__(self):
+        self.writer = {}
+        self.readers = {}
+
+    def read(self, key, thread, op):
+        w = self.writer.get(key)
+        if w is not None and w != thread:
+            raise SimError("line %d: shared race: thread %s reads what thread %s wrote before the same barrier" %
+                           (op.line, thread, w))
+        self.readers.setdefault(key, set()).add(thread)
+
+    def write(self, key, thread, op):
+        w = self.writer.get(key)
+        if w is not None and w != thread:
+            raise SimError("line %d: shared race: threads %s and %s write one address between barriers" %
+                           (op.line, w, thread))
+        readers = self.readers.get(key)
+        if readers and (len(readers) > 1 or thread not in readers):
+            raise SimError("line %d: shared race: thread %s overwrites what other threads read before the same "
+                           "barrier" % (op.line, thread))
+        self.writer[key] = thread
+
+
+class GlobalLog:
+    """Accesses to global memory within one launch."""
+
+    def __init__(self):
+        self.writer = {}
+        self.atomic = set()
+
+    def read(self, key, thread, op):
+        w = self.writer.get(key)
+        if w is not None and w != thread:
+            raise SimError("line %d: global race: %s reads what %s wrote in the same launch" % (op.line, thread, w))
+        if key in self.atomic:
+            raise SimError("line %d: global race: %s reads an element being added to atomically" % (op.line, thread))
+
+    def write(self, key, thread, op):
+        w = self.writer.get(key)
+        if (w is not None and w != thread) or key in self.atomic:
+            raise SimError("line %d: global race: %s and %s both write one element in a launch" % (op.line, w, thread))
+        self.writer[key] = thread
+
+    def add(self, key, thread, op):
+        if key in self.writer:
+            raise SimError("line %d: global race: atomic add to an element written plainly" % op.line)
+        self.atomic.add(key)
+
+
+# ----------------------------------------------------------------------------
+# The interpreter.
+# ----------------------------------------------------------------------------
+
+
+def attr_int(op, key):
+    m = re.search(key + r" = (-?\d+)", op.attrs)
+    if not m:
+        raise SimError("line %d: %s has no %s" % (op.line, op.name, key))
+    return int(m.group(1))
+
+
+def constant_value(op):
+    m = re.search(r"value = (.*?)(?: : ([\w<>]+))?\}>", op.attrs)
+    text = m.group(1)
+    if text.startswith("dense<"):
+        inner = re.match(r"dense<([^>]*)>", text).group(1)
+        width = vector_width(op.result_type)
+        if inner.startswith("["):
+            return [float(v) for v in inner.strip("[]").split(",")]
+        return [float(inner)] * width
+    if text in ("true", "false"):
+        return text == "true"
+    if op.result_type in ("f32", "f64"):
+        return float(text)
+    return int(text)
+
+
+CMP = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3: lambda a, b: a <= b,
+       4: lambda a, b: a > b, 5: lambda a, b: a >= b, 6: lambda a, b: a < b, 7: lambda a, b: a <= b,
+       8: lambda a, b: a > b, 9: lambda a, b: a >= b}
+
+
+def position(op):
+    return int(re.search(r"static_position = array<i64: (\d+)>", op.attrs).group(1))
+
+
+def check_alignment(op, memref, address):
+    m = re.search(r"alignment = (\d+)", op.attrs)
+    if m and (address * memref.element_bytes) % int(m.group(1)) != 0:
+        raise SimError("line %d: %s at element %d of %s is not %s-byte aligned" %
+                       (op.line, op.name, address, memref.buf.name, m.group(1)))
+
+
+class Thread:
+    __slots__ = ("tid", "bid", "key", "shared_log", "global_log")
+
+    def __init__(self, tid, bid, shared_log, global_log):
+        self.tid = tid
+        self.bid = bid
+        self.key = (bid, tid)
+        self.shared_log = shared_log
+        self.global_log = global_log
+
+
+def access(thread, memref, address, op, kind):
+    log = thread.shared_log if memref.buf.shared else thread.global_log
+    key = (memref.buf.id, address)
+    if kind == "read":
+        log.read(key, thread.key if not memref.buf.shared else thread.tid, op)
+    elif kind == "write":
+        log.write(key, thread.key if not memref.buf.shared else thread.tid, op)
+    else:
+        log.add(key, thread.key, op)
+
+
+def run_block(block, env, thread):
+    """Runs a block; a generator that yields at each gpu.barrier and returns
+    the operands of its terminator."""
+    for op in block.ops:
+        name = op.name
+        args = [env[o] for o in op.operands]
+        if name == "scf.for":
+            lower, upper, step = args[0], args[1], args[2]
+            carried = args[3:]
+            body = op.regions[0][0]
+            i = lower
+            while i < upper:
+                env[body.args[0][0]] = i
+                for (arg, _), value in zip(body.args[1:], carried):
+                    env[arg] = value
+                carried = yield from run_block(body, env, thread)
+                i += step
+            for r, value in zip(op.results, carried):
+                env[r] = value
+            continue
+        if name == "scf.if":
+            region = op.regions[0] if args[0] else (op.regions[1] if len(op.regions) > 1 else [])
+            values = []
+            if region:
+                values = yield from run_block(region[0], env, thread)
+            for r, value in zip(op.results, values):
+                env[r] = value
+            continue
+        if name in ("scf.yield", "gpu.return", "func.return"):
+            return args
+        if name == "gpu.barrier":
+            yield op
+            continue
+        results = execute(op, args, thread)
+        if op.results:
+            env[op.results[0]] = results
+    return []
+
+
+def execute(op, args, thread):
+    name = op.name
+    if name == "arith.constant":
+        return constant_value(op)
+    if name in ("arith.addi", "arith.addf"):
+        return [x + y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] + args[1]
+    if name in ("arith.subi", "arith.subf"):
+        return [x - y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] - args[1]
+    if name in ("arith.muli", "arith.mulf"):
+        return [x * y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] * args[1]
+    if name == "arith.divf":
+        return args[0] / args[1]
+    if name in ("arith.divui", "arith.divsi"):
+        return args[0] // args[1]
+    if name in ("arith.remui", "arith.remsi"):
+        return args[0] % args[1]
+    if name in ("arith.minsi", "arith.minui"):
+        return min(args[0], args[1])
+    if name in ("arith.maxsi", "arith.maxui"):
+        return max(args[0], args[1])
+    if name == "arith.andi":
+        return args[0] & args[1]
+    if name == "arith.ori":
+        return args[0] | args[1]
+    if name == "arith.xori":
+        return args[0] ^ args[1]
+    if name == "arith.cmpi":
+        return CMP[attr_int(op, "predicate")](args[0], args[1])
+    if name == "arith.select":
+        return args[1] if args[0] else args[2]
+    if name == "math.tanh":
+        return math.tanh(args[0])
+    if name == "vector.fma":
+        return [a * b + c for a, b, c in zip(*args)]
+    if name == "vector.from_elements":
+        return list(args)
+    if name == "vector.broadcast":
+        return [args[0]] * vector_width(op.result_type)
+    if name == "vector.extract":
+        return args[0][position(op)]
+    if name == "vector.insert":
+        v = list(args[1])
+        v[position(op)] = args[0]
+        return v
+    if name == "memref.load":
+        memref = args[0]
+        a = memref.address(args[1:], op)
+        access(thread, memref, a, op, "read")
+        return memref.buf.data[a]
+    if name == "memref.store":
+        memref = args[1]
+        a = memref.address(args[2:], op)
+        access(thread, memref, a, op, "write")
+        memref.buf.data[a] = args[0]
+        return None
+    if name == "memref.atomic_rmw":
+        if attr_int(op, "kind") != 0:
+            raise SimError("line %d: only atomic addf is simulated" % op.line)
+        memref = args[1]
+        a = memref.address(args[2:], op)
+        access(thread, memref, a, op, "add")
+        old = memref.buf.data[a]
+        memref.buf.data[a] = old + args[0]
+        return old
+    if name in ("vector.load", "vector.store"):
+        value = args[0] if name == "vector.store" else None
+        memref = args[1] if name == "vector.store" else args[0]
+        indices = list(args[2:] if name == "vector.store" else args[1:])
+        width = len(value) if value is not None else vector_width(op.result_type)
+        last = memref.sizes[-1]
+        if not 0 <= indices[-1] <= last - width:
+            raise SimError("line %d (%s): vector of %d at %s runs out of %s (%s)" %
+                           (op.line, name, width, indices, memref.sizes, memref.buf.name))
+        base = memref.address(indices, op)
+        check_alignment(op, memref, base)
+        if memref.strides[-1] != 1:
+            raise SimError("line %d: %s along a dimension of stride %d" % (op.line, name, memref.strides[-1]))
+        out = []
+        for j in range(width):
+            a = base + j
+            access(thread, memref, a, op, "write" if value is not None else "read")
+            if value is not None:
+                memref.buf.data[a] = value[j]
+            else:
+                out.append(memref.buf.data[a])
+        return None if value is not None else out
+    if name == "memref.transpose":
+        src = args[0]
+        m = re.search(r"affine_map<\(([^)]*)\) -> \(([^)]*)\)>", op.attrs)
+        dims = [d.strip() for d in m.group(1).split(",")]
+        order = [dims.index(d.strip()) for d in m.group(2).split(",")]
+        return MemRef(src.buf, src.offset, [src.sizes[i] for i in order], [src.strides[i] for i in order],
+                      src.element_bytes)
+    if name == "memref.collapse_shape":
+        # Each group of dimensions becomes one (a view of contiguous groups).
+        src = args[0]
+        groups = re.search(r"reassociation = \[(.*)\]\}", op.attrs).group(1)
+        sizes, strides = [], []
+        for group in re.findall(r"\[([\d, ]+)\]", groups):
+            dims = [int(d) for d in group.split(",")]
+            sizes.append(math.prod(src.sizes[d] for d in dims))
+            strides.append(src.strides[dims[-1]])
+        return MemRef(src.buf, src.offset, sizes, strides, src.element_bytes)
+    if name == "memref.cast":
+        return args[0]
+    if name == "gpu.thread_id":
+        return thread.tid["xyz".index(re.search(r"dim (\w)", op.attrs).group(1))]
+    if name == "gpu.block_id":
+        return thread.bid["xyz".index(re.search(r"dim (\w)", op.attrs).group(1))]
+    raise SimError("line %d: the simulator does not know %s" % (op.line, name))
+
+
+def launch(module_ops, op, args, stats):
+    m = re.search(r"kernel = @([\w]+)::@([\w]+)", op.attrs)
+    segments = [int(s) for s in re.search(r"operandSegmentSizes = array<i32: ([\d, ]+)>", op.attrs).group(1).split(",")]
+    kernel = module_ops[(m.group(1), m.group(2))]
+    start = segments[0]
+    grid = args[start:start + 3]
+    block = args[start + 3:start + 6]
+    operands = args[-segments[11]:] if segments[11] else []
+    body = kernel.regions[0][0]
+    workgroup = body.args[len(operands):]
+    global_log = GlobalLog()
+    stats["launches"] += 1
+    for bz in range(grid[2]):
+        for by in range(grid[1]):
+            for bx in range(grid[0]):
+                shared_log = SharedLog()
+                env = {}
+                for (name, _), value in zip(body.args, operands):
+                    env[name] = value
+                for name, type_ in workgroup:
+                    sizes, strides, offset, element_bytes, _ = parse_memref(type_)
+                    buf = Buffer(math.prod(sizes), "shared " + name, shared=True)
+                    # Shared memory starts uninitialised: NaN shows any read before a write.
+                    buf.data = [float("nan")] * len(buf.data)
+                    env[name] = MemRef(buf, 0, sizes, strides, element_bytes)
+                threads = []
+                for tz in range(block[2]):
+                    for ty in range(block[1]):
+                        for tx in range(block[0]):
+                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log)
+                            threads.append(run_block(body, dict(env), t))
+                stats["threads"] += len(threads)
+                live = threads
+                while live:
+                    stops = []
+                    still = []
+                    for gen in live:
+                        try:
+                            stops.append(next(gen))
+                            still.append(gen)
+                        except StopIteration:
+                            stops.append(None)
+                    if any(s is not stops[0] for s in stops):
+                        raise SimError("block %s: threads stop at different barriers (or some finished)" %
+                                       ((bx, by, bz),))
+                    stats["barriers"] += 1 if still else 0
+                    shared_log.writer.clear()
+                    shared_log.readers.clear()
+                    live = still
+
+
+def fill_random(buf, rng):
+    for i in range(len(buf.data)):
+        buf.data[i] = rng.uniform(-1.0, 1.0)
+
+
+def linalg_reference(op, args):
+    name = op.name
+    if name == "linalg.fill":
+        value, out = args[0], args[1]
+        for index in all_indices(out.sizes):
+            out.buf.data[out.address(index, op)] = value
+        return
+    if name == "linalg.transpose":
+        source, target = args
+        order = [int(d) for d in re.search(r"permutation = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        for index in all_indices(target.sizes):
+            source_index = [0] * len(index)
+            for i, d in enumerate(order):
+                source_index[d] = index[i]
+            target.buf.data[target.address(index, op)] = source.buf.data[source.address(source_index, op)]
+        return
+    if name not in ("linalg.matmul", "linalg.batch_matmul"):
+        raise SimError("line %d: the simulator has no reference for %s" % (op.line, name))
+    a, b, c = args
+    batched = name == "linalg.batch_matmul"
+    for index in all_indices(c.sizes):
+        *batch, i, j = index
+        total = c.buf.data[c.address(index, op)]
+        for k in range(a.sizes[-1]):
+            total += a.buf.data[a.address(batch + [i, k], op)] * b.buf.data[b.address(batch + [k, j], op)]
+        c.buf.data[c.address(index, op)] = total
+    del batched
+
+
+def all_indices(sizes):
+    if not sizes:
+        yield []
+        return
+    for i in range(sizes[0]):
+        for rest in all_indices(sizes[1:]):
+            yield [i] + rest
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def run_module(text, seed, epilogue, stats):
+    root = parse(text)
+    module = root.ops[0]
+    functions = {re.search(r'sym_name = "([\w]+)"', op.attrs).group(1): op
+                 for op in module.regions[0][0].ops if op.name == "func.func" and op.regions and op.regions[0]}
+    # The entry: the one public function (fusion functions are private).
+    entries = [f for f in functions.values() if 'sym_visibility = "private"' not in f.attrs]
+    kernels = {}
+    for op in module.regions[0][0].ops:
+        if op.name == "gpu.module":
+            module_name = re.search(r'sym_name = "([\w]+)"', op.attrs).group(1)
+            for inner in op.regions[0][0].ops:
+                if inner.name == "gpu.func":
+                    kernel_name = re.search(r'sym_name = "([\w]+)"', inner.attrs).group(1)
+                    kernels[(module_name, kernel_name)] = inner
+    if len(entries) != 1:
+        raise SimError("expected one public host function, found %d" % len(entries))
+    function = entries[0]
+    body = function.regions[0][0]
+    rng = random.Random(seed)
+    env = {}
+    buffers = []
+    names = re.findall(r'mlpipe\.name = "([\w.]+)"', function.attrs)
+    for position_, (name, type_) in enumerate(body.args):
+        sizes, strides, offset, element_bytes, _ = parse_memref(type_)
+        extent = offset + sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
+        label = names[position_] if position_ < len(names) else name
+        buf = Buffer(extent, label)
+        fill_random(buf, rng)
+        buffers.append(buf)
+        env[name] = MemRef(buf, offset, sizes, strides, element_bytes)
+    run_host(body, env, functions, kernels, stats, epilogue, (body, names, env))
+    return buffers
+
+
+def run_host(body, env, functions, kernels, stats, epilogue, entry):
+    """Runs host code: launches, linalg ops as reference semantics, calls of
+    (fusion) functions, views and constants."""
+    for op in body.ops:
+        args = [env[o] for o in op.operands]
+        if op.name == "func.return":
+            break
+        if op.name == "gpu.launch_func":
+            launch(kernels, op, args, stats)
+        elif op.name == "func.call":
+            callee = functions[re.search(r"callee = @([\w]+)", op.attrs).group(1)].regions[0][0]
+            inner = {name: value for (name, _), value in zip(callee.args, args)}
+            run_host(callee, inner, functions, kernels, stats, epilogue, entry)
+        elif op.name == "memref.alloc":
+            sizes, strides, offset, element_bytes, _ = parse_memref(op.result_type)
+            buf = Buffer(math.prod(sizes), op.results[0])
+            buf.data = [float("nan")] * len(buf.data)
+            env[op.results[0]] = MemRef(buf, offset, sizes, strides, element_bytes)
+        elif op.name == "memref.dealloc":
+            continue
+        elif op.name.startswith("linalg."):
+            linalg_reference(op, args)
+            if epilogue and op.name in ("linalg.matmul", "linalg.batch_matmul"):
+                entry_body, names, entry_env = entry
+                apply_test_epilogue(op, entry_env, entry_body, names, args[2])
+        else:
+            env[op.results[0]] = execute(op, args, None) if op.results else execute(op, args, None)
+
+
+def apply_test_epilogue(op, env, body, names, c):
+    """The pass's test-epilogue=bias-gelu-residual, on the reference."""
+    by_name = {n: env[arg] for n, (arg, _) in zip(names, body.args)}
+    bias, residual = by_name["bias"], by_name["residual"]
+    for index in all_indices(c.sizes):
+        a = c.address(index, op)
+        x = c.buf.data[a] + bias.buf.data[bias.address([index[-1]], op)]
+        c.buf.data[a] = gelu_tanh(x) + residual.buf.data[residual.address(index, op)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", required=True, help="the module before the pass (generic form)")
+    parser.add_argument("--actual", required=True, help="the module after the pass (generic form)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--epilogue", default="", help="bias-gelu-residual: the pass's test epilogue")
+    parser.add_argument("--rtol", type=float, default=1e-9)
+    options = parser.parse_args()
+    try:
+        stats = {"launches": 0, "threads": 0, "barriers": 0}
+        with open(options.reference) as f:
+            expected = run_module(f.read(), options.seed, options.epilogue, {"launches": 0, "threads": 0,
+                                                                              "barriers": 0})
+        with open(options.actual) as f:
+            actual = run_module(f.read(), options.seed, "", stats)
+    except SimError as error:
+        print("kernel_sim: error: %s" % error)
+        return 1
+    worst = 0.0
+    for e, a in zip(expected, actual):
+        scale = max([1.0] + [abs(v) for v in e.data])
+        for i, (x, y) in enumerate(zip(e.data, a.data)):
+            if not (abs(x - y) <= options.rtol * scale):
+                print("kernel_sim: FAIL: %s[%d] is %r, expected %r" % (e.name, i, y, x))
+                return 1
+            worst = max(worst, abs(x - y) / scale)
+    print("kernel_sim: PASS: %d launches, %d threads, %d barriers, max relative error %.1e" %
+          (stats["launches"], stats["threads"], stats["barriers"], worst))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
