@@ -83,8 +83,9 @@ sanitize() {
   $racecheck run "$work/transpose.gpu.mlir" --input x=@"$work/data/transpose/x.npy" || return 1
   $racecheck run "$work/layernorm.gpu.mlir" --input x=@"$work/data/layernorm/x.npy" \
     --input weight=@"$work/data/layernorm/weight.npy" --input bias=@"$work/data/layernorm/bias.npy" || return 1
+  # Four tokens: a prefill, then decode steps run directly, captured and replayed.
   for mode in sublayer fused; do
-    MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 3 --config tiny --mode $mode --target gpu ||
+    MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 4 --config tiny --mode $mode --target gpu ||
       return 1
   done
   trace matmul | fuse | bufferize | outline --matmul generated | lower-nvvm -o "$work/matmul.generated.mlir" || return 1
