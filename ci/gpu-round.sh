@@ -61,7 +61,7 @@ if want verify; then
   step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
   step verify.kernels.f64 verify all --target gpu --dtype f64
   step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
-  step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75
+  step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75 --format isa
 fi
 
 # 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
@@ -107,6 +107,9 @@ if want gpt2; then
     --weights synthetic --config 124M
   step gpt2.verify.fused.cache-compare verify gpt2 --steps 10 --mode fused --cache compare --target gpu \
     --weights synthetic --config 124M
+  # The generated matmul kernels (the matmul emitter with epilogues) in place of cuBLAS.
+  step gpt2.verify.fused.generated verify gpt2 --steps 3 --mode fused --target gpu --weights synthetic --config 124M \
+    --matmul generated
   rm -rf "$MLPIPE_CACHE_DIR"
   step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
   step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu

@@ -14,6 +14,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Matchers.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace mlpipe::emitters {
 
 namespace {
@@ -108,12 +110,18 @@ public:
     MatmulEpilogue epilogue;
     bool hasEpilogue = root != matmul || (!startsFromZero && !accumulate);
     std::string epilogueFailure;
+    // The epilogue's operands: only the arguments it reads (a bias, a
+    // residual), not C, so that C aliasing none of them leaves the kernel
+    // free to split K.
+    llvm::SmallVector<mlir::BlockArgument> epilogueArguments;
     if (hasEpilogue) {
-      epilogue.hostOperands.assign(call.getOperands().begin(), call.getOperands().end());
+      epilogueArguments = argumentsReadByEpilogue(matmul, startsFromZero);
+      for (mlir::BlockArgument argument : epilogueArguments)
+        epilogue.hostOperands.push_back(call.getOperand(argument.getArgNumber()));
       epilogue.apply = [&, matmul, root](mlir::OpBuilder &builder, mlir::Location, mlir::ValueRange kernelOperands,
                                          mlir::ValueRange index, mlir::Value value) -> mlir::Value {
         mlir::IRMapping arguments;
-        for (auto [argument, kernelValue] : llvm::zip(graph_.function().getArguments(), kernelOperands))
+        for (auto [argument, kernelValue] : llvm::zip(epilogueArguments, kernelOperands))
           arguments.map(argument, kernelValue);
         ElementalEmitter elemental(graph_, builder, builder, arguments);
         llvm::SmallVector<mlir::Value> at(index.begin(), index.end());
@@ -147,6 +155,41 @@ public:
                     << (accumulate ? ", accumulating into C" : "") << "\n");
     call.erase();
     return mlir::success();
+  }
+
+private:
+  // The fusion's arguments the epilogue reads: what the ops after the
+  // matmul take as inputs or read of their outputs' old values (through any
+  // views) where no op of the fusion produced it, and C's old value when the
+  // matmul adds to it.
+  llvm::SmallVector<mlir::BlockArgument> argumentsReadByEpilogue(int matmul, bool startsFromZero) const {
+    llvm::SetVector<mlir::BlockArgument> read;
+    mlir::Block &entry = graph_.function().front();
+    auto note = [&](mlir::Value value) {
+      while (mlir::Operation *definer = value.getDefiningOp()) {
+        if (!isViewOp(definer) || definer->getNumOperands() == 0)
+          return;
+        value = definer->getOperand(0);
+      }
+      if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(value); argument && argument.getOwner() == &entry)
+        read.insert(argument);
+    };
+    const FusionNode &product = graph_.node(matmul);
+    for (const FusionNode &node : graph_.nodes()) {
+      if (node.order == matmul || node.order == product.initProducer)
+        continue;
+      // What a node of the fusion produced is not read from memory.
+      for (auto [input, producer] : llvm::zip(node.op.getDpsInputOperands(), node.inputProducers))
+        if (producer < 0)
+          note(input->get());
+      if (node.initProducer < 0)
+        for (mlir::OpOperand &init : node.op.getDpsInitsMutable())
+          if (!node.op.getMatchingBlockArgument(&init).use_empty())
+            note(init.get());
+    }
+    if (!startsFromZero)
+      note(product.op.getDpsInits()[0]);
+    return llvm::SmallVector<mlir::BlockArgument>(read.begin(), read.end());
   }
 };
 
