@@ -86,8 +86,9 @@ sanitize() {
   $racecheck run "$work/transpose.gpu.mlir" --input x=@"$work/data/transpose/x.npy" || return 1
   $racecheck run "$work/layernorm.gpu.mlir" --input x=@"$work/data/layernorm/x.npy" \
     --input weight=@"$work/data/layernorm/weight.npy" --input bias=@"$work/data/layernorm/bias.npy" || return 1
+  # Four tokens: a prefill, then decode steps run directly, captured and replayed.
   for mode in sublayer fused; do
-    MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 3 --config tiny --mode $mode --target gpu ||
+    MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 4 --config tiny --mode $mode --target gpu ||
       return 1
   done
   # The fused attention kernel: odd length (a cut-short key tile), head size 64.
@@ -113,12 +114,18 @@ export MLPIPE_CACHE_DIR=$work/cache
 if want gpt2; then
   step gpt2.verify.sublayer verify gpt2 --steps 10 --mode sublayer --target gpu --weights synthetic --config 124M
   step gpt2.verify.fused verify gpt2 --steps 10 --mode fused --target gpu --weights synthetic --config 124M
+  step gpt2.verify.sublayer.cache-compare verify gpt2 --steps 10 --mode sublayer --cache compare --target gpu \
+    --weights synthetic --config 124M
+  step gpt2.verify.fused.cache-compare verify gpt2 --steps 10 --mode fused --cache compare --target gpu \
+    --weights synthetic --config 124M
   # The generated matmul kernels (the matmul emitter with epilogues) in place of cuBLAS.
   step gpt2.verify.fused.generated verify gpt2 --steps 3 --mode fused --target gpu --weights synthetic --config 124M \
     --matmul generated
   rm -rf "$MLPIPE_CACHE_DIR"
   step gpt2.generate.sublayer generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode sublayer --target gpu
   step gpt2.generate.fused generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused --target gpu
+  step gpt2.generate.fused.no-cache generate "The quick brown fox jumps over the lazy dog and" --tokens 10 --mode fused \
+    --target gpu --no-cache
 fi
 
 # Graph replay against direct launches: the same text, token for token (the

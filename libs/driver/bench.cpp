@@ -1,8 +1,8 @@
 #include "driver/bench.h"
 
+#include "driver/matmul_choice.h"
 #include "driver/verify.h"
 #include "runtime/ceilings.h"
-#include "driver/matmul_choice.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
 #include "support/output_file.h"
@@ -79,6 +79,57 @@ std::string csvField(const std::string &text) {
 
 } // namespace
 
+// KV-cache decoding, per mode: a prompt of kDecodePrompt tokens prefilled,
+// each decode step after it timed alone, and the whole job of
+// kDecodeTokens tokens after the prompt (a prefill and kDecodeTokens - 1
+// decode steps) timed end to end; medians over `repeat`, after the
+// programs are compiled, run directly and captured.
+namespace {
+
+constexpr int64_t kDecodePrompt = 10, kDecodeTokens = 10;
+
+void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
+                   const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator) {
+  if (config.nCtx < kDecodePrompt + kDecodeTokens)
+    return;
+  Target target = request.model.run.compile.target;
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(kDecodePrompt));
+  for (int32_t &id : prompt)
+    id = token(generator);
+  std::cout << fmt::format("\nKV-cache decoding: a prompt of {} tokens, then decode steps (median ms{})\n",
+                           kDecodePrompt, target == Target::Gpu ? ", GPU time" : "");
+  std::cout << fmt::format("{:<9} {:>10} {:>10} {:>10} {:>16} {:>10}\n", "mode", "prefill", "step", "step min",
+                           fmt::format("{} after {}", kDecodeTokens, kDecodePrompt), "tokens/s");
+  for (Gpt2Mode mode : request.modes) {
+    Gpt2RunOptions options = request.model.run;
+    options.mode = mode;
+    std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(config, onTarget, options);
+    auto job = [&] {
+      runner->prefill(prompt, false, false);
+      for (int64_t step = 1; step < kDecodeTokens; ++step)
+        runner->decodeStep(token(generator), false);
+    };
+    // Compiles both programs, runs each directly, then captures them.
+    for (int i = 0; i < 2 + request.warmup; ++i)
+      job();
+    std::vector<double> prefills, steps, jobs;
+    for (int i = 0; i < request.repeat; ++i) {
+      jobs.push_back(timeOnTarget(target, job));
+      prefills.push_back(timeOnTarget(target, [&] { runner->prefill(prompt, false, false); }));
+      for (int64_t step = 1; step < kDecodeTokens; ++step)
+        steps.push_back(timeOnTarget(target, [&] { runner->decodeStep(token(generator), false); }));
+    }
+    double jobMs = median(jobs);
+    std::cout << fmt::format("{:<9} {:>10.3f} {:>10.3f} {:>10.3f} {:>16.3f} {:>10.0f}\n", modeName(mode),
+                             median(prefills), median(steps), *std::min_element(steps.begin(), steps.end()), jobMs,
+                             jobMs > 0 ? kDecodeTokens * 1000.0 / jobMs : 0.0)
+              << std::flush;
+  }
+}
+
+} // namespace
+
 void benchGpt2(const BenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0)
     fail("--repeat must be positive and --warmup not negative");
@@ -91,13 +142,12 @@ void benchGpt2(const BenchRequest &request) {
   if (request.profile && !gpu)
     fail("--profile times kernels on the GPU: use --target gpu");
   const CompileOptions &compile = request.model.run.compile;
-  std::cout << fmt::format("bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up{}\n",
-                           config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description(),
-                           targetName(target),
-                           gpu ? " (" + gpu::deviceName() + ", " + describeMatmuls(compile.matmul, compile.precision) + ")"
-                               : "",
-                           request.repeat, request.warmup,
-                           gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
+  std::cout << fmt::format(
+      "bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up{}\n", config.nLayer,
+      config.nHead, config.nEmbd, config.vocabSize, weights.description(), targetName(target),
+      gpu ? " (" + gpu::deviceName() + ", " + describeMatmuls(compile.matmul, compile.precision) + ")" : "",
+      request.repeat, request.warmup,
+      gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
   double copyRate = 0;
   gpu::MatmulCeiling matmul;
   if (request.profile) {
@@ -197,6 +247,8 @@ void benchGpt2(const BenchRequest &request) {
         known ? fmt::format("{:.2f}", 1000.0 * (report.medianMs - report.kernelMs) / double(report.launches)) : "-",
         double(report.module.unplannedBytes) / kMiB);
   }
+
+  benchDecoding(request, config, onTarget, generator);
 
   std::cout << "\ncompile ms by stage (a cold compile; 'cached' when the lowered module came from the disk cache)\n";
   std::cout << fmt::format("{:<9} {:>5} {:>7} {:>7} {:>9} {:>8} {:>10} {:>7} {:>7} {:>8}\n", "mode", "T", "trace",

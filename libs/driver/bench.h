@@ -5,7 +5,9 @@
 // up, then timed `repeat` times (GPU: CUDA events around each forward, a
 // CUDA graph replayed unless graphs are off; CPU: the host clock); the
 // median is reported with the launches per forward, the sum of the kernels'
-// own times, the arena's bytes and the peak device memory. With `profile`,
+// own times, the arena's bytes and the peak device memory. Then, per mode,
+// KV-cache decoding: the prefill of a 10-token prompt, one decode step, and
+// 10 tokens after the prompt end to end. With `profile`,
 // one row per kernel: calls, time, bytes moved and the ratio to the copy
 // floor measured in the same run (and `csv` writes the rows for the
 // roofline chart).

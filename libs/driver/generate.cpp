@@ -50,23 +50,40 @@ void generate(const GenerateRequest &request, std::ostream &out) {
   std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, request.run);
   out << request.prompt << std::flush;
   for (int64_t step = 0; step < request.tokens; ++step) {
-    int32_t next = greedyToken(runner->forward(tokens, /*everyRow=*/false, /*capture=*/false).logits, 0);
+    ForwardResult result;
+    if (!request.kvCache)
+      result = runner->forward(tokens, /*everyRow=*/false, /*capture=*/false);
+    else if (step == 0)
+      result = runner->prefill(tokens, /*everyRow=*/false, /*capture=*/false);
+    else
+      result = runner->decodeStep(tokens.back(), /*capture=*/false);
+    int32_t next = greedyToken(result.logits, 0);
     tokens.push_back(next);
     out << tokenizer.decodeToken(next) << std::flush;
   }
   const Gpt2Timing &timing = runner->timing();
+  auto perSecond = [](double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; };
+  double runMs = timing.runMs + timing.prefillMs + timing.decodeMs;
   out << "\n\n"
-      << fmt::format("{} tokens, {} mode on the {}{}, {}\n", request.tokens,
+      << fmt::format("{} tokens, {} mode on the {}{}, {}{}\n", request.tokens,
                      request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer", targetName(request.run.compile.target),
                      request.run.compile.target == Target::Gpu
                          ? " (" + describeMatmuls(request.run.compile.matmul, request.run.compile.precision) + ")"
                          : "",
-                     weights.description())
-      << fmt::format("  compile {:9.1f} ms  ({} shape{}: {})\n", timing.compileMs, timing.compiledLengths.size(),
-                     timing.compiledLengths.size() == 1 ? "" : "s", fmt::join(timing.compiledLengths, ", "))
-      << fmt::format("  run     {:9.1f} ms  ({:.2f} ms per token)\n", timing.runMs,
-                     timing.forwards ? timing.runMs / timing.forwards : 0.0)
-      << fmt::format("  weights {:9.1f} ms  (loading {:.1f} ms, to the {} {:.1f} ms)\n", loadMs + timing.uploadMs,
+                     weights.description(), request.kvCache ? ", KV cache" : ", no cache")
+      << fmt::format("  compile {:9.1f} ms  ({} program{}: {})\n", timing.compileMs, timing.compiledPrograms.size(),
+                     timing.compiledPrograms.size() == 1 ? "" : "s", fmt::join(timing.compiledPrograms, ", "))
+      << fmt::format("  run     {:9.1f} ms  ({:.2f} ms per token, {:.1f} tokens/s)\n", runMs,
+                     request.tokens ? runMs / request.tokens : 0.0, perSecond(request.tokens, runMs));
+  if (request.kvCache)
+    out << fmt::format("  prefill {:9.1f} ms  ({} prompt token{}, {:.1f} tokens/s)\n", timing.prefillMs,
+                       timing.prefillTokens, timing.prefillTokens == 1 ? "" : "s",
+                       perSecond(timing.prefillTokens, timing.prefillMs))
+        << fmt::format("  decode  {:9.1f} ms  ({} step{}, {:.2f} ms per token, {:.1f} tokens/s)\n", timing.decodeMs,
+                       timing.decodeSteps, timing.decodeSteps == 1 ? "" : "s",
+                       timing.decodeSteps ? timing.decodeMs / timing.decodeSteps : 0.0,
+                       perSecond(timing.decodeSteps, timing.decodeMs));
+  out << fmt::format("  weights {:9.1f} ms  (loading {:.1f} ms, to the {} {:.1f} ms)\n", loadMs + timing.uploadMs,
                      loadMs, targetName(request.run.compile.target), timing.uploadMs);
 }
 

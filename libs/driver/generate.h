@@ -18,6 +18,9 @@ struct GenerateRequest {
   std::string weights = "synthetic"; // or a model.safetensors path
   std::string config;                // tiny, 124M, a config.json; default: 124M or beside the weights
   uint64_t seed = 1;                 // synthetic weights
+  // Decode with the KV cache (prefill the prompt, then one decode step per
+  // token), or run every step as a forward over the whole sequence.
+  bool kvCache = true;
 };
 
 void generate(const GenerateRequest &request, std::ostream &out);

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <utility>
 
 namespace mlpipe {
 
@@ -38,12 +40,12 @@ public:
     timing_.uploadMs = weights_->uploadMs();
   }
 
-  void prepare(int64_t tokens) override { compiled(paddedLength(tokens, config_)); }
+  void prepare(int64_t tokens) override { compiled(Gpt2Phase::Forward, paddedLength(tokens, config_)); }
 
   void useGraphs(bool graphs) override { options_.graphs = graphs; }
 
   Gpt2ModuleInfo moduleInfo(int64_t tokens) override {
-    Compiled &module = compiled(paddedLength(tokens, config_));
+    Compiled &module = compiled(Gpt2Phase::Forward, paddedLength(tokens, config_));
     Gpt2ModuleInfo info;
     info.arenaBytes = module.executable.arenaBytes();
     for (const EntrySignature &entry : module.executable.entries())
@@ -55,15 +57,91 @@ public:
   }
 
   // Compiles on first use of a length (timed as compile), then runs the
-  // strategy's pass (timed as run): the ids go up, the steps are queued on
-  // the runner's stream (or replayed as a graph), and the results come down.
+  // strategy's pass (timed as run).
   ForwardResult forward(const std::vector<int32_t> &tokens, bool everyRow, bool capture) final {
-    int64_t count = static_cast<int64_t>(tokens.size()), length = paddedLength(count, config_);
-    Compiled &module = compiled(length);
+    int64_t count = static_cast<int64_t>(tokens.size());
+    Compiled &module = compiled(Gpt2Phase::Forward, paddedLength(count, config_));
     auto start = std::chrono::steady_clock::now();
+    ForwardResult result = execute(module, tokens, everyRow, capture);
+    timing_.runMs += millisecondsSince(start);
+    ++timing_.forwards;
+    return result;
+  }
+
+  ForwardResult prefill(const std::vector<int32_t> &prompt, bool everyRow, bool capture) final {
+    int64_t count = static_cast<int64_t>(prompt.size());
+    Compiled &module = compiled(Gpt2Phase::Prefill, paddedLength(count, config_));
+    auto start = std::chrono::steady_clock::now();
+    cachedTokens_ = 0;
+    ForwardResult result = execute(module, prompt, everyRow, capture);
+    cachedTokens_ = count;
+    timing_.prefillMs += millisecondsSince(start);
+    ++timing_.prefills;
+    timing_.prefillTokens += count;
+    return result;
+  }
+
+  ForwardResult decodeStep(int32_t token, bool capture) final {
+    if (cachedTokens_ == 0)
+      fail("a decode step needs a prefilled KV cache: run the prompt first");
+    if (cachedTokens_ >= config_.nCtx)
+      fail("the KV cache is full: {} tokens fill the model's context of {}", cachedTokens_, config_.nCtx);
+    Compiled &module = compiled(Gpt2Phase::Decode, 1);
+    auto start = std::chrono::steady_clock::now();
+    {
+      // The position goes up on the stream, ahead of the calls (or the
+      // graph) that read it.
+      TargetStream::Scope current(stream_);
+      int32_t position = static_cast<int32_t>(cachedTokens_);
+      positionBuffer().upload(&position, sizeof(position));
+    }
+    ForwardResult result = execute(module, {token}, /*everyRow=*/false, capture);
+    ++cachedTokens_;
+    timing_.decodeMs += millisecondsSince(start);
+    ++timing_.decodeSteps;
+    return result;
+  }
+
+  int64_t cachedTokens() const final { return cachedTokens_; }
+
+protected:
+  struct Compiled {
+    Gpt2Phase phase = Gpt2Phase::Forward;
+    int64_t length = 0; // token positions the program runs (1 for a decode step)
+    Executable executable;
+    std::map<std::string, TargetBuffer> activations; // by name, per program
+    CallReplay replay;
+    int capturesSeen = 0;
+  };
+
+  // Where a program's cache inputs are bound (null where it has none).
+  struct CacheBinding {
+    char *cache = nullptr;    // the whole [L, 2, H, n_ctx, D] cache
+    size_t layerBytes = 0;    // one layer's [2, H, n_ctx, D]
+    void *position = nullptr; // decode: the rank-0 i32 position
+  };
+
+  // The steps of one pass, with every buffer bound.
+  virtual std::vector<Step> plan(Compiled &module, bool capture, const CacheBinding &cache) = 0;
+  // The logits (and with `capture` the kept residuals) of the first
+  // `tokens` positions back to the host.
+  virtual ForwardResult read(Compiled &module, int64_t tokens, bool everyRow, bool capture) = 0;
+
+  // One pass of a compiled program over `tokens` (padded to its length):
+  // the ids go up, the steps are queued on the runner's stream (or replayed
+  // as one graph: the cache and position buffers never move, so a program
+  // is captured once), and the results come down.
+  ForwardResult execute(Compiled &module, const std::vector<int32_t> &tokens, bool everyRow, bool capture) {
     TargetStream::Scope current(stream_);
-    uploadIds(module, tokens, length);
-    std::vector<Step> steps = plan(module, length, capture);
+    uploadIds(module, tokens, module.length);
+    CacheBinding cache;
+    if (module.phase != Gpt2Phase::Forward) {
+      cache.cache = static_cast<char *>(kvCache().data());
+      cache.layerBytes = static_cast<size_t>(byteSize(kvCacheShape(config_), DType::f32) / config_.nLayer);
+    }
+    if (module.phase == Gpt2Phase::Decode)
+      cache.position = positionBuffer().data();
+    std::vector<Step> steps = plan(module, capture, cache);
     std::vector<void *> used;
     for (const Step &step : steps) {
       used.insert(used.end(), step.buffers.begin(), step.buffers.end());
@@ -73,35 +151,43 @@ public:
         stream_, module.executable, used, [&] { enqueue(module, steps); }, options_.graphs);
     timing_.graphCaptures += module.replay.captures() - module.capturesSeen;
     module.capturesSeen = module.replay.captures();
-    ForwardResult result = read(module, count, everyRow, capture);
-    timing_.runMs += millisecondsSince(start);
-    ++timing_.forwards;
-    return result;
+    return read(module, static_cast<int64_t>(tokens.size()), everyRow, capture);
   }
 
-protected:
-  struct Compiled {
-    Executable executable;
-    std::map<std::string, TargetBuffer> activations; // by name, per length
-    CallReplay replay;
-    int capturesSeen = 0;
-  };
+  // The KV cache, allocated once, the first time a program needs it, and
+  // zeroed: a decode step multiplies the masked positions' values by zero
+  // weights, which must not meet a NaN or an infinity left in fresh memory.
+  TargetBuffer &kvCache() {
+    if (!kvCache_) {
+      size_t bytes = static_cast<size_t>(byteSize(kvCacheShape(config_), DType::f32));
+      kvCache_.emplace(options_.compile.target, bytes, options_.execution.memory);
+      std::vector<char> zeros(bytes, 0);
+      kvCache_->upload(zeros.data(), bytes);
+    }
+    return *kvCache_;
+  }
 
-  // The steps of one forward, with every buffer bound.
-  virtual std::vector<Step> plan(Compiled &module, int64_t length, bool capture) = 0;
-  // The logits (and with `capture` the kept residuals) back to the host.
-  virtual ForwardResult read(Compiled &module, int64_t tokens, bool everyRow, bool capture) = 0;
+  TargetBuffer &positionBuffer() {
+    if (!position_)
+      position_.emplace(options_.compile.target, sizeof(int32_t), options_.execution.memory);
+    return *position_;
+  }
 
-  Compiled &compiled(int64_t length) {
-    auto found = modules_.find(length);
+  static const char *phaseName(Gpt2Phase phase) {
+    return phase == Gpt2Phase::Prefill ? "prefill" : phase == Gpt2Phase::Decode ? "decode" : "forward";
+  }
+
+  Compiled &compiled(Gpt2Phase phase, int64_t length) {
+    auto found = modules_.find({phase, length});
     if (found != modules_.end())
       return found->second;
     auto start = std::chrono::steady_clock::now();
     CompileTimings stages;
-    fe::Program program = traceGpt2(config_, options_.mode, length);
+    fe::Program program = traceGpt2(config_, options_.mode, length, DType::f32, phase);
     stages.traceMs += millisecondsSince(start);
-    std::string name = fmt::format("gpt2-{}-{}-L{}C{}H{}V{}", options_.mode == Gpt2Mode::Fused ? "fused" : "sublayer",
-                                   length, config_.nLayer, config_.nEmbd, config_.nHead, config_.vocabSize);
+    std::string phasePart = phase == Gpt2Phase::Forward ? "" : std::string(phaseName(phase)) + "-";
+    std::string name = fmt::format("gpt2-{}-{}{}-L{}C{}H{}V{}", options_.mode == Gpt2Mode::Fused ? "fused" : "sublayer",
+                                   phasePart, length, config_.nLayer, config_.nEmbd, config_.nHead, config_.vocabSize);
     MlirModule lowered = compileProgram(program, name, options_.compile, &stages);
     auto loadStart = std::chrono::steady_clock::now();
     Executable executable = Executable::load(std::move(lowered), options_.execution);
@@ -109,7 +195,11 @@ protected:
     timing_.stages.add(stages);
     timing_.compileMs += millisecondsSince(start);
     timing_.compiledLengths.push_back(length);
-    return modules_.emplace(length, Compiled{std::move(executable), {}, {}, 0}).first->second;
+    timing_.compiledPrograms.push_back(phase == Gpt2Phase::Forward   ? std::to_string(length)
+                                       : phase == Gpt2Phase::Prefill ? fmt::format("prefill {}", length)
+                                                                     : std::string("decode"));
+    return modules_.emplace(std::make_pair(phase, length), Compiled{phase, length, std::move(executable), {}, {}, 0})
+        .first->second;
   }
 
   TargetBuffer &activation(Compiled &module, const std::string &name, const Shape &shape, DType dtype) {
@@ -173,7 +263,10 @@ protected:
   Gpt2RunOptions options_;
   std::shared_ptr<const TargetWeights> weights_;
   TargetStream stream_;
-  std::map<int64_t, Compiled> modules_;
+  std::map<std::pair<Gpt2Phase, int64_t>, Compiled> modules_;
+  std::optional<TargetBuffer> kvCache_;  // [L, 2, H, n_ctx, D] f32
+  std::optional<TargetBuffer> position_; // decode's position, rank-0 i32
+  int64_t cachedTokens_ = 0;
 };
 
 class FusedRunner final : public RunnerBase {
@@ -181,9 +274,15 @@ public:
   using RunnerBase::RunnerBase;
 
 protected:
-  std::vector<Step> plan(Compiled &module, int64_t length, bool /*capture*/) override {
+  std::vector<Step> plan(Compiled &module, bool /*capture*/, const CacheBinding &cache) override {
+    int64_t length = module.length;
     void *logits = activation(module, "logits", {length, config_.vocabSize}, DType::f32).data();
-    return {call(module, "gpt2", {{"ids", ids(module, length)}, {"logits:out", logits}}, "")};
+    std::map<std::string, void *> bound = {{"ids", ids(module, length)}, {"logits:out", logits}};
+    if (cache.cache)
+      bound["kv_cache"] = cache.cache;
+    if (cache.position)
+      bound["position"] = cache.position;
+    return {call(module, "gpt2", bound, "")};
   }
 
   ForwardResult read(Compiled &module, int64_t tokens, bool everyRow, bool /*capture*/) override {
@@ -196,7 +295,8 @@ public:
   using RunnerBase::RunnerBase;
 
 protected:
-  std::vector<Step> plan(Compiled &module, int64_t length, bool capture) override {
+  std::vector<Step> plan(Compiled &module, bool capture, const CacheBinding &cache) override {
+    int64_t length = module.length;
     Shape residual{length, config_.nEmbd};
     // The residual stream alternates between two buffers on the target;
     // with capture, the embedding and each block's residual are copied, on
@@ -214,11 +314,19 @@ protected:
       if (capture)
         steps.push_back({nullptr, {}, kept + index * residualBytes, x, residualBytes});
     };
-    steps.push_back(call(module, "embed", {{"ids", ids(module, length)}, {"x:out", x}}, ""));
+    std::map<std::string, void *> embedBound = {{"ids", ids(module, length)}, {"x:out", x}};
+    if (cache.position)
+      embedBound["position"] = cache.position;
+    steps.push_back(call(module, "embed", embedBound, ""));
     keep(0);
     for (int64_t block = 0; block < config_.nLayer; ++block) {
       std::string prefix = "h." + std::to_string(block) + ".";
-      steps.push_back(call(module, "attend", {{"x", x}, {"x:out", y}}, prefix));
+      std::map<std::string, void *> attendBound = {{"x", x}, {"x:out", y}};
+      if (cache.cache)
+        attendBound["kv_cache"] = cache.cache + block * cache.layerBytes;
+      if (cache.position)
+        attendBound["position"] = cache.position;
+      steps.push_back(call(module, "attend", attendBound, prefix));
       steps.push_back(call(module, "feedforward", {{"x", y}, {"x:out", x}}, prefix));
       keep(block + 1);
     }
@@ -230,7 +338,7 @@ protected:
     ForwardResult result;
     result.logits = logitsOf(module.activations.at("logits"), tokens, everyRow);
     if (capture) {
-      int64_t length = paddedLength(tokens, config_);
+      int64_t length = module.length;
       const TargetBuffer &kept = module.activations.at("kept");
       for (int64_t index = 0; index <= config_.nLayer; ++index)
         result.captured.push_back(rowsOf(kept, index * length, tokens, config_.nEmbd));

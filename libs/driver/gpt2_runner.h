@@ -15,6 +15,16 @@
 // own, asynchronously: the ids go up, the forward's calls are queued (the
 // whole forward replayed as one CUDA graph, captured once per length, unless
 // graphs are off), and the only wait is the copy of the logits back.
+//
+// With a KV cache (both strategies, both targets, one code path): the runner
+// allocates one cache of kvCacheShape() in target memory the first time it
+// is needed. prefill() runs the padded prompt through the prefill program,
+// which writes every position's keys and values into the cache; each
+// decodeStep() runs the decode program on one token at the next position,
+// the position being a rank-0 i32 input uploaded on the stream before the
+// calls, so one compiled decode program (one CUDA graph) serves every step.
+// Positions past the prompt that padding wrote are masked until a decode
+// step overwrites them.
 #pragma once
 
 #include "driver/compile.h"
@@ -46,7 +56,13 @@ struct Gpt2Timing {
   double runMs = 0;     // forward passes, host wall clock
   double uploadMs = 0;  // copying the weights to the target
   std::vector<int64_t> compiledLengths;
+  std::vector<std::string> compiledPrograms; // per program compiled: "16", "prefill 16", "decode"
   int forwards = 0;
+  double prefillMs = 0; // prefill() calls, host wall clock
+  int prefills = 0;
+  int64_t prefillTokens = 0; // prompt tokens prefilled (without padding)
+  double decodeMs = 0;       // decodeStep() calls, host wall clock
+  int decodeSteps = 0;
   CompileTimings stages; // compileMs by stage, summed over the lengths compiled
   int graphCaptures = 0; // CUDA graphs captured (one per length, unless buffers changed)
 };
@@ -83,6 +99,17 @@ public:
   // The logits of the last token, or with `everyRow` of every token; with
   // `capture` (sublayer mode) also the embedding and the block residuals.
   virtual ForwardResult forward(const std::vector<int32_t> &tokens, bool everyRow, bool capture) = 0;
+  // Runs the prompt (padded) and fills the KV cache with its keys and
+  // values, forgetting what it held; returns the logits of the last prompt
+  // token (of every one with `everyRow`) and with `capture` (sublayer mode)
+  // the embedding and block residuals of every prompt token.
+  virtual ForwardResult prefill(const std::vector<int32_t> &prompt, bool everyRow, bool capture) = 0;
+  // Runs one token at position cachedTokens() against the cache, writing
+  // its key and value there: the logits [1, vocab] (and with `capture` its
+  // embedding and residuals, [1, C] each). Fails once the cache is full.
+  virtual ForwardResult decodeStep(int32_t token, bool capture) = 0;
+  // The positions the cache holds: the prompt and every decoded token.
+  virtual int64_t cachedTokens() const = 0;
   // Compiles the module for this many tokens now (benchmarks keep compile
   // time out of their numbers this way).
   virtual void prepare(int64_t tokens) = 0;

@@ -3,6 +3,13 @@
 // the embedding, every block's residual, the logits and the chosen token
 // are compared; in fused mode the logits and the token. Tokens must match
 // exactly; tensors within 3e-4 (absolute and relative).
+//
+// With the KV cache (the default) the first step prefills the prompt and
+// checks every prompt position; each later step is one decode step, whose
+// one position is checked against the last position of the reference run
+// over the whole sequence. Without it every step is a forward over the
+// whole sequence; `compare` runs both and also checks the cached results
+// against the uncached ones.
 #pragma once
 
 #include "driver/generate.h"
@@ -11,8 +18,16 @@
 
 namespace mlpipe {
 
+enum class Gpt2CacheCheck {
+  Cache,   // prefill, then decode steps against the KV cache
+  NoCache, // a forward over the whole sequence every step
+  Compare, // both, each against the reference and against each other
+};
+Gpt2CacheCheck parseGpt2CacheCheck(const std::string &name); // "on" | "off" | "compare"
+
 struct Gpt2VerifyRequest {
   GenerateRequest model; // weights, config, seed, mode, target
+  Gpt2CacheCheck cache = Gpt2CacheCheck::Cache;
   int64_t steps = 10;
   std::string saveWeights; // when set, the weights used are also written there
   double tolerance = 3e-4;

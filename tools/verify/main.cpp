@@ -16,18 +16,21 @@ int main(int argc, char **argv) {
                "  verify KERNEL...         compile each kernel, run it on fresh random inputs and compare\n"
                "                           with the float64 reference (KERNEL may be 'all', or an XLA HLO\n"
                "                           module FILE.hlo)\n"
-               "  verify gpt2              greedy steps after a prompt, each compared with the float64\n"
-               "                           reference: embedding, block residuals, logits and token\n"
+               "  verify gpt2              greedy steps after a prompt (prefill, then decode steps against the\n"
+               "                           KV cache), each compared with the float64 reference: embedding,\n"
+               "                           block residuals, logits and token\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
-  app.footer("Examples:\n"
-             "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
-             "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
-             "  verify matmul --shape 1x768 --shape 50257x768 --transpose-b --target gpu\n"
-             "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
-             "  verify all --target cpu\n"
-             "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
-             "  verify model.hlo --target cpu --save out/\n"
-             "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny");
+  app.footer(
+      "Examples:\n"
+      "  verify y.npy expected.npy --rtol 1e-5 --atol 1e-6\n"
+      "  verify softmax --shape 128x1000 --target gpu --chip sm_90\n"
+      "  verify matmul --shape 1x768 --shape 50257x768 --transpose-b --target gpu\n"
+      "  verify layernorm --input-offset 1e4 --target cpu    # large values: no cancellation\n"
+      "  verify all --target cpu\n"
+      "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
+      "  verify model.hlo --target cpu --save out/\n"
+      "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny\n"
+      "  verify gpt2 --steps 10 --mode fused --cache compare --config tiny   # with against without the KV cache");
   std::vector<std::string> what;
   double rtol = 1e-5, atol = 1e-8;
   std::vector<std::string> shapes;
@@ -84,6 +87,12 @@ int main(int argc, char **argv) {
   app.add_option("--config", gpt2.model.config, "gpt2: tiny, 124M or a config.json");
   app.add_option("--prompt", gpt2.model.prompt, "gpt2: the prompt (default: ten tokens)");
   app.add_option("--save-weights", gpt2.saveWeights, "gpt2: also write the weights used as .safetensors");
+  std::string gpt2Cache = "on";
+  app.add_option("--cache", gpt2Cache,
+                 "gpt2: on (prefill the prompt, then decode steps against the KV cache), off (a forward over the "
+                 "whole sequence every step), or compare (both, also against each other)")
+      ->check(CLI::IsMember({"on", "off", "compare"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   bool pass = false;
@@ -104,6 +113,7 @@ int main(int argc, char **argv) {
           if (*seedOption)
             gpt2.model.seed = seed;
           mlpipe::applyModelFlags(gpt2.model, flags);
+          gpt2.cache = mlpipe::parseGpt2CacheCheck(gpt2Cache);
           pass = mlpipe::verifyGpt2(gpt2);
           return;
         }

@@ -3,12 +3,16 @@
 // same forward launched directly (and of managed memory), in both modes and
 // with the residuals kept; after the first forward of a length no GPU
 // memory is allocated or freed; a change of buffers captures a new graph.
+// KV-cache decoding: the checks the CPU suite runs (kv_cache_checks.h),
+// decode steps replayed give the bits of direct launches, and a decode
+// step is one graph replay that allocates nothing.
 // Without a GPU the suite prints why and exits 77 (ctest: Skipped).
 #define BOOST_TEST_MODULE gpt2_runner_gpu
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
 #include "driver/gpt2_runner.h"
+#include "kv_cache_checks.h"
 #include "runtime/mgpu_runtime.h"
 #include "test_support.h"
 
@@ -119,6 +123,61 @@ BOOST_AUTO_TEST_CASE(a_forward_is_one_graph_of_every_launch) {
   runner->forward(tokens, false, false); // replayed: no launch through the runtime
   runner->forward(tokens, false, false);
   BOOST_TEST(gpu::counters().launches - before == 2 * perForward);
+}
+
+// With graphs only: that direct launches give the same bits is
+// decode_steps_replayed_give_the_bits_of_direct_launches' check, and each
+// runner here compiles five programs from cold.
+BOOST_AUTO_TEST_CASE(decoding_fills_the_context_and_matches_forwards) {
+  for (Gpt2Mode mode : {Gpt2Mode::Sublayer, Gpt2Mode::Fused})
+    BOOST_TEST_CONTEXT((mode == Gpt2Mode::Fused ? "fused" : "sublayer")) {
+      testing::checkDecodingFillsTheContext(optionsFor(mode, /*graphs=*/true));
+    }
+  testing::checkDecodeNeedsAPrefill(optionsFor(Gpt2Mode::Fused, true));
+}
+
+BOOST_AUTO_TEST_CASE(decode_steps_replayed_give_the_bits_of_direct_launches) {
+  for (Gpt2Mode mode : {Gpt2Mode::Sublayer, Gpt2Mode::Fused}) {
+    BOOST_TEST_CONTEXT((mode == Gpt2Mode::Fused ? "fused" : "sublayer")) {
+      auto uploaded = TargetWeights::upload(weights(), Target::Gpu);
+      auto direct = makeGpt2Runner(weights().config(), uploaded, optionsFor(mode, false));
+      auto replayed = makeGpt2Runner(weights().config(), uploaded, optionsFor(mode, true));
+      bool keep = mode == Gpt2Mode::Sublayer;
+      std::vector<int32_t> prompt = randomTokens(5, weights().config().vocabSize);
+      BOOST_TEST(sameBits(direct->prefill(prompt, true, keep).logits, replayed->prefill(prompt, true, keep).logits));
+      for (int32_t token : randomTokens(6, weights().config().vocabSize)) {
+        ForwardResult a = direct->decodeStep(token, keep);
+        ForwardResult b = replayed->decodeStep(token, keep);
+        BOOST_TEST(sameBits(a.logits, b.logits));
+        BOOST_REQUIRE(a.captured.size() == b.captured.size());
+        for (size_t i = 0; i < a.captured.size(); ++i)
+          BOOST_TEST(sameBits(a.captured[i], b.captured[i]), "kept residual " << i);
+      }
+      BOOST_TEST(direct->timing().graphCaptures == 0);
+      // The prefill ran once (directly); the decode program is captured on
+      // its second step and replayed for every later position.
+      BOOST_TEST(replayed->timing().graphCaptures == 1);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_decode_step_is_one_graph_replay_that_allocates_nothing) {
+  for (Gpt2Mode mode : {Gpt2Mode::Sublayer, Gpt2Mode::Fused}) {
+    BOOST_TEST_CONTEXT((mode == Gpt2Mode::Fused ? "fused" : "sublayer")) {
+      auto runner = makeGpt2Runner(weights(), optionsFor(mode, true));
+      runner->prefill(randomTokens(3, weights().config().vocabSize), false, false);
+      runner->decodeStep(1, false); // direct
+      runner->decodeStep(2, false); // captured
+      uint64_t launches = gpu::counters().launches, allocations = gpu::counters().allocations;
+      size_t live = gpu::liveAllocationCount();
+      for (int32_t token : randomTokens(4, weights().config().vocabSize))
+        runner->decodeStep(token, false); // replayed: no launch through the runtime
+      BOOST_TEST(gpu::counters().launches == launches);
+      BOOST_TEST(gpu::counters().allocations == allocations);
+      BOOST_TEST(gpu::liveAllocationCount() == live);
+      BOOST_TEST(runner->timing().graphCaptures == 1);
+    }
+  }
 }
 
 int main(int argc, char **argv) {

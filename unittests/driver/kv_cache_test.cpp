@@ -1,0 +1,45 @@
+// KV-cache decoding on the CPU target, in both modes: prefill and decode
+// steps against forwards over the whole sequence, up to a full context
+// (kv_cache_checks.h; gpt2_runner_gpu_test runs the same checks on the GPU).
+#define BOOST_TEST_MODULE kv_cache
+#include <boost/test/unit_test.hpp>
+
+#include "kv_cache_checks.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+using namespace mlpipe;
+
+namespace {
+
+Gpt2RunOptions cpuOptions(Gpt2Mode mode) {
+  Gpt2RunOptions options;
+  options.mode = mode;
+  options.compile.target = Target::Cpu;
+  return options;
+}
+
+// A compile cache of its own: the test compiles what it runs.
+struct PrivateCompileCache {
+  PrivateCompileCache()
+      : path(std::filesystem::temp_directory_path() / ("mlpipe-kv-cache-test-" + std::to_string(getpid()))) {
+    setenv("MLPIPE_CACHE_DIR", path.c_str(), 1);
+  }
+  ~PrivateCompileCache() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+BOOST_TEST_GLOBAL_FIXTURE(PrivateCompileCache);
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(decoding_fills_the_context_and_matches_forwards_sublayer) {
+  testing::checkDecodingFillsTheContext(cpuOptions(Gpt2Mode::Sublayer));
+}
+
+BOOST_AUTO_TEST_CASE(decoding_fills_the_context_and_matches_forwards_fused) {
+  testing::checkDecodingFillsTheContext(cpuOptions(Gpt2Mode::Fused));
+}
+
+BOOST_AUTO_TEST_CASE(a_decode_step_needs_a_prefill) { testing::checkDecodeNeedsAPrefill(cpuOptions(Gpt2Mode::Fused)); }
