@@ -326,6 +326,13 @@ CMP = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3:
        8: lambda a, b: a > b, 9: lambda a, b: a >= b}
 
 
+# arith.cmpf predicates (ordered and unordered alike: the inputs are never NaN).
+CMPF = {0: lambda a, b: False, 1: lambda a, b: a == b, 2: lambda a, b: a > b, 3: lambda a, b: a >= b,
+        4: lambda a, b: a < b, 5: lambda a, b: a <= b, 6: lambda a, b: a != b, 7: lambda a, b: True,
+        8: lambda a, b: a == b, 9: lambda a, b: a > b, 10: lambda a, b: a >= b, 11: lambda a, b: a < b,
+        12: lambda a, b: a <= b, 13: lambda a, b: a != b, 14: lambda a, b: False, 15: lambda a, b: True}
+
+
 def position(op):
     return int(re.search(r"static_position = array<i64: (\d+)>", op.attrs).group(1))
 
@@ -438,6 +445,22 @@ def execute(op, args, thread):
         return args[0] >> args[1]
     if name == "arith.shli":
         return (args[0] << args[1]) & (2**64 - 1)
+    if name in ("arith.index_cast", "arith.index_castui", "arith.extsi"):
+        return args[0]
+    if name in ("arith.sitofp", "arith.uitofp", "arith.extf", "arith.truncf"):
+        return float(args[0])
+    if name == "arith.cmpf":
+        return CMPF[attr_int(op, "predicate")](args[0], args[1])
+    if name in ("arith.minimumf", "arith.minnumf"):
+        return min(args[0], args[1])
+    if name == "math.rsqrt":
+        return 1.0 / math.sqrt(args[0])
+    if name == "math.sqrt":
+        return math.sqrt(args[0])
+    if name == "math.log":
+        return math.log(args[0])
+    if name == "math.absf":
+        return abs(args[0])
     if name == "arith.negf":
         return -args[0]
     if name == "math.exp":
