@@ -424,8 +424,12 @@ def execute(op, args, thread):
         return [x * y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] * args[1]
     if name == "arith.divf":
         return [x / y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] / args[1]
-    if name in ("arith.maximumf", "arith.maxnumf"):
-        return max(args[0], args[1])
+    if name == "arith.maximumf":
+        a, b = args
+        return a if a != a else (b if b != b else max(a, b))  # NaN propagates
+    if name == "arith.maxnumf":
+        a, b = args
+        return b if a != a else (a if b != b else max(a, b))  # NaN loses
     if name == "arith.bitcast":
         import struct
         if op.result_type == "i64":
@@ -464,7 +468,10 @@ def execute(op, args, thread):
     if name == "arith.negf":
         return -args[0]
     if name == "math.exp":
-        return math.exp(args[0]) if args[0] > -700 else 0.0
+        x = args[0]
+        if x != x:
+            return x  # NaN stays NaN
+        return 0.0 if x < -700 else (math.inf if x > 700 else math.exp(x))
     if name == "linalg.index":
         return thread.index[attr_int(op, "dim")]
     if name in ("arith.divui", "arith.divsi"):

@@ -578,9 +578,14 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
       tileMax = mlir::arith::MaximumFOp::create(b, loc, tileMax, logit);
     }
     Value newMax = mlir::arith::MaximumFOp::create(b, loc, rowMax, tileMax);
-    // The traced exp(x - max), with the row's max taken to be the new one.
-    elemental.define(softmax.max, {head, query}, newMax);
-    Value correction = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, rowMax, newMax));
+    // Exponents are taken against the new max, or against 0 while every key
+    // so far is -inf (a mask of -inf): exp(-inf - -inf) would be NaN where
+    // the row's later keys still make the softmax finite.
+    Value allMasked = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, newMax, negInf);
+    Value reference = mlir::arith::SelectOp::create(b, loc, allMasked, x.fconst(element, 0.0), newMax);
+    // The traced exp(x - max), with the row's max taken to be the reference.
+    elemental.define(softmax.max, {head, query}, reference);
+    Value correction = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, rowMax, reference));
     Value tileSum = x.fconst(element, 0.0);
     llvm::SmallVector<Value> next;
     for (int64_t c = 0; c < cfg.chunks; ++c)
