@@ -62,6 +62,9 @@ if want verify; then
   step verify.kernels.f64 verify all --target gpu --dtype f64
   step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
   step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75 --format isa
+  # The fused attention kernel at GPT-2's shape and at a cut-short last tile.
+  step verify.attention.1024 verify attention --shape 1024x768 --heads 12 --target gpu
+  step verify.attention.1000 verify attention --shape 1000x384 --heads 6 --target gpu
 fi
 
 # 2. Memory: every GPU allocation freed, no bad access, no shared-memory race
@@ -88,6 +91,14 @@ sanitize() {
     MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 4 --config tiny --mode $mode --target gpu ||
       return 1
   done
+  # The fused attention kernel: odd length (a cut-short key tile), head size 64.
+  verify attention --shape 100x384 --heads 6 --target cpu --save "$work/data" >/dev/null || return 1
+  trace attention --shape 100x384 --heads 6 | fuse | bufferize | outline | lower-nvvm -o "$work/attention.gpu.mlir" ||
+    return 1
+  local qkv="--input q=@$work/data/attention/q.npy --input k=@$work/data/attention/k.npy --input v=@$work/data/attention/v.npy"
+  $memcheck run "$work/attention.gpu.mlir" $qkv --output y=@"$work/attention.y.npy" || return 1
+  $racecheck run "$work/attention.gpu.mlir" $qkv || return 1
+  verify "$work/attention.y.npy" "$work/data/attention/y.reference.npy" --rtol 1e-4 --atol 1e-5 || return 1
   trace matmul | fuse | bufferize | outline --matmul generated | lower-nvvm -o "$work/matmul.generated.mlir" || return 1
   $memcheck run "$work/matmul.generated.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" \
     --output y=@"$work/matmul.generated.y.npy" || return 1

@@ -285,6 +285,56 @@ def BlasMatmulsPass : Pass<"mlpipe-blas-matmuls", "mlir::ModuleOp"> {
 // outline: the emitters
 //===----------------------------------------------------------------------===//
 
+def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
+  let summary = "Fuse attention's scores matmul, softmax and values matmul into one online-softmax kernel";
+  let description = [{
+    Causal attention as `fuse` leaves it is three fusions in a row: a
+    batch_matmul of per-head views of Q and K^T into a [heads, T, T] scores
+    buffer, a softmax row reduction over it (an elementwise prologue — the
+    scale and the causal mask — then max, exp(x - max), sum, divide) and a
+    batch_matmul of the probabilities with a per-head view of V. When the two
+    buffers between them are used by nothing else, the three calls become
+    one launch of a kernel in the flash-attention style, so the T x T scores
+    never reach memory: a block per (head, tile of query rows), each row held
+    by a group of lanes (its slice of q and of the output in registers),
+    tiles of K and V staged through shared memory, and an online softmax
+    carrying each row's running max and sum. The prologue and the
+    exponential are the fusion's own ops, evaluated elementally; when the
+    prologue is the traced causal mask, key tiles wholly after a block's
+    last query are skipped (their weights are exactly zero). The launch
+    configuration reads the device description of `chip`;
+    `--debug-only=mlpipe-emitters` prints it, and why a softmax was not
+    fused.
+
+    ```mlir
+    %s = memref.alloc() : memref<2x8x8xf32>
+    call @attention_scores_matmul(%q, %k, %s) : (...) -> ()       // batch_matmul(Q view, K^T view)
+    %p = memref.alloc() : memref<2x8x8xf32>
+    call @attention_softmax_row_reduction(%s, %p) : (...) -> ()   // scale, mask, max, exp, sum, div
+    call @attention_values_matmul(%v, %p, %o) : (...) -> ()       // batch_matmul(P, V view)
+    ```
+    becomes
+    ```mlir
+    gpu.module @attention_attention {
+      gpu.func @attention_attention(%q: memref<2x8x16xf32, strided<[16, 32, 1]>>, %k: ..., %v: ...,
+                                    %o: memref<2x8x16xf32>)
+          workgroup(%kt : memref<32x16xf32, #gpu.address_space<workgroup>>, %vt : ...) kernel {
+        ... scf.for over key tiles: stage K, V; scores, gpu.shuffle, max, math.exp, vector.fma ...
+      }
+    }
+    %kv = memref.transpose %kt_view (d0, d1, d2) -> (d0, d2, d1) : ...
+    gpu.launch_func @attention_attention::@attention_attention blocks in (%c2, %c1, %c1)
+        threads in (%c32, %c1, %c1) args(%q_view : ..., %kv : ..., %v_view : ..., %o : ...)
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU the launch heuristics read the device description of">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+}
+
 def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
   let summary = "Replace every call of a fusion function with the kernels its emitter builds";
   let description = [{

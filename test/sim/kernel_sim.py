@@ -311,6 +311,12 @@ def constant_value(op):
     if text in ("true", "false"):
         return text == "true"
     if op.result_type in ("f32", "f64"):
+        if text.startswith("0x"):
+            import struct
+            bits = int(text, 16)
+            if op.result_type == "f32":
+                return struct.unpack("<f", struct.pack("<I", bits))[0]
+            return struct.unpack("<d", struct.pack("<Q", bits))[0]
         return float(text)
     return int(text)
 
@@ -318,6 +324,13 @@ def constant_value(op):
 CMP = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3: lambda a, b: a <= b,
        4: lambda a, b: a > b, 5: lambda a, b: a >= b, 6: lambda a, b: a < b, 7: lambda a, b: a <= b,
        8: lambda a, b: a > b, 9: lambda a, b: a >= b}
+
+
+# arith.cmpf predicates (ordered and unordered alike: the inputs are never NaN).
+CMPF = {0: lambda a, b: False, 1: lambda a, b: a == b, 2: lambda a, b: a > b, 3: lambda a, b: a >= b,
+        4: lambda a, b: a < b, 5: lambda a, b: a <= b, 6: lambda a, b: a != b, 7: lambda a, b: True,
+        8: lambda a, b: a == b, 9: lambda a, b: a > b, 10: lambda a, b: a >= b, 11: lambda a, b: a < b,
+        12: lambda a, b: a <= b, 13: lambda a, b: a != b, 14: lambda a, b: False, 15: lambda a, b: True}
 
 
 def position(op):
@@ -386,6 +399,13 @@ def run_block(block, env, thread):
         if name == "gpu.barrier":
             yield op
             continue
+        if name == "gpu.shuffle":
+            # Lanes exchange values in lock step: the launcher answers.
+            value = yield (op, op, args[0], args[1], args[2])
+            env[op.results[0]] = value
+            if len(op.results) > 1:
+                env[op.results[1]] = True
+            continue
         results = execute(op, args, thread)
         if op.results:
             env[op.results[0]] = results
@@ -403,7 +423,57 @@ def execute(op, args, thread):
     if name in ("arith.muli", "arith.mulf"):
         return [x * y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] * args[1]
     if name == "arith.divf":
-        return args[0] / args[1]
+        return [x / y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] / args[1]
+    if name == "arith.maximumf":
+        a, b = args
+        return a if a != a else (b if b != b else max(a, b))  # NaN propagates
+    if name == "arith.maxnumf":
+        a, b = args
+        return b if a != a else (a if b != b else max(a, b))  # NaN loses
+    if name == "arith.bitcast":
+        import struct
+        if op.result_type == "i64":
+            return struct.unpack("<Q", struct.pack("<d", args[0]))[0]
+        if op.result_type == "f64":
+            return struct.unpack("<d", struct.pack("<Q", args[0] & (2**64 - 1)))[0]
+        if op.result_type == "i32":
+            return struct.unpack("<I", struct.pack("<f", args[0]))[0]
+        if op.result_type == "f32":
+            return struct.unpack("<f", struct.pack("<I", args[0] & (2**32 - 1)))[0]
+        raise SimError("line %d: bitcast to %s" % (op.line, op.result_type))
+    if name == "arith.trunci":
+        return args[0] & ((1 << int(op.result_type[1:])) - 1)
+    if name == "arith.extui":
+        return args[0]
+    if name == "arith.shrui":
+        return args[0] >> args[1]
+    if name == "arith.shli":
+        return (args[0] << args[1]) & (2**64 - 1)
+    if name in ("arith.index_cast", "arith.index_castui", "arith.extsi"):
+        return args[0]
+    if name in ("arith.sitofp", "arith.uitofp", "arith.extf", "arith.truncf"):
+        return float(args[0])
+    if name == "arith.cmpf":
+        return CMPF[attr_int(op, "predicate")](args[0], args[1])
+    if name in ("arith.minimumf", "arith.minnumf"):
+        return min(args[0], args[1])
+    if name == "math.rsqrt":
+        return 1.0 / math.sqrt(args[0])
+    if name == "math.sqrt":
+        return math.sqrt(args[0])
+    if name == "math.log":
+        return math.log(args[0])
+    if name == "math.absf":
+        return abs(args[0])
+    if name == "arith.negf":
+        return -args[0]
+    if name == "math.exp":
+        x = args[0]
+        if x != x:
+            return x  # NaN stays NaN
+        return 0.0 if x < -700 else (math.inf if x > 700 else math.exp(x))
+    if name == "linalg.index":
+        return thread.index[attr_int(op, "dim")]
     if name in ("arith.divui", "arith.divsi"):
         return args[0] // args[1]
     if name in ("arith.remui", "arith.remsi"):
@@ -497,6 +567,28 @@ def execute(op, args, thread):
         return MemRef(src.buf, src.offset, sizes, strides, src.element_bytes)
     if name == "memref.cast":
         return args[0]
+    if name == "memref.expand_shape":
+        src = args[0]
+        groups = re.search(r"reassociation = \[(.*?)\]\]", op.attrs).group(1) + "]"
+        shape = [int(d) for d in re.search(r"static_output_shape = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        sizes, strides = [], []
+        for source_dim, group in enumerate(re.findall(r"\[([\d, ]+)\]", groups)):
+            dims = [int(d) for d in group.split(",")]
+            stride = src.strides[source_dim]
+            inner = []
+            for d in reversed(dims):
+                inner.insert(0, stride)
+                stride *= shape[d]
+            sizes += [shape[d] for d in dims]
+            strides += inner
+        return MemRef(src.buf, src.offset, sizes, strides, src.element_bytes)
+    if name == "memref.subview":
+        src = args[0]
+        def array(key):
+            return [int(v) for v in re.search(key + r" = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        offsets, sizes, steps = array("static_offsets"), array("static_sizes"), array("static_strides")
+        offset = src.offset + sum(o * st for o, st in zip(offsets, src.strides))
+        return MemRef(src.buf, offset, sizes, [st * k for st, k in zip(src.strides, steps)], src.element_bytes)
     if name == "gpu.thread_id":
         return thread.tid["xyz".index(re.search(r"dim (\w)", op.attrs).group(1))]
     if name == "gpu.block_id":
@@ -537,15 +629,35 @@ def launch(module_ops, op, args, stats):
                             threads.append(run_block(body, dict(env), t))
                 stats["threads"] += len(threads)
                 live = threads
+                answers = [None] * len(threads)
                 while live:
                     stops = []
                     still = []
-                    for gen in live:
+                    for gen, answer in zip(live, answers):
                         try:
-                            stops.append(next(gen))
+                            stops.append(gen.send(answer))
                             still.append(gen)
                         except StopIteration:
                             stops.append(None)
+                    first = stops[0]
+                    if isinstance(first, tuple):
+                        # gpu.shuffle xor: every thread of the block at the same one.
+                        if len(still) != len(threads) or any(not isinstance(s, tuple) or s[0] is not first[0]
+                                                             for s in stops):
+                            raise SimError("line %d: not every thread reaches the shuffle" % first[0].line)
+                        answers = []
+                        for t, stop in enumerate(stops):
+                            _, _, value, offset, width = stop
+                            partner = (t % 32) ^ offset
+                            if partner >= width:
+                                raise SimError("line %d: shuffle partner outside the width" % first[0].line)
+                            answers.append(stops[t - t % 32 + partner][2] if t - t % 32 + partner < len(stops)
+                                           else SimError)
+                            if answers[-1] is SimError:
+                                raise SimError("line %d: shuffle partner beyond the block" % first[0].line)
+                        live = still
+                        continue
+                    answers = [None] * len(still)
                     if any(s is not stops[0] for s in stops):
                         raise SimError("block %s: threads stop at different barriers (or some finished)" %
                                        ((bx, by, bz),))
@@ -560,7 +672,7 @@ def fill_random(buf, rng):
         buf.data[i] = rng.uniform(-1.0, 1.0)
 
 
-def linalg_reference(op, args):
+def linalg_reference(op, args, outer=None):
     name = op.name
     if name == "linalg.fill":
         value, out = args[0], args[1]
@@ -576,6 +688,10 @@ def linalg_reference(op, args):
                 source_index[d] = index[i]
             target.buf.data[target.address(index, op)] = source.buf.data[source.address(source_index, op)]
         return
+    if name == "linalg.generic":
+        return generic_reference(op, args, outer or {})
+    if name == "linalg.reduce":
+        return reduce_reference(op, args, outer or {})
     if name not in ("linalg.matmul", "linalg.batch_matmul"):
         raise SimError("line %d: the simulator has no reference for %s" % (op.line, name))
     a, b, c = args
@@ -587,6 +703,72 @@ def linalg_reference(op, args):
             total += a.buf.data[a.address(batch + [i, k], op)] * b.buf.data[b.address(batch + [k, j], op)]
         c.buf.data[c.address(index, op)] = total
     del batched
+
+
+class Indices:
+    """What linalg.index reads inside a body."""
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def eval_affine(expr, dims):
+    expr = re.sub(r"\bd(\d+)\b", lambda m: "dims[%s]" % m.group(1), expr)
+    expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
+    return eval(expr, {"dims": dims})
+
+
+def parse_maps(op):
+    maps = []
+    for m in re.finditer(r"affine_map<\(([^)]*)\) -> \(([^>]*)\)>", op.attrs):
+        maps.append(split_top(m.group(2)))
+    return maps
+
+
+def run_body(op, values, index, outer):
+    body = op.regions[0][0]
+    env = dict(outer)
+    env.update({name: value for (name, _), value in zip(body.args, values)})
+    thread = Indices(index)
+    for inner in body.ops:
+        args = [env[o] for o in inner.operands]
+        if inner.name == "linalg.yield":
+            return args
+        result = execute(inner, args, thread)
+        if inner.results:
+            env[inner.results[0]] = result
+    raise SimError("line %d: a body without linalg.yield" % op.line)
+
+
+def generic_reference(op, args, outer):
+    maps = parse_maps(op)
+    iterators = re.findall(r"#linalg.iterator_type<(\w+)>", op.attrs)
+    loops = len(iterators)
+    sizes = [None] * loops
+    for memref, results in zip(args, maps):
+        for d, expr in enumerate(results):
+            m = re.fullmatch(r"d(\d+)", expr.strip())
+            if m and sizes[int(m.group(1))] is None:
+                sizes[int(m.group(1))] = memref.sizes[d]
+    outputs = int(re.search(r"operandSegmentSizes = array<i32: (\d+), (\d+)>", op.attrs).group(2))
+    inputs = len(args) - outputs
+    for index in all_indices(sizes):
+        at = [[eval_affine(e, index) for e in results] for results in maps]
+        values = [memref.buf.data[memref.address(i, op)] if isinstance(memref, MemRef) else memref
+                  for memref, i in zip(args, at)]
+        results = run_body(op, values, index, outer)
+        for memref, i, value in zip(args[inputs:], at[inputs:], results):
+            memref.buf.data[memref.address(i, op)] = value
+
+
+def reduce_reference(op, args, outer):
+    source, target = args
+    dims = [int(d) for d in re.search(r"dimensions = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+    for index in all_indices(source.sizes):
+        kept = [i for d, i in enumerate(index) if d not in dims]
+        a = target.address(kept, op)
+        target.buf.data[a] = run_body(op, [source.buf.data[source.address(index, op)], target.buf.data[a]], index, outer)[0]
 
 
 def all_indices(sizes):
@@ -658,7 +840,7 @@ def run_host(body, env, functions, kernels, stats, epilogue, entry):
         elif op.name == "memref.dealloc":
             continue
         elif op.name.startswith("linalg."):
-            linalg_reference(op, args)
+            linalg_reference(op, args, env)
             if epilogue and op.name in ("linalg.matmul", "linalg.batch_matmul"):
                 entry_body, names, entry_env = entry
                 apply_test_epilogue(op, entry_env, entry_body, names, args[2])

@@ -1,0 +1,1003 @@
+// mlpipe-fused-attention: causal attention as one kernel whose T x T scores
+// never reach memory (the flash-attention scheme).
+// Passes.td holds its description, with IR before and after.
+//
+// What it matches, in host code, is what `fuse` and `bufferize` make of
+// nn::causalAttention: three calls in a row,
+//
+//   scores = scores_matmul(Q, K)      a batch_matmul of per-head views
+//   probs  = softmax(scores)          prologue x = f(s, h, i, j) (scale, mask),
+//                                     max, exp(x - max), sum, divide
+//   out    = values_matmul(probs, V)  a batch_matmul with a per-head view of V
+//
+// where nothing else touches `scores` or `probs`. They become one launch:
+// a block per (head, tile of query rows); each query row is held by a group
+// of lanes, each lane a slice of the head dimension (its q and its output
+// accumulator in registers); tiles of K and V stream through shared memory;
+// the running max m and sum l of each row are updated per tile (online
+// softmax):
+//
+//   x_j   = prologue(q . k_j)                     (the traced ops, elementally)
+//   m'    = max(m, max_j x_j)
+//   p_j   = exp(x_j - m')                         (the traced exp node, max := m')
+//   l     = l * exp(m - m') + sum_j p_j
+//   acc   = acc * exp(m - m') + sum_j p_j v_j
+//   out   = acc / l
+//
+// When the prologue is the causal mask (x = s * c + (j > i ? -1e10 : 0), as
+// traced), tiles of keys wholly after a block's last query are skipped:
+// their p_j are exp(-1e10 - m') = 0 exactly in f32 and f64, since every
+// row's first key is unmasked.
+#include "compiler/debug.h"
+#include "compiler/device_description.h"
+#include "compiler/emitters/elemental_emitter.h"
+#include "compiler/emitters/fusion_emitter.h"
+#include "compiler/emitters/fusion_graph.h"
+#include "compiler/emitters/hero_analysis.h"
+#include "compiler/emitters/kernel_factory.h"
+#include "compiler/passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "llvm/ADT/SetVector.h"
+
+#include <limits>
+#include <optional>
+
+namespace mlpipe {
+
+#define GEN_PASS_DEF_FUSEDATTENTIONPASS
+#include "compiler/Passes.h.inc"
+
+namespace {
+
+using namespace emitters;
+using mlir::Value;
+
+// Query rows one block handles: the K and V tiles it stages are shared by
+// all of them, so more rows read K and V from L2 fewer times.
+constexpr int64_t kQueryRowsPerBlock = 64;
+// Fewer rows per block (down to this) when the grid would otherwise leave
+// SMs idle: kMinBlocksPerSm blocks per SM at least.
+constexpr int64_t kMinQueryRowsPerBlock = 16;
+constexpr int64_t kMinBlocksPerSm = 2;
+// Keys per K/V tile: each lane keeps one score per key of the tile in
+// registers, at most this many 32-bit registers of them (32 f32 keys, 16
+// f64 keys); fewer keys when the two tiles would not fit shared memory.
+constexpr int64_t kScoreRegistersPerLane = 32;
+constexpr int64_t kMinKeysPerTile = 8;
+// Elements of the head dimension one lane holds (of q, and of the output
+// accumulator): beyond this the lane group grows, so that q, the
+// accumulator and a tile's scores fit the registers without spilling.
+constexpr int64_t kHeadElementsPerLane = 16;
+// The widest vector access, in bytes.
+constexpr int64_t kVectorBytes = 16;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- Matching --------------------------------------------------------------
+
+bool isZeroFill(const FusionGraph &graph, int node) {
+  if (node < 0)
+    return false;
+  auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(node).op.getOperation());
+  mlir::Attribute value;
+  return fill && mlir::matchPattern(fill.getInputs()[0], mlir::m_Constant(&value)) &&
+         mlir::isa<mlir::FloatAttr>(value) && mlir::cast<mlir::FloatAttr>(value).getValue().isZero();
+}
+
+// A fusion that is one batch_matmul from zero (its fill), nothing else:
+// the node of the product, or -1.
+int plainBatchMatmul(const FusionGraph &graph) {
+  int product = -1;
+  for (const FusionNode &node : graph.nodes()) {
+    if (mlir::isa<mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
+      if (product >= 0)
+        return -1;
+      product = node.order;
+    } else if (!mlir::isa<mlir::linalg::FillOp>(node.op.getOperation())) {
+      return -1;
+    }
+  }
+  if (product < 0 || !isZeroFill(graph, graph.node(product).initProducer) || graph.outputs().size() != 1 ||
+      graph.outputs().front().node != product)
+    return -1;
+  for (int producer : graph.node(product).inputProducers)
+    if (producer >= 0)
+      return -1;
+  return product;
+}
+
+// Whether a generic's body is exactly `yield op(args...)`-shaped chain of
+// the given op names, each using the previous result.
+bool bodyIs(mlir::linalg::LinalgOp op, llvm::ArrayRef<llvm::StringRef> names) {
+  mlir::Block *block = op.getBlock();
+  llvm::SmallVector<mlir::Operation *> ops;
+  for (mlir::Operation &inner : block->without_terminator())
+    ops.push_back(&inner);
+  if (ops.size() != names.size())
+    return false;
+  for (auto [inner, name] : llvm::zip(ops, names))
+    if (inner->getName().getStringRef() != name)
+      return false;
+  return block->getTerminator()->getOperand(0) == ops.back()->getResult(0);
+}
+
+bool isIdentity(mlir::linalg::LinalgOp op, mlir::OpOperand *operand) {
+  return op.getMatchingIndexingMap(operand).isIdentity();
+}
+
+// The softmax fusion's structure, as the kernel needs it.
+struct Softmax {
+  int prologue = -1;        // x = f(scores, indices, ...): all parallel, reads the scores argument
+  unsigned scoresInput = 0; // which input of the prologue the scores are
+  // Other arguments of the fusion the prologue reads (a mask computed
+  // once for all layers): they become arguments of the kernel.
+  llvm::SmallVector<unsigned> extraArguments;
+  // The prologue's input that is a causal mask computed in memory by
+  // another fusion (fused mode): the kernel computes its elements from that
+  // fusion's own op instead of reading them. -1: none.
+  int maskInput = -1;
+  int max = -1;    // m = max_j x
+  int exp = -1;    // e = exp(x - m)
+  int sum = -1;    // l = sum_j e
+  int divide = -1; // y = e / l, the output
+  bool causal = false;
+};
+
+// The reduction node's combining op name, if its body is `yield op(in, acc)`.
+llvm::StringRef combinerName(mlir::linalg::LinalgOp op) {
+  mlir::Block *block = op.getBlock();
+  if (block->getOperations().size() != 2)
+    return "";
+  mlir::Operation &combining = block->front();
+  if (combining.getNumOperands() != 2 || !llvm::is_contained(combining.getOperands(), block->getArgument(0)) ||
+      !llvm::is_contained(combining.getOperands(), block->getArguments().back()))
+    return "";
+  return combining.getName().getStringRef();
+}
+
+// Whether `value` (in a linalg body) is the traced causal penalty:
+// select(index(keyDim) - index(queryDim) >= 1, a, 0) * big with a * big at
+// most -1e9, so that exp(penalty + score - m) is exactly 0 in f32 and f64
+// for any score below 1e8 in magnitude.
+bool isCausalPenalty(Value value, unsigned queryDim, unsigned keyDim) {
+  auto scaled = value.getDefiningOp<mlir::arith::MulFOp>();
+  if (!scaled)
+    return false;
+  for (auto [selected, other] :
+       {std::pair(scaled.getLhs(), scaled.getRhs()), std::pair(scaled.getRhs(), scaled.getLhs())}) {
+    auto select = selected.getDefiningOp<mlir::arith::SelectOp>();
+    mlir::FloatAttr big, whenAfter, otherwise;
+    if (!select || !mlir::matchPattern(other, mlir::m_Constant(&big)) ||
+        !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&whenAfter)) ||
+        !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+        whenAfter.getValueAsDouble() * big.getValueAsDouble() > -1e9)
+      continue;
+    auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+    llvm::APInt one;
+    if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sge ||
+        !mlir::matchPattern(cmp.getRhs(), mlir::m_ConstantInt(&one)) || one != 1)
+      continue;
+    auto sub = cmp.getLhs().getDefiningOp<mlir::arith::SubIOp>();
+    if (!sub)
+      continue;
+    auto key = sub.getLhs().getDefiningOp<mlir::linalg::IndexOp>();
+    auto query = sub.getRhs().getDefiningOp<mlir::linalg::IndexOp>();
+    if (key && query && key.getDim() == keyDim && query.getDim() == queryDim)
+      return true;
+  }
+  return false;
+}
+
+// The prologue's result as `something + term`: the terms added (either
+// order), or none.
+llvm::SmallVector<Value, 2> addedTerms(mlir::linalg::LinalgOp op) {
+  auto add = op.getBlock()->getTerminator()->getOperand(0).getDefiningOp<mlir::arith::AddFOp>();
+  if (!add)
+    return {};
+  return {add.getLhs(), add.getRhs()};
+}
+
+// Whether the prologue adds the causal penalty computed in its own body
+// (sublayer mode traces it there).
+bool isCausalMask(mlir::linalg::LinalgOp prologue) {
+  for (Value term : addedTerms(prologue))
+    if (isCausalPenalty(term, 1, 2))
+      return true;
+  return false;
+}
+
+mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why, bool &looksLikeSoftmax) {
+  Softmax s;
+  llvm::SmallVector<int> reductions = graph.reductions();
+  if (reductions.size() != 2)
+    return why = "the softmax fusion does not hold two reductions", mlir::failure();
+  s.max = reductions[0];
+  s.sum = reductions[1];
+  for (int r : reductions) {
+    mlir::linalg::LinalgOp op = graph.node(r).op;
+    if (heroRole(op) != HeroRole::RowReduction || op.getNumLoops() != 3 || op.getNumReductionLoops() != 1 ||
+        !mlir::isa<mlir::linalg::ReduceOp>(op.getOperation()))
+      return why = "a softmax reduction that is not over the last axis", mlir::failure();
+  }
+  llvm::StringRef maxOp = combinerName(graph.node(s.max).op);
+  if (maxOp != "arith.maximumf" && maxOp != "arith.maxnumf")
+    return why = "the first reduction is not a max", mlir::failure();
+  int maxInit = graph.node(s.max).initProducer;
+  auto maxFill = maxInit < 0 ? mlir::linalg::FillOp()
+                             : mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(maxInit).op.getOperation());
+  if (!maxFill || !mlir::matchPattern(maxFill.getInputs()[0], mlir::m_Constant()))
+    return why = "the max does not start from a constant", mlir::failure();
+  // From here on it looks like a softmax: a reason is worth reporting.
+  looksLikeSoftmax = true;
+  if (combinerName(graph.node(s.sum).op) != "arith.addf" || !isZeroFill(graph, graph.node(s.sum).initProducer))
+    return why = "the second reduction is not a sum from zero", mlir::failure();
+  s.prologue = graph.node(s.max).inputProducers[0];
+  s.exp = graph.node(s.sum).inputProducers[0];
+  if (s.prologue < 0 || s.exp < 0)
+    return why = "a softmax reduction of an argument", mlir::failure();
+  // The prologue: elementwise over (head, query, key), reading the scores
+  // argument at the same index (and possibly other arguments: a mask).
+  mlir::linalg::LinalgOp prologue = graph.node(s.prologue).op;
+  if (prologue.getNumReductionLoops() != 0 || !isIdentity(prologue, prologue.getDpsInitOperand(0)) ||
+      FusionGraph::readsMemrefInBody(prologue))
+    return why = "the softmax prologue is not elementwise", mlir::failure();
+  int scoresFound = 0;
+  mlir::Block &entry = graph.function().front();
+  for (auto [position, operand] : llvm::enumerate(prologue.getDpsInputOperands())) {
+    if (graph.node(s.prologue).inputProducers[position] != -1)
+      return why = "the softmax prologue reads a value computed in the fusion", mlir::failure();
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(operand->get());
+    if (!mlir::isa<mlir::MemRefType>(operand->get().getType()))
+      continue;
+    if (!argument || argument.getOwner() != &entry)
+      return why = "the softmax prologue reads through a view", mlir::failure();
+    if (isIdentity(prologue, operand) &&
+        mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape) {
+      s.scoresInput = position;
+      ++scoresFound;
+    } else if (!llvm::is_contained(s.extraArguments, argument.getArgNumber())) {
+      s.extraArguments.push_back(argument.getArgNumber());
+    }
+  }
+  if (scoresFound != 1)
+    return why = "the softmax prologue does not read one [heads, T, T] argument as it is", mlir::failure();
+  if (!isIdentity(graph.node(s.max).op, graph.node(s.max).op.getDpsInputOperand(0)))
+    return why = "the max reads the prologue through a view", mlir::failure();
+  // exp(x - max)
+  auto checkEpilogue = [&](int node, int first, int second, llvm::ArrayRef<llvm::StringRef> body) {
+    mlir::linalg::LinalgOp op = graph.node(node).op;
+    if (op.getNumReductionLoops() != 0 || op.getNumDpsInputs() != 2 || graph.node(node).inputProducers[0] != first ||
+        graph.node(node).inputProducers[1] != second || !isIdentity(op, op.getDpsInputOperand(0)) ||
+        !isIdentity(op, op.getDpsInitOperand(0)) || !bodyIs(op, body))
+      return false;
+    mlir::Block *block = op.getBlock();
+    mlir::Operation &head = block->front();
+    return head.getOperand(0) == block->getArgument(0) && head.getOperand(1) == block->getArgument(1) &&
+           op.getMatchingIndexingMap(op.getDpsInputOperand(1)) ==
+               mlir::AffineMap::getMultiDimIdentityMap(3, op.getContext()).getMajorSubMap(2);
+  };
+  if (!checkEpilogue(s.exp, s.prologue, s.max, {"arith.subf", "math.exp"}))
+    return why = "the softmax's exponential is not exp(x - max)", mlir::failure();
+  if (graph.outputs().size() != 1)
+    return why = "the softmax fusion has several outputs", mlir::failure();
+  s.divide = graph.outputs().front().node;
+  if (!checkEpilogue(s.divide, s.exp, s.sum, {"arith.divf"}))
+    return why = "the softmax's output is not exp(x - max) / sum", mlir::failure();
+  // Nothing else but the fills.
+  for (const FusionNode &node : graph.nodes())
+    if (!llvm::is_contained({s.prologue, s.max, s.exp, s.sum, s.divide}, node.order) &&
+        !mlir::isa<mlir::linalg::FillOp>(node.op.getOperation()))
+      return why = "the softmax fusion holds other ops", mlir::failure();
+  s.causal = isCausalMask(prologue);
+  return s;
+}
+
+// ---- The kernel ------------------------------------------------------------
+
+struct Config {
+  int64_t heads = 0, length = 0, headSize = 0;
+  mlir::Type element;
+  int64_t elementBytes = 4;
+  int64_t rowsPerBlock = kQueryRowsPerBlock;
+  int64_t lanes = 1;  // per query row
+  int64_t width = 1;  // elements per register chunk
+  int64_t chunks = 1; // per lane
+  int64_t keysPerTile = 0;
+  int64_t threads = 0;
+  int64_t queryTiles = 0;
+  int64_t widthQ = 1, widthK = 1, widthV = 1, widthO = 1; // global vector widths
+  bool causal = false;
+};
+
+// The widest vector (at most `maxElements`) along the last dimension of a
+// memref: every vector aligned to its size, given an aligned base.
+int64_t vectorWidthAlongLast(mlir::MemRefType type, int64_t maxElements) {
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset;
+  if (mlir::failed(type.getStridesAndOffset(strides, offset)) || mlir::ShapedType::isDynamic(offset) ||
+      llvm::any_of(strides, [](int64_t s) { return mlir::ShapedType::isDynamic(s); }) || strides.back() != 1)
+    return 1;
+  for (int64_t width = maxElements; width > 1; width /= 2) {
+    bool aligned = type.getShape().back() % width == 0 && offset % width == 0;
+    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+      if (type.getDimSize(d) > 1 && strides[d] % width != 0)
+        aligned = false;
+    if (aligned)
+      return width;
+  }
+  return 1;
+}
+
+struct Builder {
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  Value c(int64_t v) const { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) const { return b.createOrFold<mlir::arith::AddIOp>(loc, x, y); }
+  Value add(Value x, int64_t y) const { return y == 0 ? x : add(x, c(y)); }
+  Value mul(Value x, int64_t y) const { return y == 1 ? x : b.createOrFold<mlir::arith::MulIOp>(loc, x, c(y)); }
+  Value div(Value x, int64_t y) const { return y == 1 ? x : b.createOrFold<mlir::arith::DivUIOp>(loc, x, c(y)); }
+  Value rem(Value x, int64_t y) const { return y == 1 ? c(0) : b.createOrFold<mlir::arith::RemUIOp>(loc, x, c(y)); }
+  Value min(Value x, int64_t y) const { return b.createOrFold<mlir::arith::MinSIOp>(loc, x, c(y)); }
+  Value lt(Value x, int64_t y) const {
+    return b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, x, c(y));
+  }
+  Value fconst(mlir::Type type, double v) const {
+    return mlir::arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+  }
+  Value vzero(mlir::Type element, int64_t width) const {
+    auto type = mlir::VectorType::get({width}, element);
+    return mlir::arith::ConstantOp::create(b, loc, type,
+                                           mlir::DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
+  }
+  Value extract(Value v, int64_t i) const { return mlir::vector::ExtractOp::create(b, loc, v, i); }
+  Value broadcast(Value scalar, int64_t width) const {
+    return mlir::vector::BroadcastOp::create(b, loc, mlir::VectorType::get({width}, scalar.getType()), scalar);
+  }
+  // `width` consecutive elements along the last dimension of a memref, as
+  // a vector (one access when `vectorOk`, else element by element).
+  Value load(Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk, int64_t elementBytes) const {
+    auto element = mlir::cast<mlir::MemRefType>(memref.getType()).getElementType();
+    auto type = mlir::VectorType::get({width}, element);
+    if (vectorOk && width > 1)
+      return mlir::vector::LoadOp::create(b, loc, type, memref, index, false, llvm::MaybeAlign(width * elementBytes));
+    Value result = vzero(element, width);
+    Value last = index.back();
+    for (int64_t u = 0; u < width; ++u) {
+      index.back() = add(last, u);
+      Value x = mlir::memref::LoadOp::create(b, loc, memref, index);
+      result = mlir::vector::InsertOp::create(b, loc, x, result, u);
+    }
+    return result;
+  }
+  void store(Value vector, Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk,
+             int64_t elementBytes) const {
+    if (vectorOk && width > 1) {
+      mlir::vector::StoreOp::create(b, loc, vector, memref, index, false, llvm::MaybeAlign(width * elementBytes));
+      return;
+    }
+    Value last = index.back();
+    for (int64_t u = 0; u < width; ++u) {
+      index.back() = add(last, u);
+      mlir::memref::StoreOp::create(b, loc, extract(vector, u), memref, index);
+    }
+  }
+  void guarded(Value condition, const std::function<void()> &body) const {
+    if (!condition) {
+      body();
+      return;
+    }
+    auto branch = mlir::scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    body();
+  }
+};
+
+// The butterfly over the `lanes` lanes of a row's group (xor offsets stay
+// inside aligned groups).
+Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
+  constexpr int kWarp = 32;
+  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2) {
+    Value other;
+    if (value.getType().isF32()) {
+      other = mlir::gpu::ShuffleOp::create(x.b, x.loc, value, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
+                  .getShuffleResult();
+    } else {
+      // f64 as two 32-bit halves.
+      mlir::Type i64 = x.b.getI64Type(), i32 = x.b.getI32Type();
+      Value bits = mlir::arith::BitcastOp::create(x.b, x.loc, i64, value);
+      Value shift = mlir::arith::ConstantIntOp::create(x.b, x.loc, i64, 32);
+      Value low = mlir::arith::TruncIOp::create(x.b, x.loc, i32, bits);
+      Value high =
+          mlir::arith::TruncIOp::create(x.b, x.loc, i32, mlir::arith::ShRUIOp::create(x.b, x.loc, bits, shift));
+      auto shuffle = [&](Value half) {
+        return mlir::gpu::ShuffleOp::create(x.b, x.loc, half, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
+            .getShuffleResult();
+      };
+      Value joined = mlir::arith::OrIOp::create(
+          x.b, x.loc, mlir::arith::ExtUIOp::create(x.b, x.loc, i64, shuffle(low)),
+          mlir::arith::ShLIOp::create(x.b, x.loc, mlir::arith::ExtUIOp::create(x.b, x.loc, i64, shuffle(high)), shift));
+      other = mlir::arith::BitcastOp::create(x.b, x.loc, value.getType(), joined);
+    }
+    value = mlir::arith::AddFOp::create(x.b, x.loc, value, other);
+  }
+  return value;
+}
+
+// The kernel's body. Arguments: q, k ([H, T, D] views), v ([H, T, D]),
+// out ([H, T, D]); workgroup buffers: the K tile and the V tile.
+mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg, const FusionGraph &graph,
+                              const Softmax &softmax, const FusionGraph *maskGraph) {
+  mlir::Location loc = f.getLoc();
+  Builder x{b, loc};
+  Value q = f.getArgument(0), k = f.getArgument(1), v = f.getArgument(2), out = f.getArgument(3);
+  Value kTile = f.getWorkgroupAttributions()[0], vTile = f.getWorkgroupAttributions()[1];
+  mlir::Type element = cfg.element;
+  const int64_t W = cfg.width, D = cfg.headSize, T = cfg.length, BK = cfg.keysPerTile;
+
+  // The elemental emitter of the softmax fusion: the prologue and the
+  // exponential, evaluated on values this kernel defines.
+  mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
+  mlir::Operation *anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
+  mlir::OpBuilder entry(anchor);
+  mlir::IRMapping extras;
+  for (auto [position, argument] : llvm::enumerate(softmax.extraArguments))
+    extras.map(graph.function().getArgument(argument), f.getArgument(4 + position));
+  ElementalEmitter elemental(graph, b, entry, extras);
+  // The mask's own fusion, when the prologue reads one from memory.
+  std::optional<ElementalEmitter> mask;
+  if (maskGraph)
+    mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
+
+  Value tid = threadIdX(b, loc);
+  Value block = blockIdX(b, loc);
+  Value head = x.div(block, cfg.queryTiles);
+  // Query tiles with the most keys first, so the longest blocks start first.
+  Value queryTile = b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.rem(block, cfg.queryTiles));
+  Value lane = x.rem(tid, cfg.lanes);
+  Value row = x.add(x.mul(queryTile, cfg.rowsPerBlock), x.div(tid, cfg.lanes));
+  Value rowValid = T % cfg.rowsPerBlock != 0 ? x.lt(row, T) : Value();
+  Value query = T % cfg.rowsPerBlock != 0 ? x.min(row, T - 1) : row;
+
+  // This lane's slice of the head dimension: chunk c is elements
+  // [c * lanes * W + lane * W, + W).
+  llvm::SmallVector<Value> chunkStart;
+  for (int64_t c = 0; c < cfg.chunks; ++c)
+    chunkStart.push_back(x.add(x.mul(lane, W), c * cfg.lanes * W));
+  llvm::SmallVector<Value> qChunks;
+  for (int64_t c = 0; c < cfg.chunks; ++c)
+    qChunks.push_back(x.load(q, {head, query, chunkStart[c]}, W, cfg.widthQ >= W, cfg.elementBytes));
+
+  // The running max starts from the max reduction's own init.
+  Value rowMaxInit = elemental.reductionInit(softmax.max, {head, query});
+  llvm::SmallVector<Value> init{rowMaxInit, x.fconst(element, 0.0)};
+  for (int64_t c = 0; c < cfg.chunks; ++c)
+    init.push_back(x.vzero(element, W));
+
+  // Key tiles: all of them, or (causal) those up to the block's last query.
+  Value tiles;
+  if (cfg.causal) {
+    // ceil(min(T, (queryTile + 1) * rows) / BK)
+    Value lastKey = x.add(x.mul(queryTile, cfg.rowsPerBlock), cfg.rowsPerBlock);
+    lastKey = x.min(lastKey, T);
+    tiles = x.div(x.add(lastKey, BK - 1), BK);
+  } else {
+    tiles = x.c(ceilDiv(T, BK));
+  }
+
+  // Cooperative staging of one tile of K and V rows into shared memory:
+  // rows past T read row T-1 (their scores are masked, their weights 0).
+  auto stage = [&](Value memref, Value tile, Value firstKey, int64_t width) {
+    int64_t vectorsPerRow = D / width;
+    int64_t vectors = BK * vectorsPerRow;
+    for (int64_t start = 0; start < vectors; start += cfg.threads) {
+      Value linear = x.add(tid, start);
+      Value valid = (start + cfg.threads > vectors) ? x.lt(linear, vectors) : Value();
+      x.guarded(valid, [&] {
+        Value r = x.div(linear, vectorsPerRow);
+        Value col = x.mul(x.rem(linear, vectorsPerRow), width);
+        Value key = x.add(firstKey, r);
+        if (T % BK != 0)
+          key = x.min(key, T - 1);
+        Value value = x.load(memref, {head, key, col}, width, width > 1, cfg.elementBytes);
+        x.store(value, tile, {r, col}, width, width > 1, cfg.elementBytes);
+      });
+    }
+  };
+
+  auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), tiles, x.c(1), init);
+  {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    elemental.pushScope();
+    if (mask)
+      mask->pushScope();
+    Value t = loop.getInductionVar();
+    Value rowMax = loop.getRegionIterArgs()[0];
+    Value rowSum = loop.getRegionIterArgs()[1];
+    llvm::SmallVector<Value> acc(loop.getRegionIterArgs().begin() + 2, loop.getRegionIterArgs().end());
+    Value firstKey = x.mul(t, BK);
+    mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
+    stage(k, kTile, firstKey, cfg.widthK);
+    stage(v, vTile, firstKey, cfg.widthV);
+    mlir::gpu::BarrierOp::create(b, loc);
+
+    // Scores of this row against the tile's keys, through the prologue.
+    mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
+    mlir::OpOperand *scoresOperand = prologue.getDpsInputOperand(softmax.scoresInput);
+    llvm::SmallVector<Value> logits, keys;
+    Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
+    Value tileMax = negInf;
+    for (int64_t jj = 0; jj < BK; ++jj) {
+      Value partial = x.vzero(element, W);
+      for (int64_t c = 0; c < cfg.chunks; ++c) {
+        Value kv = x.load(kTile, {x.c(jj), chunkStart[c]}, W, true, cfg.elementBytes);
+        partial = mlir::vector::FMAOp::create(b, loc, qChunks[c], kv, partial);
+      }
+      Value score = x.extract(partial, 0);
+      for (int64_t u = 1; u < W; ++u)
+        score = mlir::arith::AddFOp::create(b, loc, score, x.extract(partial, u));
+      score = sumOverLanes(x, score, cfg.lanes);
+      Value key = x.add(firstKey, jj);
+      keys.push_back(key);
+      // The prologue may read memory at the key (a mask): keys past the end
+      // are evaluated at the last one, then masked.
+      bool mayOverrun = T % BK != 0 && jj > 0;
+      llvm::SmallVector<Value> at{head, query, mayOverrun ? x.min(key, T - 1) : key};
+      llvm::SmallVector<Value> loopIndex = elemental.loopIndexOfOutput(softmax.prologue, at);
+      elemental.defineRead(softmax.prologue, *scoresOperand,
+                           elemental.applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
+      if (mask) {
+        // The mask's element, computed as its fusion computes it.
+        mlir::OpOperand &maskOperand = prologue->getOpOperand(softmax.maskInput);
+        llvm::SmallVector<Value> maskIndex =
+            elemental.applyMap(prologue.getMatchingIndexingMap(&maskOperand), loopIndex);
+        Value penalty = mask->node(maskGraph->outputs().front().node, maskIndex);
+        if (!penalty || mask->failed())
+          return mlir::failure();
+        elemental.defineRead(softmax.prologue, maskOperand, maskIndex, penalty);
+      }
+      Value logit = elemental.node(softmax.prologue, at);
+      if (!logit || elemental.failed())
+        return mlir::failure();
+      // Keys past the end do not exist.
+      if (mayOverrun)
+        logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, T), logit, negInf);
+      logits.push_back(logit);
+      tileMax = mlir::arith::MaximumFOp::create(b, loc, tileMax, logit);
+    }
+    Value newMax = mlir::arith::MaximumFOp::create(b, loc, rowMax, tileMax);
+    // Exponents are taken against the new max, or against 0 while every key
+    // so far is -inf (a mask of -inf): exp(-inf - -inf) would be NaN where
+    // the row's later keys still make the softmax finite.
+    Value allMasked = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, newMax, negInf);
+    Value reference = mlir::arith::SelectOp::create(b, loc, allMasked, x.fconst(element, 0.0), newMax);
+    // The traced exp(x - max), with the row's max taken to be the reference.
+    elemental.define(softmax.max, {head, query}, reference);
+    Value correction = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, rowMax, reference));
+    Value tileSum = x.fconst(element, 0.0);
+    llvm::SmallVector<Value> next;
+    for (int64_t c = 0; c < cfg.chunks; ++c)
+      next.push_back(mlir::arith::MulFOp::create(b, loc, acc[c], x.broadcast(correction, W)));
+    for (int64_t jj = 0; jj < BK; ++jj) {
+      llvm::SmallVector<Value> at{head, query, keys[jj]};
+      elemental.define(softmax.prologue, at, logits[jj]);
+      Value weight = elemental.node(softmax.exp, at);
+      if (!weight || elemental.failed())
+        return mlir::failure();
+      tileSum = mlir::arith::AddFOp::create(b, loc, tileSum, weight);
+      Value weights = x.broadcast(weight, W);
+      for (int64_t c = 0; c < cfg.chunks; ++c) {
+        Value vv = x.load(vTile, {x.c(jj), chunkStart[c]}, W, true, cfg.elementBytes);
+        next[c] = mlir::vector::FMAOp::create(b, loc, weights, vv, next[c]);
+      }
+    }
+    Value newSum =
+        mlir::arith::AddFOp::create(b, loc, mlir::arith::MulFOp::create(b, loc, rowSum, correction), tileSum);
+    llvm::SmallVector<Value> yielded{newMax, newSum};
+    yielded.append(next.begin(), next.end());
+    elemental.popScope();
+    if (mask)
+      mask->popScope();
+    mlir::scf::YieldOp::create(b, loc, yielded);
+  }
+  // out = acc / l, the traced division.
+  Value rowSum = loop.getResult(1);
+  Value sums = x.broadcast(rowSum, W);
+  x.guarded(rowValid, [&] {
+    for (int64_t c = 0; c < cfg.chunks; ++c) {
+      Value value = mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums);
+      x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.elementBytes);
+    }
+  });
+  if (elemental.failed())
+    return mlir::failure();
+  if (anchor->use_empty())
+    anchor->erase();
+  return mlir::success();
+}
+
+// ---- The pass --------------------------------------------------------------
+
+struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
+  using FusedAttentionPassBase::FusedAttentionPassBase;
+
+  void runOnOperation() final {
+    mlir::ModuleOp module = getOperation();
+    const DeviceDescription *device;
+    try {
+      device = &deviceDescription(chip);
+    } catch (const std::exception &error) {
+      module.emitError(error.what());
+      return signalPassFailure();
+    }
+    mlir::SymbolTable symbols(module);
+    KernelFactory kernels(module);
+    llvm::SmallVector<mlir::func::CallOp> softmaxCalls;
+    module.walk([&](mlir::func::CallOp call) {
+      auto caller = call->getParentOfType<mlir::func::FuncOp>();
+      auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
+      if (!caller->hasAttr(kFusionAttrName) && callee && callee->hasAttr(kFusionAttrName))
+        softmaxCalls.push_back(call);
+    });
+    int fused = 0;
+    for (mlir::func::CallOp call : softmaxCalls) {
+      std::string why;
+      looksLikeSoftmax_ = false;
+      if (mlir::succeeded(fuse(call, symbols, kernels, *device, why)))
+        ++fused;
+      else if (looksLikeSoftmax_)
+        MLPIPE_DEBUG(kDebugEmitters, os << call.getCallee() << ": not fused attention: " << why << "\n");
+    }
+    // Masks every reader of which now computes its elements itself: their
+    // fusion (which writes nothing else) goes.
+    for (Value mask : masks_) {
+      llvm::SmallVector<mlir::Operation *> users(mask.getUsers().begin(), mask.getUsers().end());
+      int writers = 0;
+      bool onlyWritten = llvm::all_of(users, [&](mlir::Operation *user) {
+        if (mlir::isa<mlir::memref::DeallocOp>(user))
+          return true;
+        auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
+        auto callee = call ? symbols.lookup<mlir::func::FuncOp>(call.getCallee()) : mlir::func::FuncOp();
+        std::string ignored;
+        auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
+        ++writers;
+        return mlir::succeeded(graph) && graph->outputs().size() == 1 &&
+               call.getOperand(graph->outputs().front().argument) == mask && call.getNumOperands() == 1;
+      });
+      if (!onlyWritten || writers != 1)
+        continue;
+      for (mlir::Operation *user : users)
+        user->erase();
+      mask.getDefiningOp()->erase();
+    }
+    masks_.clear();
+    // Fusion functions nothing calls any more.
+    for (auto function : llvm::make_early_inc_range(module.getOps<mlir::func::FuncOp>()))
+      if (function->hasAttr(kFusionAttrName) && mlir::SymbolTable::symbolKnownUseEmpty(function, module))
+        function.erase();
+    if (fused > 0)
+      MLPIPE_DEBUG(kDebugEmitters, os << fused << " attentions fused\n");
+  }
+
+  // The fusion that fills host buffer `mask` (read by `reader`) with the
+  // causal penalty, or null: whether it holds the causal penalty
+  // over [query, key]: written once, before `reader`, by a fusion whose one
+  // op computes it from its indices (fused mode traces the mask once for
+  // all layers), and written by nothing else.
+  static mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+    if (!mask.getDefiningOp<mlir::memref::AllocOp>())
+      return {};
+    mlir::func::CallOp writer;
+    for (mlir::Operation *user : mask.getUsers()) {
+      // (A launch this pass made reads its extra arguments only.)
+      if (mlir::isa<mlir::memref::DeallocOp, mlir::gpu::LaunchFuncOp>(user))
+        continue;
+      auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
+      if (!call)
+        return {};
+      auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
+      std::string ignored;
+      auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
+      if (mlir::failed(graph))
+        return {};
+      for (const FusionGraph::Output &output : graph->outputs()) {
+        if (call.getOperand(output.argument) != mask)
+          continue;
+        if (writer)
+          return {};
+        writer = call;
+        mlir::linalg::LinalgOp op = graph->node(output.node).op;
+        if (graph->nodes().size() != 1 || op.getNumDpsInputs() != 0 || op.getNumLoops() != 2 ||
+            op.getDpsInits()[0] != callee.getArgument(output.argument) || !isIdentity(op, op.getDpsInitOperand(0)) ||
+            !isCausalPenalty(op.getBlock()->getTerminator()->getOperand(0), 0, 1))
+          return {};
+      }
+    }
+    if (!writer || writer->getBlock() != reader->getBlock() || !writer->isBeforeInBlock(reader))
+      return {};
+    return symbols.lookup<mlir::func::FuncOp>(writer.getCallee());
+  }
+
+  // The other call using a buffer, besides `call` and deallocations.
+  static mlir::func::CallOp otherCall(Value buffer, mlir::func::CallOp call) {
+    mlir::func::CallOp other;
+    for (mlir::Operation *user : buffer.getUsers()) {
+      if (user == call.getOperation() || mlir::isa<mlir::memref::DeallocOp>(user))
+        continue;
+      auto userCall = mlir::dyn_cast<mlir::func::CallOp>(user);
+      if (!userCall || other)
+        return {};
+      other = userCall;
+    }
+    return other;
+  }
+
+  mlir::LogicalResult fuse(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, KernelFactory &kernels,
+                           const DeviceDescription &device, std::string &why) {
+    auto softmaxFn = symbols.lookup<mlir::func::FuncOp>(softmaxCall.getCallee());
+    auto kind = softmaxFn->getAttrOfType<mlir::StringAttr>(kFusionAttrName);
+    if (!kind || kind.getValue() != "row_reduction")
+      return mlir::failure();
+    auto softmaxGraph = FusionGraph::analyze(softmaxFn, why);
+    if (mlir::failed(softmaxGraph))
+      return mlir::failure();
+    // Which argument is read, which written.
+    if (softmaxGraph->outputs().size() != 1)
+      return why = "not one output", mlir::failure();
+    auto softmax = matchSoftmax(*softmaxGraph, why, looksLikeSoftmax_);
+    if (mlir::failed(softmax))
+      return mlir::failure();
+    unsigned outArg = softmaxGraph->outputs().front().argument;
+    unsigned inArg =
+        mlir::cast<mlir::BlockArgument>(softmaxGraph->node(softmax->prologue).op.getDpsInputs()[softmax->scoresInput])
+            .getArgNumber();
+    Value scores = softmaxCall.getOperand(inArg), probs = softmaxCall.getOperand(outArg);
+    if (!scores.getDefiningOp<mlir::memref::AllocOp>() || !probs.getDefiningOp<mlir::memref::AllocOp>())
+      return why = "scores or probabilities are not temporaries of the host", mlir::failure();
+    for (unsigned argument : softmax->extraArguments)
+      if (softmaxCall.getOperand(argument) == scores || softmaxCall.getOperand(argument) == probs)
+        return why = "the softmax reads its own buffers twice", mlir::failure();
+    // A mask read from memory, added to the scaled scores at [query, key].
+    mlir::func::FuncOp maskWriter;
+    if (!softmax->causal) {
+      mlir::linalg::LinalgOp prologue = softmaxGraph->node(softmax->prologue).op;
+      llvm::SmallVector<Value, 2> terms = addedTerms(prologue);
+      for (mlir::OpOperand *input : prologue.getDpsInputOperands()) {
+        auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+        mlir::AffineMap map = prologue.getMatchingIndexingMap(input);
+        mlir::MLIRContext *context = prologue.getContext();
+        if (argument && argument.getArgNumber() != inArg &&
+            llvm::is_contained(terms, prologue.getMatchingBlockArgument(input)) &&
+            map == mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(1, context), mlir::getAffineDimExpr(2, context)},
+                                        context) &&
+            (maskWriter = causalMaskWriter(softmaxCall.getOperand(argument.getArgNumber()), softmaxCall, symbols))) {
+          softmax->causal = true;
+          softmax->maskInput = static_cast<int>(input->getOperandNumber());
+          masks_.insert(softmaxCall.getOperand(argument.getArgNumber()));
+          llvm::erase(softmax->extraArguments, argument.getArgNumber());
+          break;
+        }
+      }
+    }
+    std::optional<FusionGraph> maskGraph;
+    if (maskWriter) {
+      auto analyzed = FusionGraph::analyze(maskWriter, why);
+      if (mlir::failed(analyzed))
+        return mlir::failure();
+      maskGraph = std::move(*analyzed);
+    }
+    mlir::func::CallOp scoresCall = otherCall(scores, softmaxCall), valuesCall = otherCall(probs, softmaxCall);
+    if (!scoresCall || !valuesCall || scoresCall->getBlock() != softmaxCall->getBlock() ||
+        valuesCall->getBlock() != softmaxCall->getBlock() || !scoresCall->isBeforeInBlock(softmaxCall) ||
+        !softmaxCall->isBeforeInBlock(valuesCall))
+      return why = "the scores or probabilities have other users", mlir::failure();
+    auto scoresFn = symbols.lookup<mlir::func::FuncOp>(scoresCall.getCallee());
+    auto valuesFn = symbols.lookup<mlir::func::FuncOp>(valuesCall.getCallee());
+    if (!scoresFn || !valuesFn)
+      return why = "a callee is missing", mlir::failure();
+    auto scoresGraph = FusionGraph::analyze(scoresFn, why);
+    auto valuesGraph = FusionGraph::analyze(valuesFn, why);
+    if (mlir::failed(scoresGraph) || mlir::failed(valuesGraph))
+      return mlir::failure();
+    int scoresProduct = plainBatchMatmul(*scoresGraph), valuesProduct = plainBatchMatmul(*valuesGraph);
+    if (scoresProduct < 0 || valuesProduct < 0)
+      return why = "the products are not plain batch matmuls", mlir::failure();
+    // The scores call writes `scores` (its output argument), and nothing else.
+    unsigned scoresOut = scoresGraph->outputs().front().argument;
+    unsigned valuesOut = valuesGraph->outputs().front().argument;
+    if (scoresCall.getOperand(scoresOut) != scores)
+      return why = "the scores matmul does not write the scores", mlir::failure();
+    for (auto [i, operand] : llvm::enumerate(scoresCall.getOperands()))
+      if (i != scoresOut && operand == scores)
+        return why = "the scores matmul reads the scores", mlir::failure();
+    mlir::linalg::LinalgOp scoresOp = scoresGraph->node(scoresProduct).op;
+    mlir::linalg::LinalgOp valuesOp = valuesGraph->node(valuesProduct).op;
+    // The values product reads the probabilities as its A operand, as they are.
+    auto probsArg = mlir::dyn_cast<mlir::BlockArgument>(valuesOp.getDpsInputs()[0]);
+    if (!probsArg || probsArg.getOwner() != &valuesFn.front() ||
+        valuesCall.getOperand(probsArg.getArgNumber()) != probs)
+      return why = "the values matmul does not read the probabilities directly", mlir::failure();
+    for (auto [i, operand] : llvm::enumerate(valuesCall.getOperands()))
+      if (i != probsArg.getArgNumber() && operand == probs)
+        return why = "the values matmul reads the probabilities twice", mlir::failure();
+
+    // Types and shapes: Q [H, T, D], K^T [H, D, T], V [H, T, D], out [H, T, D].
+    auto qType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[0].getType());
+    auto ktType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[1].getType());
+    auto vType = mlir::dyn_cast<mlir::MemRefType>(valuesOp.getDpsInputs()[1].getType());
+    auto oType = mlir::dyn_cast<mlir::MemRefType>(valuesCall.getOperand(valuesOut).getType());
+    if (!qType || !ktType || !vType || !oType || !qType.hasStaticShape() || !ktType.hasStaticShape() ||
+        !vType.hasStaticShape() || !oType.hasStaticShape())
+      return why = "operands of dynamic shape", mlir::failure();
+    mlir::Type element = qType.getElementType();
+    if (!(element.isF32() || element.isF64()) || ktType.getElementType() != element ||
+        vType.getElementType() != element || oType.getElementType() != element ||
+        mlir::cast<mlir::MemRefType>(scores.getType()).getElementType() != element)
+      return why = "operands that are not all f32 or all f64", mlir::failure();
+    Config cfg;
+    cfg.heads = qType.getDimSize(0);
+    cfg.length = qType.getDimSize(1);
+    cfg.headSize = qType.getDimSize(2);
+    cfg.element = element;
+    cfg.elementBytes = element.getIntOrFloatBitWidth() / 8;
+    cfg.causal = softmax->causal;
+    llvm::SmallVector<int64_t> hdt{cfg.heads, cfg.headSize, cfg.length}, htd{cfg.heads, cfg.length, cfg.headSize};
+    if (llvm::to_vector(ktType.getShape()) != hdt || llvm::to_vector(vType.getShape()) != htd ||
+        llvm::to_vector(oType.getShape()) != htd)
+      return why = "Q, K, V and the output do not have matching head shapes", mlir::failure();
+    if (!oType.getLayout().isIdentity())
+      return why = "an output that is a view", mlir::failure();
+
+    // The launch configuration, from the device description.
+    cfg.lanes = 1;
+    while (cfg.lanes < device.warpSize && cfg.headSize / cfg.lanes > kHeadElementsPerLane &&
+           cfg.headSize % (cfg.lanes * 2) == 0)
+      cfg.lanes *= 2;
+    cfg.width = kVectorBytes / cfg.elementBytes;
+    while (cfg.width > 1 && cfg.headSize % (cfg.lanes * cfg.width) != 0)
+      cfg.width /= 2;
+    cfg.chunks = cfg.headSize / (cfg.lanes * cfg.width);
+    // Rows per block: as many as fill the GPU with kMinBlocksPerSm blocks
+    // per SM, from kQueryRowsPerBlock down.
+    cfg.rowsPerBlock = kQueryRowsPerBlock;
+    while (cfg.rowsPerBlock > kMinQueryRowsPerBlock &&
+           cfg.heads * ceilDiv(cfg.length, cfg.rowsPerBlock) < kMinBlocksPerSm * device.smCount)
+      cfg.rowsPerBlock /= 2;
+    // Never more rows than the sequence (rounded to a warp's worth of rows).
+    int64_t rowsPerWarp = std::max<int64_t>(1, device.warpSize / cfg.lanes);
+    while (cfg.rowsPerBlock > rowsPerWarp && cfg.rowsPerBlock / 2 >= cfg.length)
+      cfg.rowsPerBlock /= 2;
+    cfg.threads = cfg.rowsPerBlock * cfg.lanes;
+    while (cfg.threads > device.maxThreadsPerBlock) {
+      cfg.rowsPerBlock /= 2;
+      cfg.threads = cfg.rowsPerBlock * cfg.lanes;
+    }
+    cfg.queryTiles = ceilDiv(cfg.length, cfg.rowsPerBlock);
+    cfg.keysPerTile = kScoreRegistersPerLane * 4 / cfg.elementBytes;
+    auto sharedBytes = [&] { return 2 * cfg.keysPerTile * cfg.headSize * cfg.elementBytes; };
+    while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMinKeysPerTile)
+      cfg.keysPerTile /= 2;
+    if (sharedBytes() > device.sharedMemoryPerBlock)
+      return why = "the K and V tiles do not fit shared memory", mlir::failure();
+    int64_t maxWidth = kVectorBytes / cfg.elementBytes;
+
+    // The operands on the host: the fusions' view chains rebuilt over the
+    // calls' operands; K^T transposed back to [H, T, D].
+    // (At the values call: every operand of the three calls is defined by then.)
+    mlir::OpBuilder host(valuesCall);
+    llvm::SmallVector<mlir::Operation *> cloned;
+    auto hostValue = [&](mlir::func::CallOp call, mlir::func::FuncOp fn, Value value) -> Value {
+      mlir::IRMapping mapping;
+      for (auto [argument, operand] : llvm::zip(fn.getArguments(), call.getOperands()))
+        mapping.map(argument, operand);
+      std::function<Value(Value)> bring = [&](Value inner) -> Value {
+        if (Value mapped = mapping.lookupOrNull(inner))
+          return mapped;
+        mlir::Operation *definer = inner.getDefiningOp();
+        if (!definer || !(isViewOp(definer) || mlir::isa<mlir::arith::ConstantOp>(definer)))
+          return {};
+        for (Value operand : definer->getOperands())
+          if (!bring(operand))
+            return {};
+        cloned.push_back(host.clone(*definer, mapping));
+        return mapping.lookup(inner);
+      };
+      return bring(value);
+    };
+    Value qHost = hostValue(scoresCall, scoresFn, scoresOp.getDpsInputs()[0]);
+    Value ktHost = hostValue(scoresCall, scoresFn, scoresOp.getDpsInputs()[1]);
+    Value vHost = hostValue(valuesCall, valuesFn, valuesOp.getDpsInputs()[1]);
+    Value oHost = valuesCall.getOperand(valuesOut);
+    if (!qHost || !ktHost || !vHost) {
+      for (mlir::Operation *op : llvm::reverse(cloned))
+        op->erase();
+      return why = "an operand that is not a view of an argument", mlir::failure();
+    }
+    auto swap = mlir::AffineMap::getPermutationMap(llvm::ArrayRef<unsigned>{0, 2, 1}, host.getContext());
+    Value kHost = mlir::memref::TransposeOp::create(host, softmaxCall.getLoc(), ktHost, mlir::AffineMapAttr::get(swap));
+    cfg.widthQ = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(qHost.getType()), maxWidth);
+    cfg.widthK = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(kHost.getType()), maxWidth);
+    cfg.widthV = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(vHost.getType()), maxWidth);
+    cfg.widthO = vectorWidthAlongLast(oType, maxWidth);
+
+    // attn_scores_matmul_3 -> attn_attention
+    std::string name = scoresFn.getName().str();
+    if (size_t at = name.find("_scores_matmul"); at != std::string::npos)
+      name = name.substr(0, at);
+    name += "_attention";
+    KernelSignature signature;
+    signature.name = name;
+    signature.arguments = {qHost.getType(), kHost.getType(), vHost.getType(), oType};
+    llvm::SmallVector<Value> launchOperands{qHost, kHost, vHost, oHost};
+    for (unsigned argument : softmax->extraArguments) {
+      Value operand = softmaxCall.getOperand(argument);
+      signature.arguments.push_back(operand.getType());
+      launchOperands.push_back(operand);
+    }
+    auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
+    auto tileType =
+        mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
+    signature.workgroupBuffers = {tileType, tileType};
+    int64_t tensorBytes = cfg.heads * cfg.length * cfg.headSize * cfg.elementBytes;
+    signature.bytesMoved = 4 * tensorBytes;
+    int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.length;
+    signature.flops = 4 * pairs * cfg.headSize;
+    signature.blockSize = {static_cast<int32_t>(cfg.threads), 1, 1};
+    auto kernel = kernels.tryBuild(signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+      for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
+        f.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(kVectorBytes));
+      return buildBody(b, f, cfg, *softmaxGraph, *softmax, maskGraph ? &*maskGraph : nullptr);
+    });
+    if (mlir::failed(kernel)) {
+      kHost.getDefiningOp()->erase();
+      for (mlir::Operation *op : llvm::reverse(cloned))
+        op->erase();
+      return why = "the kernel could not be built", mlir::failure();
+    }
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " x " << cfg.headSize
+                    << (cfg.causal ? ", causal (tiles past the diagonal skipped)" : ", not causal (every tile)") << ", "
+                    << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes << " lanes per row holding "
+                    << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
+                    << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
+                    << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles
+                    << " blocks x " << cfg.threads << " threads\n");
+    LaunchDims dims;
+    dims.grid = {cfg.heads * cfg.queryTiles, 1, 1};
+    dims.block = {cfg.threads, 1, 1};
+    kernels.launch(host, valuesCall.getLoc(), *kernel, dims, launchOperands);
+    // The three calls go; the temporaries they shared with nobody else too.
+    valuesCall.erase();
+    softmaxCall.erase();
+    scoresCall.erase();
+    for (Value buffer : {scores, probs}) {
+      for (mlir::Operation *user : llvm::make_early_inc_range(buffer.getUsers()))
+        user->erase();
+      buffer.getDefiningOp()->erase();
+    }
+    return mlir::success();
+  }
+
+  // Whether the fusion being looked at started like a softmax (two
+  // reductions, the first a max): only then does debug output say why it
+  // was not fused.
+  bool looksLikeSoftmax_ = false;
+  // Causal masks in memory whose elements fused kernels now compute.
+  llvm::SetVector<Value> masks_;
+};
+
+} // namespace
+
+} // namespace mlpipe
