@@ -330,6 +330,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU the launch heuristics read the device description of">,
+    Option<"maxKeys", "max-keys", "int64_t", /*default=*/"-1",
+           "Fuse attentions over at most this many keys (-1: the heuristic's limit, kFusedAttentionMaxKeys; 0: any length)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];

@@ -81,6 +81,14 @@ constexpr int64_t kMinKeysPerTile = 8;
 constexpr int64_t kHeadElementsPerLane = 16;
 // The widest vector access, in bytes.
 constexpr int64_t kVectorBytes = 16;
+// Longest sequence fused by default. The kernel gives each query row a
+// group of lanes that walks every key with no reuse of a K/V tile across
+// several rows per lane, so it runs at a few TFLOP/s: on the H200 it saves
+// launches and the score tensor's traffic at 16 keys (GPT-2 124M forward
+// 1.056 -> 1.010 ms) but loses to cuBLAS's batched GEMMs and the row
+// reduction at 1024 keys (8.39 -> 9.14 ms; BENCHMARKS.md). Longer
+// sequences keep the three kernels until it reuses tiles across rows.
+constexpr int64_t kFusedAttentionMaxKeys = 128;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -859,6 +867,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       return why = "Q, K, V and the output do not have matching head shapes", mlir::failure();
     if (!oType.getLayout().isIdentity())
       return why = "an output that is a view", mlir::failure();
+    int64_t keyLimit = maxKeys < 0 ? kFusedAttentionMaxKeys : maxKeys;
+    if (keyLimit > 0 && cfg.length > keyLimit)
+      return why = std::to_string(cfg.length) + " keys, more than the " + std::to_string(keyLimit) +
+                   " the fused kernel is faster for (kFusedAttentionMaxKeys, option max-keys)",
+             mlir::failure();
 
     // The launch configuration, from the device description.
     cfg.lanes = 1;
