@@ -296,8 +296,8 @@ void benchGpt2(const BenchRequest &request) {
 
 std::vector<Shape> referenceShapes(const std::string &kernel) {
   static const std::map<std::string, std::vector<Shape>> shapes = {
-      {"gelu", {{3072, 4096}}},      {"softmax", {{12288, 1024}}},           {"layernorm", {{16384, 768}}},
-      {"transpose", {{4096, 4096}}}, {"matmul", {{1024, 768}, {768, 3072}}},
+      {"gelu", {{3072, 4096}}},      {"softmax", {{12288, 1024}}}, {"layernorm", {{16384, 768}}},
+      {"transpose", {{4096, 4096}}}, {"colsum", {{16384, 768}}},   {"matmul", {{1024, 768}, {768, 3072}}},
   };
   auto found = shapes.find(kernel);
   return found == shapes.end() ? std::vector<Shape>{} : found->second;
@@ -308,7 +308,7 @@ void benchKernels(const KernelBenchRequest &request) {
     fail("--repeat must be positive and --warmup not negative");
   std::vector<std::string> kernels = request.kernels;
   if (kernels.empty()) {
-    for (const char *name : {"gelu", "softmax", "layernorm", "transpose", "matmul"}) {
+    for (const char *name : {"gelu", "softmax", "layernorm", "transpose", "colsum", "matmul"}) {
       if (isUnitKernel(name))
         kernels.push_back(name);
       else

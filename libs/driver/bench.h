@@ -34,7 +34,7 @@ struct BenchRequest {
 void benchGpt2(const BenchRequest &request);
 
 struct KernelBenchRequest {
-  std::vector<std::string> kernels; // empty: gelu softmax layernorm transpose matmul (those that exist)
+  std::vector<std::string> kernels; // empty: gelu softmax layernorm transpose colsum matmul (those that exist)
   KernelOptions options;            // shapes (empty: each kernel's reference shape), dtype, batch, heads
   std::string chip = "sm_90";
   int warmup = 10;

@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
       "  bench --config 124M --modes sublayer,fused --seq 16,64,256,1024 --repeat 20\n"
       "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
       "  bench --config 124M --seq 1024 --matmul generated\n"
-      "  bench kernels                                  # gelu softmax layernorm transpose matmul, reference shapes\n"
+      "  bench kernels                                  # gelu softmax layernorm transpose colsum matmul, reference shapes\n"
       "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
       "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas");
   mlpipe::BenchRequest request;
@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
       "kernels", "Time unit kernels on the GPU with CUDA events over back-to-back launches on inputs larger than L2,\n"
                  "beside a device-to-device copy of the same bytes timed in the same run");
   kernelsCommand->add_option("names", kernels.kernels,
-                             "Kernels (default: gelu softmax layernorm transpose matmul, skipping any not yet there)");
+                             "Kernels (default: gelu softmax layernorm transpose colsum matmul, skipping any not yet there)");
   kernelsCommand->add_option("--shape", shapes,
                              "Shape of each input in order (default: each kernel's reference shape)");
   kernelsCommand->add_option("--dtype", dtype, "Float type")
