@@ -10,6 +10,7 @@
 // linalg.batch_matmul in any other function becomes a GEMM in place, taking
 // the zero fill before it and the foldable elementwise ops after it along.
 #include "compiler/debug.h"
+#include "compiler/emitters/fusion_graph.h"
 #include "compiler/gemm_epilogue.h"
 #include "compiler/matmul_layout.h"
 #include "compiler/passes.h"
@@ -42,14 +43,9 @@ namespace mlpipe {
 
 namespace {
 
-constexpr llvm::StringLiteral kFusionAttribute = "mlpipe.fusion";
+using emitters::rootBuffer;
 
-// The buffer a view was carved from (through subview, expand_shape, ...).
-mlir::Value rootBuffer(mlir::Value value) {
-  while (auto view = value.getDefiningOp<mlir::ViewLikeOpInterface>())
-    value = view.getViewSource();
-  return value;
-}
+constexpr llvm::StringLiteral kFusionAttribute = "mlpipe.fusion";
 
 // Ops that neither read nor write memory (constants, views): a GEMM may move
 // past them.
@@ -185,10 +181,6 @@ private:
 
 // ---- Planning ---------------------------------------------------------------
 
-bool isZeroFill(mlir::linalg::FillOp fill) {
-  return fill.hasPureBufferSemantics() && mlir::matchPattern(fill.getInputs()[0], mlir::m_AnyZeroFloat());
-}
-
 // Whether `op` writes every element of `buffer` (an allocation) without
 // reading any: a fill of it, or an elementwise linalg op whose output it is.
 bool overwritesWhole(mlir::Operation *op, mlir::Value buffer) {
@@ -295,7 +287,7 @@ std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, std::string &why
     if (!touches(op, root))
       continue;
     auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(op);
-    if (fill && isZeroFill(fill) && fill.getOutputs()[0] == plan.output)
+    if (fill && emitters::isZeroFill(fill) && fill.getOutputs()[0] == plan.output)
       plan.fill = fill;
     break;
   }

@@ -1,6 +1,7 @@
 // mlpipe-generated-matmuls: GPU matmuls become launches of the generated
 // register-tiled kernel (emitters/matmul_kernel.h).
 // Passes.td holds its description, with IR before and after.
+#include "compiler/emitters/fusion_graph.h"
 #include "compiler/emitters/matmul_kernel.h"
 #include "compiler/passes.h"
 
@@ -31,6 +32,8 @@ namespace mlpipe {
 
 namespace {
 
+using emitters::rootBuffer;
+
 bool isGeneratedMatmulCandidate(mlir::linalg::LinalgOp op) {
   if (!op.hasPureBufferSemantics() || op->getParentOfType<mlir::gpu::GPUModuleOp>())
     return false;
@@ -50,19 +53,6 @@ bool isGeneratedMatmulCandidate(mlir::linalg::LinalgOp op) {
   return element.isF32() || element.isF64();
 }
 
-// The buffer a view was carved from (through subview, transpose, ...).
-mlir::Value rootBuffer(mlir::Value value) {
-  while (auto view = value.getDefiningOp<mlir::ViewLikeOpInterface>())
-    value = view.getViewSource();
-  return value;
-}
-
-bool isZeroFill(mlir::linalg::FillOp fill) {
-  mlir::FloatAttr value;
-  return fill.hasPureBufferSemantics() && mlir::matchPattern(fill.getInputs()[0], mlir::m_Constant(&value)) &&
-         value.getValue().isZero();
-}
-
 // The zero linalg.fill of C that last wrote it before the matmul, if there
 // is one: the kernel then writes C instead of adding to it, and the fill
 // goes. Between the two, no op may use memory rooted at C's buffer; where C
@@ -74,7 +64,7 @@ mlir::linalg::FillOp zeroFillBefore(mlir::linalg::LinalgOp op) {
   bool fresh = root.getDefiningOp<mlir::memref::AllocOp>() != nullptr;
   for (mlir::Operation *previous = op->getPrevNode(); previous; previous = previous->getPrevNode()) {
     if (auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(previous); fill && fill.getDpsInits()[0] == c)
-      return isZeroFill(fill) ? fill : mlir::linalg::FillOp();
+      return emitters::isZeroFill(fill) ? fill : mlir::linalg::FillOp();
     bool touches = false, opaque = false;
     previous->walk([&](mlir::Operation *inner) {
       bool usesMemory = false;
@@ -199,8 +189,8 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
       auto function = op->getParentOfType<mlir::func::FuncOp>();
       // Named for what it computes; KernelFactory numbers the modules of
       // equal names.
-      std::string name = scopeOf(op, function) + "_" +
-                         (mlir::isa<mlir::linalg::BatchMatmulOp>(op) ? "batch_matmul" : "matmul");
+      std::string name =
+          scopeOf(op, function) + "_" + (mlir::isa<mlir::linalg::BatchMatmulOp>(op) ? "batch_matmul" : "matmul");
       std::optional<emitters::MatmulEpilogue> epilogue;
       if (!testEpilogueKind.empty()) {
         auto built = testEpilogue(op, testEpilogueKind);

@@ -94,15 +94,6 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- Matching --------------------------------------------------------------
 
-bool isZeroFill(const FusionGraph &graph, int node) {
-  if (node < 0)
-    return false;
-  auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(node).op.getOperation());
-  mlir::Attribute value;
-  return fill && mlir::matchPattern(fill.getInputs()[0], mlir::m_Constant(&value)) &&
-         mlir::isa<mlir::FloatAttr>(value) && mlir::cast<mlir::FloatAttr>(value).getValue().isZero();
-}
-
 // A fusion that is one batch_matmul from zero (its fill), nothing else:
 // the node of the product, or -1.
 int plainBatchMatmul(const FusionGraph &graph) {
@@ -116,7 +107,7 @@ int plainBatchMatmul(const FusionGraph &graph) {
       return -1;
     }
   }
-  if (product < 0 || !isZeroFill(graph, graph.node(product).initProducer) || graph.outputs().size() != 1 ||
+  if (product < 0 || !isZeroFillNode(graph, graph.node(product).initProducer) || graph.outputs().size() != 1 ||
       graph.outputs().front().node != product)
     return -1;
   for (int producer : graph.node(product).inputProducers)
@@ -248,7 +239,7 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
     return why = "the max does not start from a constant", mlir::failure();
   // From here on it looks like a softmax: a reason is worth reporting.
   looksLikeSoftmax = true;
-  if (combinerName(graph.node(s.sum).op) != "arith.addf" || !isZeroFill(graph, graph.node(s.sum).initProducer))
+  if (combinerName(graph.node(s.sum).op) != "arith.addf" || !isZeroFillNode(graph, graph.node(s.sum).initProducer))
     return why = "the second reduction is not a sum from zero", mlir::failure();
   s.prologue = graph.node(s.max).inputProducers[0];
   s.exp = graph.node(s.sum).inputProducers[0];

@@ -1,6 +1,8 @@
 // FusionGraph: last-writer resolution over a bufferized fusion function.
 #include "compiler/emitters/fusion_graph.h"
 
+#include "mlir/IR/Matchers.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -41,6 +43,17 @@ mlir::Value rootBuffer(mlir::Value value) {
       break;
   }
   return value;
+}
+
+bool isZeroFill(mlir::linalg::FillOp fill) {
+  return fill.hasPureBufferSemantics() && mlir::matchPattern(fill.getInputs()[0], mlir::m_AnyZeroFloat());
+}
+
+bool isZeroFillNode(const FusionGraph &graph, int node) {
+  if (node < 0)
+    return false;
+  auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(node).op.getOperation());
+  return fill && isZeroFill(fill);
 }
 
 std::optional<BufferView> layoutOf(mlir::Value memref, mlir::Value root) {

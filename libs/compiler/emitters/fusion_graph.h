@@ -107,6 +107,12 @@ private:
 bool isViewOp(mlir::Operation *op);
 mlir::Value rootBuffer(mlir::Value value);
 
+// Whether a linalg.fill on memrefs writes floating-point zero (a matmul or a
+// sum then starts from nothing), and whether node `node` of a graph is one
+// (false for -1, "no node").
+bool isZeroFill(mlir::linalg::FillOp fill);
+bool isZeroFillNode(const FusionGraph &graph, int node);
+
 // A view's layout from its type, relative to its root. Identity memrefs are
 // row-major with offset 0.
 std::optional<BufferView> layoutOf(mlir::Value memref, mlir::Value root);

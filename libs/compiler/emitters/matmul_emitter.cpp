@@ -12,26 +12,12 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/SetVector.h"
 
 namespace mlpipe::emitters {
 
 namespace {
-
-// Whether a node is a fill with zero (a matmul starting from nothing).
-bool isZeroFill(const FusionGraph &graph, int node) {
-  if (node < 0)
-    return false;
-  auto fill = mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(node).op.getOperation());
-  if (!fill)
-    return false;
-  mlir::Attribute value;
-  return mlir::matchPattern(fill.getInputs()[0], mlir::m_Constant(&value)) &&
-         ((mlir::isa<mlir::FloatAttr>(value) && mlir::cast<mlir::FloatAttr>(value).getValue().isZero()) ||
-          (mlir::isa<mlir::IntegerAttr>(value) && mlir::cast<mlir::IntegerAttr>(value).getValue().isZero()));
-}
 
 class MatmulEmitter final : public FusionEmitter {
 public:
@@ -58,7 +44,7 @@ public:
     for (int producer : product.inputProducers)
       if (producer >= 0)
         return why = "a matmul operand computed in the fusion", mlir::failure();
-    bool startsFromZero = isZeroFill(graph_, product.initProducer);
+    bool startsFromZero = isZeroFillNode(graph_, product.initProducer);
     if (root == matmul && !startsFromZero && product.initProducer >= 0)
       return why = "a matmul accumulating into a value computed in the fusion", mlir::failure();
 
@@ -166,12 +152,8 @@ private:
     llvm::SetVector<mlir::BlockArgument> read;
     mlir::Block &entry = graph_.function().front();
     auto note = [&](mlir::Value value) {
-      while (mlir::Operation *definer = value.getDefiningOp()) {
-        if (!isViewOp(definer) || definer->getNumOperands() == 0)
-          return;
-        value = definer->getOperand(0);
-      }
-      if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(value); argument && argument.getOwner() == &entry)
+      auto argument = mlir::dyn_cast<mlir::BlockArgument>(rootBuffer(value));
+      if (argument && argument.getOwner() == &entry)
         read.insert(argument);
     };
     const FusionNode &product = graph_.node(matmul);

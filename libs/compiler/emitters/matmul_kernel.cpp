@@ -35,6 +35,7 @@
 #include "compiler/emitters/matmul_kernel.h"
 
 #include "compiler/debug.h"
+#include "compiler/emitters/fusion_graph.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -1145,13 +1146,6 @@ mlir::LogicalResult emitElementwise(mlir::OpBuilder &host, mlir::Location loc, c
     arguments.append(epilogueOperands.begin(), epilogueOperands.end());
   kernels.launch(host, loc, kernel, dims, arguments);
   return mlir::success();
-}
-
-// The buffer a view was carved from.
-Value rootBuffer(Value value) {
-  while (auto view = value.getDefiningOp<mlir::ViewLikeOpInterface>())
-    value = view.getViewSource();
-  return value;
 }
 
 std::string describePlan(const LoadPlan &plan, const char *outer) {
