@@ -88,8 +88,14 @@ namespace {
 
 constexpr int64_t kDecodePrompt = 10, kDecodeTokens = 10;
 
+// --profile times each kernel over a graph of this many replays of its
+// launch (LaunchProfiler): bracketing one launch with events adds a few
+// microseconds, more than a layer norm or a decode step's kernels take.
+constexpr int kProfileReplays = 20;
+
 void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
-                   const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator) {
+                   const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator,
+                   std::vector<KernelRow> &kernelRows) {
   if (config.nCtx < kDecodePrompt + kDecodeTokens)
     return;
   Target target = request.model.run.compile.target;
@@ -125,6 +131,21 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
                              median(prefills), median(steps), *std::min_element(steps.begin(), steps.end()), jobMs,
                              jobMs > 0 ? kDecodeTokens * 1000.0 / jobMs : 0.0)
               << std::flush;
+    if (request.profile && target == Target::Gpu) {
+      // One decode step after the prompt, launched directly, every kernel
+      // timed; its rows carry the step's position as T.
+      runner->prefill(prompt, false, false);
+      runner->useGraphs(false);
+      std::vector<gpu::KernelTime> launches;
+      {
+        gpu::LaunchProfiler profiler(kProfileReplays);
+        runner->decodeStep(token(generator), false);
+        launches = profiler.take();
+      }
+      runner->useGraphs(request.model.run.graphs);
+      for (KernelRow &row : aggregate(launches, std::string(modeName(mode)) + "-step", kDecodePrompt))
+        kernelRows.push_back(std::move(row));
+    }
   }
 }
 
@@ -209,7 +230,7 @@ void benchGpt2(const BenchRequest &request) {
         runner->useGraphs(false);
         std::vector<gpu::KernelTime> launches;
         {
-          gpu::LaunchProfiler profiler;
+          gpu::LaunchProfiler profiler(request.profile ? kProfileReplays : 0);
           runner->forward(tokens, false, false);
           launches = profiler.take();
         }
@@ -248,7 +269,7 @@ void benchGpt2(const BenchRequest &request) {
         double(report.module.unplannedBytes) / kMiB);
   }
 
-  benchDecoding(request, config, onTarget, generator);
+  benchDecoding(request, config, onTarget, generator, kernelRows);
 
   std::cout << "\ncompile ms by stage (a cold compile; 'cached' when the lowered module came from the disk cache)\n";
   std::cout << fmt::format("{:<9} {:>5} {:>7} {:>7} {:>9} {:>8} {:>10} {:>7} {:>7} {:>8}\n", "mode", "T", "trace",
@@ -262,13 +283,16 @@ void benchGpt2(const BenchRequest &request) {
 
   if (!request.profile)
     return;
-  std::cout << fmt::format("\nkernels, one forward launched directly; floor = bytes moved at the copy rate ({:.0f} "
-                           "GB/s)\n",
-                           copyRate / 1e9);
-  std::cout << fmt::format("{:<9} {:>5} {:<40} {:>6} {:>10} {:>9} {:>12} {:>9} {:>7}\n", "mode", "T", "kernel", "calls",
-                           "us", "us/call", "bytes/call", "GB/s", "floor");
+  std::cout << fmt::format(
+      "\nkernels, one forward (and one decode step: mode '-step', T its position) launched directly; each kernel "
+      "timed over {} replays of its launch in a graph (library calls: one launch between events); floor: the bytes "
+      "at the copy rate ({:.0f} GB/s); 'x copy': against a copy of the same bytes timed the same way\n",
+      kProfileReplays, copyRate / 1e9);
+  std::cout << fmt::format("{:<13} {:>5} {:<40} {:>6} {:>10} {:>9} {:>12} {:>9} {:>7} {:>8} {:>7}\n", "mode", "T",
+                           "kernel", "calls", "us", "us/call", "bytes/call", "GB/s", "floor", "copy us", "x copy");
   std::string csv = "mode,T,kernel,calls,us,us_per_call,bytes_per_call,flops_per_call,gb_per_s,tflop_per_s,"
-                    "ratio_to_floor,intensity,copy_gb_per_s,matmul_tflop_per_s\n";
+                    "ratio_to_floor,intensity,copy_gb_per_s,matmul_tflop_per_s,same_bytes_copy_us\n";
+  std::map<int64_t, double> copyOfBytes; // replayed copy time by bytes per call
   for (const KernelRow &row : kernelRows) {
     double perCall = row.microseconds / double(row.calls);
     bool known = row.bytes >= 0;
@@ -277,14 +301,25 @@ void benchGpt2(const BenchRequest &request) {
     double floorRatio = known && row.bytes > 0 ? row.microseconds * 1e-6 / (double(row.bytes) / copyRate) : 0;
     double flopRate = row.microseconds > 0 ? double(row.flops) / (row.microseconds * 1e-6) : 0;
     double intensity = known && row.bytes > 0 ? double(row.flops) / double(row.bytes) : 0;
-    std::cout << fmt::format(
-        "{:<9} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7}\n", row.mode, row.length, row.kernel, row.calls,
-        row.microseconds, perCall, known ? fmt::format("{:.0f}", bytesPerCall) : "?",
-        known ? fmt::format("{:.0f}", rate / 1e9) : "?", floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-");
-    csv += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.0f},{:.0f},{:.3f},{:.4f},{:.4f},{:.6f},{:.3f},{:.4f}\n", row.mode,
-                       row.length, csvField(row.kernel), row.calls, row.microseconds, perCall, bytesPerCall,
+    double copyUs = 0;
+    if (known && bytesPerCall >= 2) {
+      int64_t half = static_cast<int64_t>(bytesPerCall / 2);
+      auto [it, inserted] = copyOfBytes.try_emplace(half, 0.0);
+      if (inserted)
+        it->second = gpu::replayedCopyMicroseconds(static_cast<size_t>(half), kProfileReplays);
+      copyUs = it->second;
+    }
+    std::cout << fmt::format("{:<13} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7} {:>8} {:>7}\n", row.mode,
+                             row.length, row.kernel, row.calls, row.microseconds, perCall,
+                             known ? fmt::format("{:.0f}", bytesPerCall) : "?",
+                             known ? fmt::format("{:.0f}", rate / 1e9) : "?",
+                             floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-",
+                             copyUs > 0 ? fmt::format("{:.2f}", copyUs) : "-",
+                             copyUs > 0 ? fmt::format("{:.2f}x", perCall / copyUs) : "-");
+    csv += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.0f},{:.0f},{:.3f},{:.4f},{:.4f},{:.6f},{:.3f},{:.4f},{:.3f}\n",
+                       row.mode, row.length, csvField(row.kernel), row.calls, row.microseconds, perCall, bytesPerCall,
                        double(row.flops) / double(row.calls), rate / 1e9, flopRate / 1e12, floorRatio, intensity,
-                       copyRate / 1e9, matmul.flopsPerSecond / 1e12);
+                       copyRate / 1e9, matmul.flopsPerSecond / 1e12, copyUs);
   }
   if (!request.csv.empty()) {
     writeOutput(request.csv, csv);

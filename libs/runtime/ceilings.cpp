@@ -82,6 +82,41 @@ double copyMilliseconds(size_t bytes, int repeat) {
   return median(times);
 }
 
+double replayedCopyMicroseconds(size_t bytes, int replays) {
+  if (bytes == 0 || replays <= 0)
+    return 0;
+  Stream stream;
+  StreamScope scope(stream);
+  void *source = allocate(bytes, Memory::Device);
+  void *target = nullptr;
+  double microseconds = 0;
+  try {
+    target = allocate(bytes, Memory::Device);
+    copyOnDevice(target, source, bytes); // first touch of every page
+    Graph graph;
+    graph.capture(stream, [&] {
+      for (int i = 0; i < replays; ++i)
+        copyOnDevice(target, source, bytes);
+    });
+    graph.launch(stream);
+    EventTimer timer;
+    timer.start();
+    graph.launch(stream);
+    timer.stop();
+    microseconds = timer.milliseconds() * 1000.0 / replays;
+  } catch (...) {
+    waitForCurrentStream();
+    release(source);
+    if (target)
+      release(target);
+    throw;
+  }
+  waitForCurrentStream();
+  release(source);
+  release(target);
+  return microseconds;
+}
+
 double copyBytesPerSecond() {
   constexpr size_t kBytes = size_t(256) << 20;
   return 2.0 * double(kBytes) / (copyMilliseconds(kBytes) * 1e-3);

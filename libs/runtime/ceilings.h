@@ -13,6 +13,13 @@ namespace mlpipe::gpu {
 // rotating over enough buffer pairs that each copy starts cold in L2.
 double copyMilliseconds(size_t bytes, int repeat = 20);
 
+// Microseconds of one device-to-device copy of `bytes` (read and written
+// each) between the same two buffers, timed as LaunchProfiler(replays)
+// times a kernel: `replays` copies captured in a graph, replayed once to
+// warm up, then timed. The floor for a kernel profiled so: a copy whose
+// data is as warm in L2 as the kernel's.
+double replayedCopyMicroseconds(size_t bytes, int replays);
+
 // Copy bandwidth, bytes read plus written per second, over 256 MiB copies.
 double copyBytesPerSecond();
 

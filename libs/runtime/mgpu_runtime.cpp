@@ -81,6 +81,7 @@ struct ProfiledLaunch {
   CUevent stop = nullptr;
   int64_t bytes = -1;
   int64_t flops = 0;
+  int launches = 1; // between start and stop
 };
 
 std::mutex costMutex;
@@ -89,6 +90,7 @@ std::unordered_map<std::string, KernelCostModel> &costModels() {
   return *models;
 }
 struct ProfilerState {
+  int replays = 0; // > 0: each kernel timed over a graph of this many launches
   std::vector<ProfiledLaunch> launches;
   std::vector<CUevent> spareEvents;
 };
@@ -432,11 +434,13 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
   checkLaunchShape(name, dims, smem);
   ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
   ProfiledLaunch timed;
+  bool bracketed = profiler && profiler->replays == 0;
   if (profiler) {
     auto [bytes, flops] = launchCost(name, params, paramsCount);
     timed = {name, profilerEvent(d, *profiler), profilerEvent(d, *profiler), bytes, flops};
-    check(d.cuEventRecord(timed.start, stream), "cuEventRecord");
   }
+  if (bracketed)
+    check(d.cuEventRecord(timed.start, stream), "cuEventRecord");
   CUresult r = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
                                 unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
   if (r != CUDA_SUCCESS) {
@@ -449,10 +453,37 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
   }
   ++launchCount;
   noteLaunch(stream, name);
-  if (profiler) {
+  if (bracketed)
     check(d.cuEventRecord(timed.stop, stream), "cuEventRecord");
-    profiler->launches.push_back(std::move(timed));
+  if (profiler && !bracketed) {
+    // The same launch, `replays` times in a graph, replayed once to warm
+    // up and once between the events.
+    timed.launches = profiler->replays;
+    check(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    CUresult captured = CUDA_SUCCESS;
+    for (int i = 0; i < profiler->replays && captured == CUDA_SUCCESS; ++i)
+      captured = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
+                                  unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
+    CUgraph graph = nullptr;
+    CUresult ended = d.cuStreamEndCapture(stream, &graph);
+    check(captured, "cuLaunchKernel", name);
+    check(ended, "cuStreamEndCapture", name);
+    CUgraphExec exec = nullptr;
+    CUresult instantiated = d.cuGraphInstantiate(&exec, graph, 0);
+    d.cuGraphDestroy(graph);
+    check(instantiated, "cuGraphInstantiate", name);
+    CUresult replayed = d.cuGraphLaunch(exec, stream);
+    if (replayed == CUDA_SUCCESS)
+      replayed = d.cuEventRecord(timed.start, stream);
+    if (replayed == CUDA_SUCCESS)
+      replayed = d.cuGraphLaunch(exec, stream);
+    if (replayed == CUDA_SUCCESS)
+      replayed = d.cuEventRecord(timed.stop, stream);
+    d.cuGraphExecDestroy(exec); // freed once the replays finish
+    check(replayed, "cuGraphLaunch", name);
   }
+  if (profiler)
+    profiler->launches.push_back(std::move(timed));
   if (syncEveryLaunch() && !capturingOnThread)
     check(d.cuStreamSynchronize(stream), "cuStreamSynchronize", name);
 }
@@ -1012,11 +1043,14 @@ LibraryWork::~LibraryWork() {
   }
 }
 
-LaunchProfiler::LaunchProfiler() {
+LaunchProfiler::LaunchProfiler(int replays) {
   driver();
   if (profilerOnThread)
     fail("a LaunchProfiler is already active on this thread");
+  if (replays < 0)
+    fail("a LaunchProfiler cannot replay a kernel {} times", replays);
   profilerOnThread = new ProfilerState();
+  profilerOnThread->replays = replays;
 }
 
 LaunchProfiler::~LaunchProfiler() {
@@ -1040,7 +1074,7 @@ std::vector<KernelTime> LaunchProfiler::take() {
   for (ProfiledLaunch &launch : state.launches) {
     float ms = 0;
     check(d.cuEventElapsedTime(&ms, launch.start, launch.stop), "cuEventElapsedTime");
-    times.push_back({launch.kernel, ms * 1000.0, launch.bytes, launch.flops});
+    times.push_back({launch.kernel, ms * 1000.0 / launch.launches, launch.bytes, launch.flops});
     state.spareEvents.push_back(launch.start);
     state.spareEvents.push_back(launch.stop);
   }

@@ -258,10 +258,18 @@ struct KernelTime {
 
 // While one is alive, every kernel launched on this thread is bracketed by
 // two events, so each launch's GPU time is known (a little more than the
-// kernel alone: the events' own cost). Not usable during graph capture.
+// kernel alone: the events' own cost, a few microseconds). With `replays`
+// > 0 each kernel instead runs as launched, then that launch is captured
+// `replays` times into a CUDA graph, and the graph's replay is what the
+// events bracket (divided by `replays`): the kernel's own time to well
+// under a microsecond, with its operands as warm in L2 as repeated calls
+// leave them. The profiled work's results are then not meaningful (a
+// kernel that updates its output in place runs more than once). Library
+// work (a cuBLAS call) is bracketed once either way. Not usable during
+// graph capture.
 class LaunchProfiler {
 public:
-  LaunchProfiler();
+  explicit LaunchProfiler(int replays = 0);
   ~LaunchProfiler();
   LaunchProfiler(const LaunchProfiler &) = delete;
   LaunchProfiler &operator=(const LaunchProfiler &) = delete;
