@@ -86,10 +86,13 @@ sanitize() {
   $racecheck run "$work/transpose.gpu.mlir" --input x=@"$work/data/transpose/x.npy" || return 1
   $racecheck run "$work/layernorm.gpu.mlir" --input x=@"$work/data/layernorm/x.npy" \
     --input weight=@"$work/data/layernorm/weight.npy" --input bias=@"$work/data/layernorm/bias.npy" || return 1
-  # Four tokens: a prefill, then decode steps run directly, captured and replayed.
+  # Four tokens: a prefill, then decode steps run directly, captured and replayed
+  # (each decode step's attention split over the cache's keys, then combined).
   for mode in sublayer fused; do
     MLPIPE_CACHE_DIR=$work/sanitizer-cache $memcheck generate "Hello" --tokens 4 --config tiny --mode $mode --target gpu ||
       return 1
+    MLPIPE_CACHE_DIR=$work/sanitizer-cache $racecheck generate "Hello" --tokens 3 --config tiny --mode $mode \
+      --target gpu --no-graphs || return 1
   done
   # The fused attention kernel: odd length (a cut-short key tile), head size 64.
   verify attention --shape 100x384 --heads 6 --target cpu --save "$work/data" >/dev/null || return 1

@@ -326,12 +326,26 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     gpu.launch_func @attention_attention::@attention_attention blocks in (%c2, %c1, %c1)
         threads in (%c32, %c1, %c1) args(%q_view : ..., %kv : ..., %v_view : ..., %o : ...)
     ```
+
+    Few query rows against many keys (a decode step: one row per head
+    against the KV cache, masked past a run-time position) would leave most
+    SMs idle, so the keys are split over blocks: each writes its rows'
+    partial max, sum and weighted values to a host temporary, and a second
+    kernel combines the splits exactly:
+    ```mlir
+    %part = memref.alloc() {alignment = 16 : i64} : memref<12x1x32x68xf32>
+    gpu.launch_func @attn_attention::@attn_attention blocks in (%c384, %c1, %c1) ...
+        args(%q_view : ..., %kv : ..., %v_view : ..., %part : memref<12x1x32x68xf32>, %mask : ...)
+    gpu.launch_func @attn_attention_combine::@attn_attention_combine blocks in (%c3, %c1, %c1) ...
+        args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>)
+    memref.dealloc %part : memref<12x1x32x68xf32>
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU the launch heuristics read the device description of">,
     Option<"maxKeys", "max-keys", "int64_t", /*default=*/"-1",
-           "Fuse attentions over at most this many keys (-1: the heuristic's limit, kFusedAttentionMaxKeys; 0: any length)">,
+           "Fuse attentions whose queries and keys both number more than this only when 0 (-1: the heuristic's limit, kFusedAttentionMaxKeys); few queries against many keys (decode) always fuse">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];

@@ -1,7 +1,7 @@
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-fused-attention --cse --debug-only=mlpipe-emitters 2>%t.debug | FileCheck %s
 // RUN: FileCheck %s --check-prefix=DEBUG < %t.debug
 
-// Causal attention as fuse and bufferize leave it (2 heads of 7 x 32, the
+// Causal attention as fuse and bufferize leave it (2 heads of 7 queries x 7 keys x 32, the
 // views of Q, K^T and V already made by mlpipe-transposed-operand-views):
 // the three calls become one launch, the scores and probabilities buffers
 // go, K^T is transposed back to [H, T, D] on the host. In the kernel: the K
@@ -33,7 +33,7 @@
 // CHECK: scf.yield
 // CHECK: arith.divf {{.*}} : vector<4xf32>
 // CHECK: vector.store {{.*}} : memref<2x7x32xf32>, vector<4xf32>
-// DEBUG: attention_attention: fused attention, 2 heads of 7 x 32, causal (tiles past the diagonal skipped), 16 query rows per block, 2 lanes per row holding 4 chunks of 4, 32-key tiles of K and V in shared memory, vectors q 4 k 4 v 4 out 4, 2 blocks x 32 threads
+// DEBUG: attention_attention: fused attention, 2 heads of 7 queries x 7 keys x 32, causal (tiles past the diagonal skipped), 16 query rows per block, 2 lanes per row holding 4 chunks of 4, 32-key tiles of K and V in shared memory, vectors q 4 k 4 v 4 out 4, 2 blocks x 32 threads
 
 #map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #map1 = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -212,7 +212,7 @@ module {
 // CHECK: gpu.launch_func{{ +}}@attention_attention_module
 // CHECK: gpu.func @attention_attention(
 // CHECK: scf.for %{{.*}} = %c0 to %c1 step %c1
-// DEBUG: attention_attention: fused attention, 2 heads of 7 x 32, not causal (every tile)
+// DEBUG: attention_attention: fused attention, 2 heads of 7 queries x 7 keys x 32, not causal (every tile)
 
 #map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #map1 = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -288,6 +288,106 @@ module {
     call @attention_values_matmul(%v, %p, %o) : (memref<7x64xf32>, memref<2x7x7xf32>, memref<2x7x32xf32>) -> ()
     memref.dealloc %s : memref<2x7x7xf32>
     memref.dealloc %p : memref<2x7x7xf32>
+    return
+  }
+}
+
+// -----
+
+// A decode step: one query row per head against 300 keys (a KV cache)
+// under a mask read from memory at the key. Two blocks would leave the GPU
+// idle, so the keys are split over blocks: each writes its partial max,
+// sum and weighted values to a temporary, and a second kernel combines
+// them. 300 keys make 10 tiles of 32 (the last cut short), one per split.
+// CHECK-LABEL: func.func @decode(
+// CHECK: %[[PARTIALS:.*]] = memref.alloc() {alignment = 16 : i64} : memref<2x1x10x36xf32>
+// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention blocks in (%c20, %c1, %c1) threads in (%c32, %c1, %c1) args({{.*}}, %[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<300xf32>)
+// CHECK: gpu.launch_func{{ +}}@attention_attention_combine_module::@attention_attention_combine blocks in (%c1, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<2x1x32xf32>)
+// CHECK: memref.dealloc %[[PARTIALS]]
+// CHECK-NOT: call @
+// CHECK: gpu.func @attention_attention(
+// The split's tiles: from split to min(split + 1, 10).
+// CHECK: %[[SPLIT:.*]] = arith.remui %{{.*}}, %c10 : index
+// CHECK: scf.for %{{.*}} = %[[SPLIT]] to %{{.*}} step %c1
+// The max and the sum go after the values, by lane 0 of the row.
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c32] : memref<2x1x10x36xf32>
+// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c33] : memref<2x1x10x36xf32>
+// CHECK: gpu.func @attention_attention_combine(
+// CHECK-COUNT-10: arith.maximumf
+// CHECK-COUNT-10: math.exp
+// CHECK: arith.divf
+// DEBUG: attention_attention: fused attention, 2 heads of 1 queries x 300 keys x 32, not causal (every tile), {{.*}}, 20 blocks x 32 threads, keys split 10 ways (1 tiles each
+
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#key = affine_map<(d0, d1, d2) -> (d2)>
+module {
+  func.func private @attention_scores_matmul(%q: memref<1x64xf32>, %k: memref<300x64xf32>, %s: memref<2x1x300xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %qe = memref.expand_shape %q [[0], [1, 2]] output_shape [1, 2, 32] : memref<1x64xf32> into memref<1x2x32xf32>
+    %qh = memref.transpose %qe (d0, d1, d2) -> (d1, d0, d2) : memref<1x2x32xf32> to memref<2x1x32xf32, strided<[32, 64, 1]>>
+    %ke = memref.expand_shape %k [[0], [1, 2]] output_shape [300, 2, 32] : memref<300x64xf32> into memref<300x2x32xf32>
+    %kt = memref.transpose %ke (d0, d1, d2) -> (d1, d2, d0) : memref<300x2x32xf32> to memref<2x32x300xf32, strided<[32, 1, 64]>>
+    linalg.fill ins(%zero : f32) outs(%s : memref<2x1x300xf32>)
+    linalg.batch_matmul ins(%qh, %kt : memref<2x1x32xf32, strided<[32, 64, 1]>>, memref<2x32x300xf32, strided<[32, 1, 64]>>) outs(%s : memref<2x1x300xf32>)
+    return
+  }
+  func.func private @attention_softmax_row_reduction(%s: memref<2x1x300xf32>, %mask: memref<300xf32>, %p: memref<2x1x300xf32>) attributes {mlpipe.fusion = "row_reduction"} {
+    %ninf = arith.constant 0xFF800000 : f32
+    %c1 = arith.constant 1 : index
+    %one = arith.constant 1.000000e+00 : f32
+    %zero = arith.constant 0.000000e+00 : f32
+    %big = arith.constant -1.000000e+10 : f32
+    %scale = arith.constant 0.176776692 : f32
+    linalg.generic {indexing_maps = [#map, #key, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %mask : memref<2x1x300xf32>, memref<300xf32>) outs(%p : memref<2x1x300xf32>) {
+    ^bb0(%in: f32, %pen: f32, %out: f32):
+      %x = arith.mulf %in, %scale : f32
+      %y = arith.addf %x, %pen : f32
+      linalg.yield %y : f32
+    }
+    %r = memref.alloc() : memref<2x1xf32>
+    linalg.fill ins(%ninf : f32) outs(%r : memref<2x1xf32>)
+    linalg.reduce ins(%p : memref<2x1x300xf32>) outs(%r : memref<2x1xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.maximumf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x1x300xf32>, memref<2x1xf32>) outs(%p : memref<2x1x300xf32>) {
+    ^bb0(%in: f32, %mx: f32, %out: f32):
+      %0 = arith.subf %in, %mx : f32
+      %1 = math.exp %0 : f32
+      linalg.yield %1 : f32
+    }
+    linalg.fill ins(%zero : f32) outs(%r : memref<2x1xf32>)
+    linalg.reduce ins(%p : memref<2x1x300xf32>) outs(%r : memref<2x1xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.addf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x1x300xf32>, memref<2x1xf32>) outs(%p : memref<2x1x300xf32>) {
+    ^bb0(%in: f32, %sum: f32, %out: f32):
+      %0 = arith.divf %in, %sum : f32
+      linalg.yield %0 : f32
+    }
+    memref.dealloc %r : memref<2x1xf32>
+    return
+  }
+  func.func private @attention_values_matmul(%v: memref<300x64xf32>, %p: memref<2x1x300xf32>, %o: memref<2x1x32xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %ve = memref.expand_shape %v [[0], [1, 2]] output_shape [300, 2, 32] : memref<300x64xf32> into memref<300x2x32xf32>
+    %vh = memref.transpose %ve (d0, d1, d2) -> (d1, d0, d2) : memref<300x2x32xf32> to memref<2x300x32xf32, strided<[32, 64, 1]>>
+    linalg.fill ins(%zero : f32) outs(%o : memref<2x1x32xf32>)
+    linalg.batch_matmul ins(%p, %vh : memref<2x1x300xf32>, memref<2x300x32xf32, strided<[32, 64, 1]>>) outs(%o : memref<2x1x32xf32>)
+    return
+  }
+  func.func @decode(%q: memref<1x64xf32>, %k: memref<300x64xf32>, %v: memref<300x64xf32>, %mask: memref<300xf32>, %o: memref<2x1x32xf32>) {
+    %s = memref.alloc() : memref<2x1x300xf32>
+    call @attention_scores_matmul(%q, %k, %s) : (memref<1x64xf32>, memref<300x64xf32>, memref<2x1x300xf32>) -> ()
+    %p = memref.alloc() : memref<2x1x300xf32>
+    call @attention_softmax_row_reduction(%s, %mask, %p) : (memref<2x1x300xf32>, memref<300xf32>, memref<2x1x300xf32>) -> ()
+    call @attention_values_matmul(%v, %p, %o) : (memref<300x64xf32>, memref<2x1x300xf32>, memref<2x1x32xf32>) -> ()
+    memref.dealloc %s : memref<2x1x300xf32>
+    memref.dealloc %p : memref<2x1x300xf32>
     return
   }
 }
@@ -396,7 +496,7 @@ module {
 // CHECK: arith.cmpi sge
 // CHECK: arith.select
 // CHECK: math.exp
-// DEBUG: attention_attention: fused attention, 2 heads of 7 x 32, causal (tiles past the diagonal skipped)
+// DEBUG: attention_attention: fused attention, 2 heads of 7 queries x 7 keys x 32, causal (tiles past the diagonal skipped)
 
 #map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #map1 = affine_map<(d0, d1, d2) -> (d0, d1)>

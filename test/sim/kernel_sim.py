@@ -172,7 +172,7 @@ def parse(text):
 # Types and memory.
 # ----------------------------------------------------------------------------
 
-MEMREF = re.compile(r"memref<((?:\d+x)*)(f32|f64|index|i\d+)(?:, strided<\[([-\d, ]*)\](?:, offset: (\d+))?>)?(, #gpu\.address_space<workgroup>)?>")
+MEMREF = re.compile(r"memref<((?:\d+x)*)(f32|f64|index|i\d+)(?:, strided<\[([-\d, ]*)\](?:, offset: (\d+|\?))?>)?(, #gpu\.address_space<workgroup>)?>")
 
 
 def parse_memref(type_):
@@ -187,7 +187,7 @@ def parse_memref(type_):
         for size in reversed(sizes):
             strides.insert(0, acc)
             acc *= size
-    offset = int(m.group(4) or 0)
+    offset = 0 if m.group(4) in (None, "?") else int(m.group(4))  # "?": a dynamic offset, known from the view
     element_bytes = 8 if m.group(2) in ("f64", "index", "i64") else 4
     return sizes, strides, offset, element_bytes, bool(m.group(5))
 
@@ -356,6 +356,8 @@ class Thread:
 
 
 def access(thread, memref, address, op, kind):
+    if thread is None or isinstance(thread, Indices):  # host code, or a linalg body run as a reference
+        return
     log = thread.shared_log if memref.buf.shared else thread.global_log
     key = (memref.buf.id, address)
     if kind == "read":
@@ -569,8 +571,10 @@ def execute(op, args, thread):
         return args[0]
     if name == "memref.expand_shape":
         src = args[0]
-        groups = re.search(r"reassociation = \[(.*?)\]\]", op.attrs).group(1) + "]"
         shape = [int(d) for d in re.search(r"static_output_shape = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        if re.search(r"reassociation = \[\]", op.attrs):  # a 0-d memref to unit dimensions
+            return MemRef(src.buf, src.offset, shape, [1] * len(shape), src.element_bytes)
+        groups = re.search(r"reassociation = \[(.*?)\]\]", op.attrs).group(1) + "]"
         sizes, strides = [], []
         for source_dim, group in enumerate(re.findall(r"\[([\d, ]+)\]", groups)):
             dims = [int(d) for d in group.split(",")]
@@ -585,10 +589,22 @@ def execute(op, args, thread):
     if name == "memref.subview":
         src = args[0]
         def array(key):
-            return [int(v) for v in re.search(key + r" = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+            return [int(v) for v in re.search(key + r" = array<i64: ([-\d, ]+)>", op.attrs).group(1).split(",")]
         offsets, sizes, steps = array("static_offsets"), array("static_sizes"), array("static_strides")
+        dynamic = iter(args[1:])  # dynamic offsets (only offsets), in order
+        offsets = [next(dynamic) if o == -9223372036854775808 else o for o in offsets]
         offset = src.offset + sum(o * st for o, st in zip(offsets, src.strides))
-        return MemRef(src.buf, offset, sizes, [st * k for st, k in zip(src.strides, steps)], src.element_bytes)
+        strides = [st * k for st, k in zip(src.strides, steps)]
+        wanted = parse_memref(op.result_type)[0]
+        if len(wanted) < len(sizes):  # a rank-reducing subview drops unit dimensions
+            kept = []
+            for size, stride in zip(sizes, strides):
+                if len(kept) < len(wanted) and size == wanted[len(kept)]:
+                    kept.append((size, stride))
+            if [k[0] for k in kept] != wanted:
+                raise SimError("line %d: cannot match a rank-reducing subview" % op.line)
+            sizes, strides = [k[0] for k in kept], [k[1] for k in kept]
+        return MemRef(src.buf, offset, sizes, strides, src.element_bytes)
     if name == "gpu.thread_id":
         return thread.tid["xyz".index(re.search(r"dim (\w)", op.attrs).group(1))]
     if name == "gpu.block_id":
@@ -667,6 +683,10 @@ def launch(module_ops, op, args, stats):
                     live = still
 
 
+# Integer arguments (token ids, a position) are drawn from [0, this).
+INTEGER_INPUT_LIMIT = 40
+
+
 def fill_random(buf, rng):
     for i in range(len(buf.data)):
         buf.data[i] = rng.uniform(-1.0, 1.0)
@@ -687,6 +707,11 @@ def linalg_reference(op, args, outer=None):
             for i, d in enumerate(order):
                 source_index[d] = index[i]
             target.buf.data[target.address(index, op)] = source.buf.data[source.address(source_index, op)]
+        return
+    if name == "linalg.copy":
+        source, target = args
+        for index in all_indices(target.sizes):
+            target.buf.data[target.address(index, op)] = source.buf.data[source.address(index, op)]
         return
     if name == "linalg.generic":
         return generic_reference(op, args, outer or {})
@@ -784,13 +809,15 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
-def run_module(text, seed, epilogue, stats):
+def run_module(text, seed, epilogue, stats, entry=None):
     root = parse(text)
     module = root.ops[0]
     functions = {re.search(r'sym_name = "([\w]+)"', op.attrs).group(1): op
                  for op in module.regions[0][0].ops if op.name == "func.func" and op.regions and op.regions[0]}
     # The entry: the one public function (fusion functions are private).
     entries = [f for f in functions.values() if 'sym_visibility = "private"' not in f.attrs]
+    if entry is not None:  # one of several public functions, by name
+        entries = [f for name, f in functions.items() if name == entry]
     kernels = {}
     for op in module.regions[0][0].ops:
         if op.name == "gpu.module":
@@ -800,7 +827,7 @@ def run_module(text, seed, epilogue, stats):
                     kernel_name = re.search(r'sym_name = "([\w]+)"', inner.attrs).group(1)
                     kernels[(module_name, kernel_name)] = inner
     if len(entries) != 1:
-        raise SimError("expected one public host function, found %d" % len(entries))
+        raise SimError("expected one public host function, found %d (choose one with --function)" % len(entries))
     function = entries[0]
     body = function.regions[0][0]
     rng = random.Random(seed)
@@ -812,7 +839,12 @@ def run_module(text, seed, epilogue, stats):
         extent = offset + sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
         label = names[position_] if position_ < len(names) else name
         buf = Buffer(extent, label)
-        fill_random(buf, rng)
+        if re.search(r"[x<]i(32|64)>", type_):
+            # Token ids and positions: small integers, valid for any table.
+            for i in range(len(buf.data)):
+                buf.data[i] = rng.randrange(0, INTEGER_INPUT_LIMIT)
+        else:
+            fill_random(buf, rng)
         buffers.append(buf)
         env[name] = MemRef(buf, offset, sizes, strides, element_bytes)
     run_host(body, env, functions, kernels, stats, epilogue, (body, names, env))
@@ -865,14 +897,15 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epilogue", default="", help="bias-gelu-residual: the pass's test epilogue")
     parser.add_argument("--rtol", type=float, default=1e-9)
+    parser.add_argument("--function", help="the public function to run, where there are several")
     options = parser.parse_args()
     try:
         stats = {"launches": 0, "threads": 0, "barriers": 0}
         with open(options.reference) as f:
-            expected = run_module(f.read(), options.seed, options.epilogue, {"launches": 0, "threads": 0,
-                                                                              "barriers": 0})
+            expected = run_module(f.read(), options.seed, options.epilogue,
+                                  {"launches": 0, "threads": 0, "barriers": 0}, options.function)
         with open(options.actual) as f:
-            actual = run_module(f.read(), options.seed, "", stats)
+            actual = run_module(f.read(), options.seed, "", stats, options.function)
     except SimError as error:
         print("kernel_sim: error: %s" % error)
         return 1

@@ -28,6 +28,12 @@
 // traced), tiles of keys wholly after a block's last query are skipped:
 // their p_j are exp(-1e10 - m') = 0 exactly in f32 and f64, since every
 // row's first key is unmasked.
+//
+// A decode step (one query row per head against the KV cache, masked past
+// a run-time position the prologue reads) has too few rows to fill the
+// GPU: its keys are split over blocks, each block's (m, l, acc) go to a
+// temporary, and a second kernel combines them exactly:
+//   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
 #include "compiler/debug.h"
 #include "compiler/device_description.h"
 #include "compiler/emitters/elemental_emitter.h"
@@ -89,6 +95,19 @@ constexpr int64_t kVectorBytes = 16;
 // reduction at 1024 keys (8.39 -> 9.14 ms; BENCHMARKS.md). Longer
 // sequences keep the three kernels until it reuses tiles across rows.
 constexpr int64_t kFusedAttentionMaxKeys = 128;
+// Few query rows against many keys (a decode step: one row per head
+// against the KV cache) leave most SMs idle with a block per (head, query
+// tile): the keys are then split over blocks, each writing its rows'
+// partial max, sum and weighted values, and a second kernel combines the
+// splits exactly. Splits until kSplitBlocksPerSm blocks per SM (a split's
+// block is about one warp staging its K and V tiles: several per SM keep
+// enough loads in flight to stream the cache), keeping at least
+// kMinKeyTilesPerSplit tiles of keys in each.
+constexpr int64_t kSplitBlocksPerSm = 4;
+constexpr int64_t kMinKeyTilesPerSplit = 1;
+// Threads per block of the kernel that combines the splits (one thread
+// per output element).
+constexpr int64_t kCombineThreads = 256;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -271,6 +290,20 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
   }
   if (scoresFound != 1)
     return why = "the softmax prologue does not read one [heads, T, T] argument as it is", mlir::failure();
+  // Arguments the fusion reads outside its linalg ops (a run-time position
+  // loaded once, that the prologue's mask compares keys with): the kernel
+  // takes them too.
+  unsigned scoresArgument =
+      mlir::cast<mlir::BlockArgument>(prologue.getDpsInputOperand(s.scoresInput)->get()).getArgNumber();
+  for (mlir::BlockArgument argument : entry.getArguments()) {
+    unsigned number = argument.getArgNumber();
+    if (number == scoresArgument || llvm::is_contained(s.extraArguments, number) ||
+        !mlir::isa<mlir::MemRefType>(argument.getType()) ||
+        llvm::any_of(graph.outputs(), [&](const FusionGraph::Output &output) { return output.argument == number; }))
+      continue;
+    if (llvm::any_of(argument.getUsers(), [](mlir::Operation *user) { return mlir::isa<mlir::memref::LoadOp>(user); }))
+      s.extraArguments.push_back(number);
+  }
   if (!isIdentity(graph.node(s.max).op, graph.node(s.max).op.getDpsInputOperand(0)))
     return why = "the max reads the prologue through a view", mlir::failure();
   // exp(x - max)
@@ -305,7 +338,12 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
 // ---- The kernel ------------------------------------------------------------
 
 struct Config {
-  int64_t heads = 0, length = 0, headSize = 0;
+  int64_t heads = 0, length = 0, headSize = 0; // length: query rows
+  int64_t keys = 0;                            // key (and value) rows
+  int64_t keyTiles = 0;                        // ceil(keys / keysPerTile)
+  int64_t splits = 1;                          // blocks the keys of a query tile are split over
+  int64_t tilesPerSplit = 0;
+  int64_t partialStride = 0; // elements per row of the partials: D values, max, sum, padding
   mlir::Type element;
   int64_t elementBytes = 4;
   int64_t rowsPerBlock = kQueryRowsPerBlock;
@@ -434,8 +472,10 @@ Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
   return value;
 }
 
-// The kernel's body. Arguments: q, k ([H, T, D] views), v ([H, T, D]),
-// out ([H, T, D]); workgroup buffers: the K tile and the V tile.
+// The kernel's body. Arguments: q ([H, Tq, D] view), k, v ([H, Tk, D]
+// views), out ([H, Tq, D]), or with split keys the partials ([H, Tq, S,
+// partialStride]: acc, then max and sum); workgroup buffers: the K tile
+// and the V tile.
 mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg, const FusionGraph &graph,
                               const Softmax &softmax, const FusionGraph *maskGraph) {
   mlir::Location loc = f.getLoc();
@@ -443,7 +483,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   Value q = f.getArgument(0), k = f.getArgument(1), v = f.getArgument(2), out = f.getArgument(3);
   Value kTile = f.getWorkgroupAttributions()[0], vTile = f.getWorkgroupAttributions()[1];
   mlir::Type element = cfg.element;
-  const int64_t W = cfg.width, D = cfg.headSize, T = cfg.length, BK = cfg.keysPerTile;
+  const int64_t W = cfg.width, D = cfg.headSize, T = cfg.length, TK = cfg.keys, BK = cfg.keysPerTile;
 
   // The elemental emitter of the softmax fusion: the prologue and the
   // exponential, evaluated on values this kernel defines.
@@ -461,6 +501,8 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
 
   Value tid = threadIdX(b, loc);
   Value block = blockIdX(b, loc);
+  Value split = x.rem(block, cfg.splits);
+  block = x.div(block, cfg.splits);
   Value head = x.div(block, cfg.queryTiles);
   // Query tiles with the most keys first, so the longest blocks start first.
   Value queryTile = b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.rem(block, cfg.queryTiles));
@@ -484,15 +526,23 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   for (int64_t c = 0; c < cfg.chunks; ++c)
     init.push_back(x.vzero(element, W));
 
-  // Key tiles: all of them, or (causal) those up to the block's last query.
+  // Key tiles: all of them, or (causal) those up to the block's last
+  // query; with split keys, those of this block's split.
   Value tiles;
   if (cfg.causal) {
-    // ceil(min(T, (queryTile + 1) * rows) / BK)
+    // ceil(min(Tk, (queryTile + 1) * rows) / BK)
     Value lastKey = x.add(x.mul(queryTile, cfg.rowsPerBlock), cfg.rowsPerBlock);
-    lastKey = x.min(lastKey, T);
+    lastKey = x.min(lastKey, TK);
     tiles = x.div(x.add(lastKey, BK - 1), BK);
   } else {
-    tiles = x.c(ceilDiv(T, BK));
+    tiles = x.c(cfg.keyTiles);
+  }
+  Value firstTile = x.c(0);
+  if (cfg.splits > 1) {
+    firstTile = x.mul(split, cfg.tilesPerSplit);
+    tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, x.add(firstTile, cfg.tilesPerSplit));
+    // An empty split (past the causal limit) runs no tile.
+    tiles = b.createOrFold<mlir::arith::MaxSIOp>(loc, tiles, firstTile);
   }
 
   // Cooperative staging of one tile of K and V rows into shared memory:
@@ -507,15 +557,15 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
         Value r = x.div(linear, vectorsPerRow);
         Value col = x.mul(x.rem(linear, vectorsPerRow), width);
         Value key = x.add(firstKey, r);
-        if (T % BK != 0)
-          key = x.min(key, T - 1);
+        if (TK % BK != 0)
+          key = x.min(key, TK - 1);
         Value value = x.load(memref, {head, key, col}, width, width > 1, cfg.elementBytes);
         x.store(value, tile, {r, col}, width, width > 1, cfg.elementBytes);
       });
     }
   };
 
-  auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), tiles, x.c(1), init);
+  auto loop = mlir::scf::ForOp::create(b, loc, firstTile, tiles, x.c(1), init);
   {
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -552,8 +602,8 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
       keys.push_back(key);
       // The prologue may read memory at the key (a mask): keys past the end
       // are evaluated at the last one, then masked.
-      bool mayOverrun = T % BK != 0 && jj > 0;
-      llvm::SmallVector<Value> at{head, query, mayOverrun ? x.min(key, T - 1) : key};
+      bool mayOverrun = TK % BK != 0 && (jj > 0 || cfg.splits > 1);
+      llvm::SmallVector<Value> at{head, query, mayOverrun ? x.min(key, TK - 1) : key};
       llvm::SmallVector<Value> loopIndex = elemental.loopIndexOfOutput(softmax.prologue, at);
       elemental.defineRead(softmax.prologue, *scoresOperand,
                            elemental.applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
@@ -572,7 +622,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
         return mlir::failure();
       // Keys past the end do not exist.
       if (mayOverrun)
-        logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, T), logit, negInf);
+        logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, TK), logit, negInf);
       logits.push_back(logit);
       tileMax = mlir::arith::MaximumFOp::create(b, loc, tileMax, logit);
     }
@@ -611,19 +661,74 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
       mask->popScope();
     mlir::scf::YieldOp::create(b, loc, yielded);
   }
-  // out = acc / l, the traced division.
   Value rowSum = loop.getResult(1);
-  Value sums = x.broadcast(rowSum, W);
-  x.guarded(rowValid, [&] {
-    for (int64_t c = 0; c < cfg.chunks; ++c) {
-      Value value = mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums);
-      x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.elementBytes);
-    }
-  });
+  if (cfg.splits > 1) {
+    // This split's partials: acc, then (lane 0) the max and the sum.
+    x.guarded(rowValid, [&] {
+      for (int64_t c = 0; c < cfg.chunks; ++c)
+        x.store(loop.getResult(2 + c), out, {head, row, split, chunkStart[c]}, W, true, cfg.elementBytes);
+      Value first = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, lane, x.c(0));
+      x.guarded(first, [&] {
+        mlir::memref::StoreOp::create(b, loc, loop.getResult(0), out, mlir::ValueRange{head, row, split, x.c(D)});
+        mlir::memref::StoreOp::create(b, loc, rowSum, out, mlir::ValueRange{head, row, split, x.c(D + 1)});
+      });
+    });
+  } else {
+    // out = acc / l, the traced division.
+    Value sums = x.broadcast(rowSum, W);
+    x.guarded(rowValid, [&] {
+      for (int64_t c = 0; c < cfg.chunks; ++c) {
+        Value value = mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums);
+        x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.elementBytes);
+      }
+    });
+  }
   if (elemental.failed())
     return mlir::failure();
   if (anchor->use_empty())
     anchor->erase();
+  return mlir::success();
+}
+
+// The kernel that combines split keys: one thread per element (h, i, d)
+// of the output. Arguments: partials ([H, Tq, S, partialStride]), out
+// ([H, Tq, D]).
+//   M = max_s m_s,  L = sum_s l_s exp(m_s - M),  out = sum_s acc_s exp(m_s - M) / L
+// A split that saw no key (m_s = -inf, l_s = 0, acc_s = 0) adds nothing.
+mlir::LogicalResult buildCombine(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg) {
+  mlir::Location loc = f.getLoc();
+  Builder x{b, loc};
+  Value partials = f.getArgument(0), out = f.getArgument(1);
+  mlir::Type element = cfg.element;
+  const int64_t D = cfg.headSize, S = cfg.splits;
+  int64_t total = cfg.heads * cfg.length * D;
+  Value linear = x.add(x.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
+  Value valid = total % kCombineThreads != 0 ? x.lt(linear, total) : Value();
+  x.guarded(valid, [&] {
+    Value d = x.rem(linear, D);
+    Value row = x.rem(x.div(linear, D), cfg.length);
+    Value head = x.div(linear, D * cfg.length);
+    Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
+    Value zero = x.fconst(element, 0.0);
+    llvm::SmallVector<Value> maxima;
+    Value overall = negInf;
+    for (int64_t s = 0; s < S; ++s) {
+      maxima.push_back(mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D)}));
+      overall = mlir::arith::MaximumFOp::create(b, loc, overall, maxima.back());
+    }
+    Value sum = zero, value = zero;
+    for (int64_t s = 0; s < S; ++s) {
+      Value empty = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, maxima[s], negInf);
+      Value scale = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, maxima[s], overall));
+      scale = mlir::arith::SelectOp::create(b, loc, empty, zero, scale);
+      Value l = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D + 1)});
+      Value acc = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), d});
+      sum = mlir::arith::AddFOp::create(b, loc, sum, mlir::arith::MulFOp::create(b, loc, l, scale));
+      value = mlir::arith::AddFOp::create(b, loc, value, mlir::arith::MulFOp::create(b, loc, acc, scale));
+    }
+    mlir::memref::StoreOp::create(b, loc, mlir::arith::DivFOp::create(b, loc, value, sum), out,
+                                  mlir::ValueRange{head, row, d});
+  });
   return mlir::success();
 }
 
@@ -832,7 +937,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       if (i != probsArg.getArgNumber() && operand == probs)
         return why = "the values matmul reads the probabilities twice", mlir::failure();
 
-    // Types and shapes: Q [H, T, D], K^T [H, D, T], V [H, T, D], out [H, T, D].
+    // Types and shapes: Q [H, Tq, D], K^T [H, D, Tk], V [H, Tk, D], out [H, Tq, D].
     auto qType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[0].getType());
     auto ktType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[1].getType());
     auto vType = mlir::dyn_cast<mlir::MemRefType>(valuesOp.getDpsInputs()[1].getType());
@@ -852,15 +957,21 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     cfg.element = element;
     cfg.elementBytes = element.getIntOrFloatBitWidth() / 8;
     cfg.causal = softmax->causal;
-    llvm::SmallVector<int64_t> hdt{cfg.heads, cfg.headSize, cfg.length}, htd{cfg.heads, cfg.length, cfg.headSize};
-    if (llvm::to_vector(ktType.getShape()) != hdt || llvm::to_vector(vType.getShape()) != htd ||
-        llvm::to_vector(oType.getShape()) != htd)
+    cfg.keys = ktType.getRank() == 3 ? ktType.getDimSize(2) : 0;
+    llvm::SmallVector<int64_t> hdk{cfg.heads, cfg.headSize, cfg.keys}, hkd{cfg.heads, cfg.keys, cfg.headSize},
+        hqd{cfg.heads, cfg.length, cfg.headSize};
+    if (llvm::to_vector(ktType.getShape()) != hdk || llvm::to_vector(vType.getShape()) != hkd ||
+        llvm::to_vector(oType.getShape()) != hqd || cfg.keys < 1)
       return why = "Q, K, V and the output do not have matching head shapes", mlir::failure();
+    if (cfg.causal && cfg.keys != cfg.length)
+      return why = "a causal mask over more keys than queries", mlir::failure();
     if (!oType.getLayout().isIdentity())
       return why = "an output that is a view", mlir::failure();
+    // The limit is on query rows walking every key: a decode step's one
+    // row per head is split over the keys instead.
     int64_t keyLimit = maxKeys < 0 ? kFusedAttentionMaxKeys : maxKeys;
-    if (keyLimit > 0 && cfg.length > keyLimit)
-      return why = std::to_string(cfg.length) + " keys, more than the " + std::to_string(keyLimit) +
+    if (keyLimit > 0 && std::min(cfg.length, cfg.keys) > keyLimit)
+      return why = std::to_string(cfg.keys) + " keys, more than the " + std::to_string(keyLimit) +
                    " the fused kernel is faster for (kFusedAttentionMaxKeys, option max-keys)",
              mlir::failure();
 
@@ -896,6 +1007,18 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     if (sharedBytes() > device.sharedMemoryPerBlock)
       return why = "the K and V tiles do not fit shared memory", mlir::failure();
     int64_t maxWidth = kVectorBytes / cfg.elementBytes;
+    cfg.keyTiles = ceilDiv(cfg.keys, cfg.keysPerTile);
+    // Split the keys when the blocks would leave SMs idle (not causal: its
+    // blocks' key ranges differ by design).
+    if (!cfg.causal) {
+      int64_t blocks = cfg.heads * cfg.queryTiles;
+      int64_t wanted = ceilDiv(kSplitBlocksPerSm * device.smCount, blocks);
+      int64_t most = std::max<int64_t>(1, cfg.keyTiles / kMinKeyTilesPerSplit);
+      cfg.splits = std::clamp<int64_t>(wanted, 1, most);
+      cfg.tilesPerSplit = ceilDiv(cfg.keyTiles, cfg.splits);
+      cfg.splits = ceilDiv(cfg.keyTiles, cfg.tilesPerSplit);
+    }
+    cfg.partialStride = cfg.headSize + maxWidth;
 
     // The operands on the host: the fusions' view chains rebuilt over the
     // calls' operands; K^T transposed back to [H, T, D].
@@ -943,8 +1066,16 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     name += "_attention";
     KernelSignature signature;
     signature.name = name;
-    signature.arguments = {qHost.getType(), kHost.getType(), vHost.getType(), oType};
-    llvm::SmallVector<Value> launchOperands{qHost, kHost, vHost, oHost};
+    // With split keys the kernel writes partials to a host temporary, and a
+    // second kernel combines them into the output.
+    Value partials;
+    auto partialsType =
+        mlir::MemRefType::get({cfg.heads, cfg.length, cfg.splits, cfg.partialStride}, element);
+    if (cfg.splits > 1)
+      partials = mlir::memref::AllocOp::create(host, softmaxCall.getLoc(), partialsType,
+                                               host.getI64IntegerAttr(kVectorBytes));
+    signature.arguments = {qHost.getType(), kHost.getType(), vHost.getType(), partials ? partialsType : oType};
+    llvm::SmallVector<Value> launchOperands{qHost, kHost, vHost, partials ? partials : oHost};
     for (unsigned argument : softmax->extraArguments) {
       Value operand = softmaxCall.getOperand(argument);
       signature.arguments.push_back(operand.getType());
@@ -954,9 +1085,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     auto tileType =
         mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
     signature.workgroupBuffers = {tileType, tileType};
-    int64_t tensorBytes = cfg.heads * cfg.length * cfg.headSize * cfg.elementBytes;
-    signature.bytesMoved = 4 * tensorBytes;
-    int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.length;
+    int64_t rowBytes = cfg.heads * cfg.headSize * cfg.elementBytes;
+    int64_t partialBytes = cfg.splits > 1 ? partialsType.getNumElements() * cfg.elementBytes : 0;
+    signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) + (partials ? partialBytes : rowBytes * cfg.length);
+    int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.keys;
     signature.flops = 4 * pairs * cfg.headSize;
     signature.blockSize = {static_cast<int32_t>(cfg.threads), 1, 1};
     auto kernel = kernels.tryBuild(signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
@@ -964,24 +1096,47 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         f.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(kVectorBytes));
       return buildBody(b, f, cfg, *softmaxGraph, *softmax, maskGraph ? &*maskGraph : nullptr);
     });
-    if (mlir::failed(kernel)) {
+    mlir::FailureOr<mlir::gpu::GPUFuncOp> combine = mlir::failure();
+    if (mlir::succeeded(kernel) && partials) {
+      KernelSignature combining;
+      combining.name = name + "_combine";
+      combining.arguments = {partialsType, oType};
+      combining.bytesMoved = partialBytes + rowBytes * cfg.length;
+      combining.blockSize = {static_cast<int32_t>(kCombineThreads), 1, 1};
+      combine = kernels.tryBuild(combining,
+                                 [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { return buildCombine(b, f, cfg); });
+    }
+    if (mlir::failed(kernel) || (partials && mlir::failed(combine))) {
+      if (partials)
+        partials.getDefiningOp()->erase();
       kHost.getDefiningOp()->erase();
       for (mlir::Operation *op : llvm::reverse(cloned))
         op->erase();
       return why = "the kernel could not be built", mlir::failure();
     }
     MLPIPE_DEBUG(kDebugEmitters,
-                 os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " x " << cfg.headSize
+                 os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
+                    << cfg.keys << " keys x " << cfg.headSize
                     << (cfg.causal ? ", causal (tiles past the diagonal skipped)" : ", not causal (every tile)") << ", "
                     << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes << " lanes per row holding "
                     << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
                     << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
-                    << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles
-                    << " blocks x " << cfg.threads << " threads\n");
+                    << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles * cfg.splits
+                    << " blocks x " << cfg.threads << " threads";
+                 if (cfg.splits > 1) os << ", keys split " << cfg.splits << " ways (" << cfg.tilesPerSplit
+                                        << " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel";
+                 os << "\n");
     LaunchDims dims;
-    dims.grid = {cfg.heads * cfg.queryTiles, 1, 1};
+    dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};
     kernels.launch(host, valuesCall.getLoc(), *kernel, dims, launchOperands);
+    if (partials) {
+      LaunchDims combineDims;
+      combineDims.grid = {ceilDiv(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};
+      combineDims.block = {kCombineThreads, 1, 1};
+      kernels.launch(host, valuesCall.getLoc(), *combine, combineDims, {partials, oHost});
+      mlir::memref::DeallocOp::create(host, valuesCall.getLoc(), partials);
+    }
     // The three calls go; the temporaries they shared with nobody else too.
     valuesCall.erase();
     softmaxCall.erase();
