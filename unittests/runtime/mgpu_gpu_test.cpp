@@ -605,6 +605,48 @@ BOOST_AUTO_TEST_CASE(the_profiler_times_each_launch_and_counts_its_bytes) {
   gpu::release(y);
 }
 
+BOOST_AUTO_TEST_CASE(a_profiler_with_replays_times_a_graph_of_the_launch) {
+  // saxpy updates y in place, so y tells how often it ran: the launch
+  // itself, the graph's warm-up replay and the timed replay of 20.
+  const uint32_t n = 1u << 20;
+  const size_t bytes = n * sizeof(float);
+  const int replays = 20;
+  Kernels k;
+  gpu::describeKernel("saxpy", {3 * int64_t(bytes), 2 * int64_t(n), {}});
+  gpu::Stream stream;
+  gpu::StreamScope scope(stream);
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> value(0.5f, 1.5f);
+  std::vector<float> hostX(n), hostY(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    hostX[i] = value(random);
+    hostY[i] = value(random);
+  }
+  auto *x = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto *y = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  gpu::copyToDevice(x, hostX.data(), bytes);
+  gpu::copyToDevice(y, hostY.data(), bytes);
+  std::vector<gpu::KernelTime> launches;
+  {
+    gpu::LaunchProfiler profiler(replays);
+    launchSaxpy(k, x, y, 0.25f, n, stream.handle());
+    launches = profiler.take();
+  }
+  BOOST_REQUIRE(launches.size() == 1u);
+  BOOST_TEST(launches[0].kernel == "saxpy");
+  BOOST_TEST(launches[0].microseconds > 0.0);
+  BOOST_TEST(launches[0].bytes == 3 * int64_t(bytes));
+  std::vector<float> result(n);
+  gpu::copyToHost(result.data(), y, bytes);
+  for (uint32_t i : {0u, 1u, n / 3, n - 1}) {
+    float expected = hostY[i] + float(replays + 2) * 0.25f * hostX[i];
+    BOOST_TEST(std::abs(result[i] - expected) <= 1e-5f * expected);
+  }
+  BOOST_CHECK_THROW(gpu::LaunchProfiler(-1), mlpipe::Error);
+  gpu::release(x);
+  gpu::release(y);
+}
+
 BOOST_AUTO_TEST_CASE(the_device_is_described) {
   BOOST_TEST(gpu::deviceChip().starts_with("sm_"));
   BOOST_TEST(gpu::deviceL2Bytes() > 0u);
