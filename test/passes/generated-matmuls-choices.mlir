@@ -27,7 +27,9 @@
 // SM90: attention_in_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tiled 128x64x8, thread tile 8x4, 256 threads, split-K 1
 // 48 tiles of 128x128 for 132 SMs: smaller tiles, and K split in two.
 // SM90: fc_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tiled 64x64x8, thread tile 8x4, 128 threads, split-K 2 (1536 rows each)
-// SM90: decode_fc_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), skinny form: 16 rows x 128 columns per block, 256 threads, B vectors 4 along N, split-K 6 (128 rows each, 4 in flight per thread), C vectors, grid (24, 6, 1), 40960 B shared
+// SM90: decode_fc_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), skinny form: 16 rows x 128 columns per block (32 lanes per B row segment, kSkinnyMinSegmentBytes), 256 threads, B vectors 4 along N, split-K 6 (128 rows each, 4 in flight per thread), C vectors, grid (24, 6, 1), 40960 B shared
+// SM90: step_fc_matmul: generated matmul 1x1x3072x768 (batch x M x N x K), skinny form: 1 rows x 16 columns per block (4 lanes per B row segment, kSkinnyMinSegmentBytes), 256 threads, B vectors 4 along N, split-K 1 (768 rows each, {{[0-9]+}} in flight per thread), C vectors, grid (192, 1, 1)
+// SM90: step_proj_matmul: generated matmul 1x1x768x3072 (batch x M x N x K), skinny form: 1 rows x 16 columns per block (4 lanes per B row segment, kSkinnyMinSegmentBytes), 256 threads, B vectors 4 along N, split-K 1 (3072 rows each, {{[0-9]+}} in flight per thread), C vectors, grid (48, 1, 1)
 // SM90: attention_scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tiled 128x128x8, thread tile 8x8, 256 threads, split-K 1 (64 rows each), A vectors 4 along K, B vectors 4 along N, C vectors 4, grid (8, 8, 12)
 // SM90: attention_values_batch_matmul: generated matmul 12x1024x64x1024 (batch x M x N x K), tiled 64x64x8, thread tile 8x4, 128 threads, split-K 2
 // Decoding's logits read wte^T along K: the tiled kernel with 16-row tiles.
@@ -68,6 +70,22 @@ func.func @decode_fc(%a: memref<16x768xf32>, %b: memref<768x3072xf32>, %c: memre
   %cst = arith.constant 0.0 : f32
   linalg.fill ins(%cst : f32) outs(%c : memref<16x3072xf32>)
   linalg.matmul ins(%a, %b : memref<16x768xf32>, memref<768x3072xf32>) outs(%c : memref<16x3072xf32>)
+  return
+}
+
+// One row (a decode step's GEMVs): narrower row segments instead of split-K,
+// so each is one launch: c_fc (3072 columns) and c_proj (768 columns, K 3072).
+func.func @step_fc(%a: memref<1x768xf32>, %b: memref<768x3072xf32>, %c: memref<1x3072xf32>) {
+  %cst = arith.constant 0.0 : f32
+  linalg.fill ins(%cst : f32) outs(%c : memref<1x3072xf32>)
+  linalg.matmul ins(%a, %b : memref<1x768xf32>, memref<768x3072xf32>) outs(%c : memref<1x3072xf32>)
+  return
+}
+
+func.func @step_proj(%a: memref<1x3072xf32>, %b: memref<3072x768xf32>, %c: memref<1x768xf32>) {
+  %cst = arith.constant 0.0 : f32
+  linalg.fill ins(%cst : f32) outs(%c : memref<1x768xf32>)
+  linalg.matmul ins(%a, %b : memref<1x3072xf32>, memref<3072x768xf32>) outs(%c : memref<1x768xf32>)
   return
 }
 

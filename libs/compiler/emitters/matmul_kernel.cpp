@@ -141,6 +141,22 @@ constexpr int64_t kSkinnyRegisters = 128;
 // Each warp gets at least this many rows of its block's K-slice, so that the
 // shared-memory reduction stays small next to the streaming.
 constexpr int64_t kSkinnyMinRowsPerWarp = 4;
+// Before splitting K across blocks (which costs two more launches: zeroing
+// C and the epilogue), a skinny block narrows: a warp's lanes split into
+// groups that each read a segment of a B row, down to this many bytes (two
+// 32-byte sectors, every sector still read whole), so that more blocks fit
+// across N. A decode step's GEMVs (one row of C) then take one launch each.
+constexpr int64_t kSkinnyMinSegmentBytes = 64;
+// Row segments narrow only for products of at most this many rows (as
+// measured: a decode step's one row).
+constexpr int64_t kSkinnyNarrowMaxRows = 1;
+// The skinny grid is wide enough, unsplit, with this many blocks per SM.
+constexpr int64_t kSkinnyTargetBlocksPerSm = 1;
+// Still short of that at the narrowest segment, K is split only when
+// fewer than one SM in kSkinnySplitBelowSmsPerBlock has a block: a block
+// streaming B from L2 moves about 100 GB/s, so a quarter of the SMs still
+// near the DRAM rate, without split-K's two extra launches.
+constexpr int64_t kSkinnySplitBelowSmsPerBlock = 4;
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
 constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
@@ -255,7 +271,8 @@ struct TiledConfig {
 struct SkinnyConfig {
   int64_t warps = kSkinnyWarps;
   int64_t vectorN = 1;      // columns per thread (one vector of B)
-  int64_t blockN = 32;      // 32 lanes x vectorN
+  int64_t lanesN = 32;      // lanes across a row segment; 32 / lanesN segments (rows of B) per warp
+  int64_t blockN = 32;      // lanesN x vectorN
   int64_t rowsPerBlock = 1; // rows of A and C per block
   int64_t rowGroups = 1;
   int64_t splitK = 1;
@@ -264,7 +281,9 @@ struct SkinnyConfig {
   int64_t reductionRows = 1;
 
   int64_t threads() const { return warps * 32; }
-  int64_t rowsPerWarp() const { return kPerSplit / warps; }
+  // Groups of lanes that each take their own rows of the K-slice.
+  int64_t rowSlots() const { return warps * (32 / lanesN); }
+  int64_t rowsPerWarp() const { return kPerSplit / rowSlots(); }
   int64_t chunks() const { return ceilDiv(rowsPerWarp(), rowsInFlight); }
 };
 
@@ -411,24 +430,36 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
                           int64_t vectorN, bool splitAllowed) {
   SkinnyConfig c;
   c.vectorN = vectorN;
-  c.blockN = 32 * vectorN;
   c.rowsPerBlock = std::min(p.m, kSkinnyRowsPerBlock);
   c.rowGroups = ceilDiv(p.m, c.rowsPerBlock);
-  int64_t columnBlocks = ceilDiv(p.n, c.blockN) * p.batch * c.rowGroups;
+  // Narrower row segments (more blocks across N) instead of splitting K,
+  // for one row whose whole K fits one staged slice (a decode step's GEMVs).
+  c.lanesN = 32;
+  auto columnBlocksOf = [&](int64_t lanes) { return ceilDiv(p.n, lanes * vectorN) * p.batch * c.rowGroups; };
+  int64_t stagedRowBytes = roundUp(c.rowsPerBlock, c.rowsPerBlock >= kFragment ? kFragment : 1) * p.elementBytes;
+  bool wholeK = p.k * stagedRowBytes <= kSkinnyASharedBytes && p.m <= kSkinnyNarrowMaxRows;
+  while (options.splitK <= 0 && wholeK && c.lanesN > 1 && (c.lanesN / 2) * vectorN * p.elementBytes >= kSkinnyMinSegmentBytes &&
+         columnBlocksOf(c.lanesN) < kSkinnyTargetBlocksPerSm * device.smCount &&
+         p.k >= c.warps * (32 / (c.lanesN / 2)) * kSkinnyMinRowsPerWarp)
+    c.lanesN /= 2;
+  c.blockN = c.lanesN * vectorN;
+  int64_t columnBlocks = columnBlocksOf(c.lanesN);
   int64_t splits = 1;
   if (options.splitK > 0) {
     splits = options.splitK;
   } else {
-    // Enough blocks for every SM; no split shorter than a few rows per warp.
-    int64_t deepest = std::max<int64_t>(1, p.k / (c.warps * kSkinnyMinRowsPerWarp));
-    splits = std::clamp<int64_t>(ceilDiv(device.smCount, columnBlocks), 1, deepest);
+    // Enough blocks for every SM; no split shorter than a few rows per slot.
+    int64_t deepest = std::max<int64_t>(1, p.k / (c.rowSlots() * kSkinnyMinRowsPerWarp));
+    if (c.lanesN == 32 || columnBlocks * kSkinnySplitBelowSmsPerBlock < device.smCount)
+      splits = std::clamp<int64_t>(ceilDiv(device.smCount, columnBlocks), 1, deepest);
   }
   if (!splitAllowed)
     splits = 1;
   // The staged slice of A must fit its shared budget; split further if not.
   int64_t rowBytes = roundUp(c.rowsPerBlock, c.rowsPerBlock >= kFragment ? kFragment : 1) * p.elementBytes;
-  int64_t maxSlice = std::max<int64_t>(c.warps, kSkinnyASharedBytes / rowBytes / c.warps * c.warps);
-  c.kPerSplit = std::min(roundUp(ceilDiv(p.k, splits), c.warps), maxSlice);
+  int64_t slots = c.rowSlots();
+  int64_t maxSlice = std::max<int64_t>(slots, kSkinnyASharedBytes / rowBytes / slots * slots);
+  c.kPerSplit = std::min(roundUp(ceilDiv(p.k, splits), slots), maxSlice);
   c.splitK = ceilDiv(p.k, c.kPerSplit);
   int64_t words = p.elementBytes / 4;
   int64_t accumulators = c.rowsPerBlock * c.vectorN * words;
@@ -436,14 +467,14 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   int64_t most = std::clamp<int64_t>(std::min(forB, kSkinnyRowsInFlight), 1, c.rowsPerWarp());
   // As many chunks as that needs, evened out (16 rows by at most 5: 4 x 4).
   c.rowsInFlight = ceilDiv(c.rowsPerWarp(), ceilDiv(c.rowsPerWarp(), most));
-  int64_t bytesPerReductionRow = c.warps * c.blockN * p.elementBytes;
+  int64_t bytesPerReductionRow = slots * c.blockN * p.elementBytes;
   c.reductionRows = std::clamp<int64_t>(kSkinnyReductionSharedBytes / bytesPerReductionRow, 1, c.rowsPerBlock);
   return c;
 }
 
 int64_t skinnySharedBytes(const Problem &p, const SkinnyConfig &c) {
   int64_t aRow = roundUp(c.rowsPerBlock, c.rowsPerBlock >= kFragment ? kFragment : 1);
-  return (c.kPerSplit * aRow + c.warps * c.reductionRows * c.blockN) * p.elementBytes;
+  return (c.kPerSplit * aRow + c.rowSlots() * c.reductionRows * c.blockN) * p.elementBytes;
 }
 
 //===----------------------------------------------------------------------===//
@@ -925,11 +956,12 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
 //===----------------------------------------------------------------------===//
 // The skinny (GEMV-like) kernel.
 //
-// A block owns 32 x vectorN columns of C and rowsPerBlock rows, for one
-// K-slice. Lane l of every warp holds the columns l*vectorN.., for all of
-// the block's rows, in registers; warp w takes rows w, w+warps, ... of the
-// slice, so a warp reads whole rows of B (coalesced, 128-bit) straight into
-// registers, each element of B once. The slice of A is staged in shared
+// A block owns lanesN x vectorN columns of C and rowsPerBlock rows, for
+// one K-slice. The lanes of a warp form 32 / lanesN groups ("row slots");
+// lane l of a group holds the columns l*vectorN.., for all of the block's
+// rows, in registers; slot s takes rows s, s+slots, ... of the slice, so a
+// group reads a segment of a row of B (coalesced, 128-bit; the whole row of
+// the block's columns) straight into registers, each element of B once. The slice of A is staged in shared
 // memory ([k][row]) and read as broadcasts. At the end the warps add their
 // partial sums through shared memory, and one thread per output vector
 // writes C (atomically when K is split).
@@ -954,8 +986,11 @@ void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &
   const int64_t rows = cfg.rowsPerBlock;
   const int64_t vn = cfg.vectorN;
   Value tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
-  Value lane = ix.rem(tid, 32);
-  Value warp = ix.div(tid, 32);
+  // `lane` within the row segment, `warp` the row slot (a warp when lanesN
+  // is 32).
+  Value lane = ix.rem(tid, cfg.lanesN);
+  Value warp = ix.div(tid, cfg.lanesN);
+  const int64_t slots = cfg.rowSlots();
   Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
   Value split = cfg.splitK > 1 ? Value(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y)) : ix.c(0);
   Value blockZ = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
@@ -968,7 +1003,7 @@ void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &
 
   // Rows j of chunk `chunk` (a dynamic index): slice rows (chunk*R + j)*warps + warp.
   auto sliceRow = [&](Value chunk, int64_t j) {
-    return ix.add(ix.mul(ix.add(ix.mul(chunk, cfg.rowsInFlight), j), cfg.warps), warp);
+    return ix.add(ix.mul(ix.add(ix.mul(chunk, cfg.rowsInFlight), j), slots), warp);
   };
   auto loadB = [&](Value chunk, int64_t count) {
     llvm::SmallVector<Value> values;
@@ -1067,17 +1102,17 @@ void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &
                                     mlir::ValueRange{warp, ix.c(i), ix.mul(lane, vn)}, false,
                                     llvm::MaybeAlign(vn * eb));
     mlir::gpu::BarrierOp::create(b, loc);
-    int64_t outputs = count * 32;
+    int64_t outputs = count * cfg.lanesN;
     for (int64_t j = 0; j < ceilDiv(outputs, threads); ++j) {
       Value q = ix.add(tid, j * threads);
       Value valid = (j + 1) * threads > outputs ? ix.lt(q, outputs) : Value();
-      Value i = ix.div(q, 32), l = ix.rem(q, 32);
+      Value i = ix.div(q, cfg.lanesN), l = ix.rem(q, cfg.lanesN);
       Value row = ix.add(ix.add(m0, i), first);
       Value outCol = ix.add(ix.mul(blockX, cfg.blockN), ix.mul(l, vn));
       Value inside = ix.both(valid, ix.both(ix.lt(row, p.m), ix.lt(outCol, p.n)));
       guarded(ix, inside, [&] {
         Value sum = zeroVector(ix, element, vn);
-        for (int64_t w = 0; w < cfg.warps; ++w) {
+        for (int64_t w = 0; w < slots; ++w) {
           Value part = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({vn}, element), sharedReduction,
                                                     mlir::ValueRange{ix.c(w), i, ix.mul(l, vn)}, false,
                                                     llvm::MaybeAlign(vn * eb));
@@ -1286,7 +1321,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
       signature.name = name;
       signature.arguments = argumentTypes(q, /*withAB=*/true);
       signature.workgroupBuffers = {workgroupType({cfg.kPerSplit, aRow}, element),
-                                    workgroupType({cfg.warps, cfg.reductionRows, cfg.blockN}, element)};
+                                    workgroupType({cfg.rowSlots(), cfg.reductionRows, cfg.blockN}, element)};
       signature.bytesMoved = bytes;
       signature.flops = flops;
       signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
@@ -1297,7 +1332,9 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
         return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
       MLPIPE_DEBUG(kDebugEmitters, os << name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
                                       << p.k << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x "
-                                      << cfg.blockN << " columns per block, " << cfg.threads() << " threads, B vectors "
+                                      << cfg.blockN << " columns per block (" << cfg.lanesN
+                                      << " lanes per B row segment, kSkinnyMinSegmentBytes), " << cfg.threads()
+                                      << " threads, B vectors "
                                       << cfg.vectorN << " along N, split-K " << cfg.splitK << " (" << cfg.kPerSplit
                                       << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
                                       << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", "
