@@ -47,6 +47,14 @@ using emitters::rootBuffer;
 
 constexpr llvm::StringLiteral kFusionAttribute = "mlpipe.fusion";
 
+// Products of at most this many rows, B read row by row and unbatched, stay
+// with the generated skinny kernel: on the H200 cuBLAS's small-M kernels
+// read the weights at 0.2-0.9 TB/s (GPT-2 decode-step GEMVs of 2.4-9.5 MB
+// in 7.9-13.5 us) where the skinny kernel streams them at about a copy's
+// rate in one launch (2.1-3.8 us), and at 16 rows takes 9-11 us where
+// cuBLAS takes 17-22 (BENCHMARKS.md).
+constexpr int64_t kGeneratedSkinnyMaxRows = 16;
+
 // Ops that neither read nor write memory (constants, views): a GEMM may move
 // past them.
 bool isMemoryInert(mlir::Operation *op) {
@@ -259,10 +267,15 @@ bool mayMoveIntoGemm(GemmPlan &plan, mlir::linalg::GenericOp generic, const Gemm
 // The GEMM for `matmul`, with the fill before it and the foldable
 // elementwise ops after it in its block; nullopt (and why) when cuBLAS
 // cannot compute the matmul.
-std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, std::string &whyNot) {
+std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRows, std::string &whyNot) {
   auto problem = blasMatmul(matmul, &whyNot);
   if (!problem)
     return std::nullopt;
+  if (problem->m <= skinnyRows && problem->batch == 1 && !problem->b.transposed) {
+    whyNot = std::to_string(problem->m) + " rows, at most " + std::to_string(skinnyRows) +
+             ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)";
+    return std::nullopt;
+  }
   if (problem->batch < 1 || problem->m < 1 || problem->n < 1 || problem->k < 1) {
     whyNot = "it has an empty dimension";
     return std::nullopt;
@@ -476,7 +489,7 @@ void buildLeftover(FusionPlan &fusion, mlir::ModuleOp module) {
   fusion.leftover = leftover;
 }
 
-std::optional<FusionPlan> planFusion(mlir::func::FuncOp function, std::string &whyNot) {
+std::optional<FusionPlan> planFusion(mlir::func::FuncOp function, int64_t skinnyRows, std::string &whyNot) {
   if (!function.getBody().hasOneBlock()) {
     whyNot = "its body is not one block";
     return std::nullopt;
@@ -490,7 +503,7 @@ std::optional<FusionPlan> planFusion(mlir::func::FuncOp function, std::string &w
     whyNot = "it holds " + std::to_string(matmuls.size()) + " matmuls, not one";
     return std::nullopt;
   }
-  auto gemm = planGemm(matmuls.front(), whyNot);
+  auto gemm = planGemm(matmuls.front(), skinnyRows, whyNot);
   if (!gemm)
     return std::nullopt;
   FusionPlan fusion;
@@ -560,13 +573,15 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     llvm::SmallVector<mlir::func::FuncOp> fusions, others;
     for (auto function : module.getOps<mlir::func::FuncOp>())
       (isFusion(function, "matmul") ? fusions : others).push_back(function);
+    int64_t rows = skinnyRows < 0 ? kGeneratedSkinnyMaxRows : skinnyRows;
     for (mlir::func::FuncOp function : fusions)
-      rewriteFusion(function, module, gemms);
+      rewriteFusion(function, module, gemms, rows);
     for (mlir::func::FuncOp function : others)
-      rewriteBareMatmuls(function, gemms);
+      rewriteBareMatmuls(function, gemms, rows);
   }
 
-  static void rewriteFusion(mlir::func::FuncOp function, mlir::ModuleOp module, GemmBuilder &gemms) {
+  static void rewriteFusion(mlir::func::FuncOp function, mlir::ModuleOp module, GemmBuilder &gemms,
+                            int64_t skinnyRows) {
     llvm::SmallVector<mlir::func::CallOp> calls;
     if (auto uses = mlir::SymbolTable::getSymbolUses(function, module))
       for (const mlir::SymbolTable::SymbolUse &use : *uses)
@@ -575,7 +590,7 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     if (calls.empty())
       return;
     std::string whyNot;
-    auto fusion = planFusion(function, whyNot);
+    auto fusion = planFusion(function, skinnyRows, whyNot);
     if (!fusion) {
       MLPIPE_DEBUG(kDebugEmitters,
                    os << "cublas: @" << function.getName() << " is left to the generated kernel: " << whyNot << "\n");
@@ -591,7 +606,7 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
       function.erase();
   }
 
-  static void rewriteBareMatmuls(mlir::func::FuncOp function, GemmBuilder &gemms) {
+  static void rewriteBareMatmuls(mlir::func::FuncOp function, GemmBuilder &gemms, int64_t skinnyRows) {
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     function.walk([&](mlir::linalg::LinalgOp op) {
       if (isMatmul(op))
@@ -599,7 +614,7 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     });
     for (mlir::linalg::LinalgOp matmul : matmuls) {
       std::string whyNot;
-      auto plan = planGemm(matmul, whyNot);
+      auto plan = planGemm(matmul, skinnyRows, whyNot);
       if (!plan) {
         MLPIPE_DEBUG(kDebugEmitters, os << "cublas: the matmul at " << locationText(matmul.getLoc())
                                         << " is left to the generated kernel: " << whyNot << "\n");

@@ -1,5 +1,10 @@
-// RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls --canonicalize --cse | FileCheck %s
-// RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=tf32 --canonicalize --cse | FileCheck %s --check-prefix=TF32
+// The cases are small: skinny-rows=0 keeps every product with cuBLAS; by
+// default products of at most 16 rows, B read row by row, are left to the
+// generated skinny kernel (the SKINNY run: a case of 4 rows).
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=skinny-rows=0 --canonicalize --cse | FileCheck %s
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls="skinny-rows=0 precision=tf32" --canonicalize --cse | FileCheck %s --check-prefix=TF32
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls --debug-only=mlpipe-emitters 2>&1 >/dev/null | FileCheck %s --check-prefix=SKINNY
+// SKINNY: is left to the generated kernel: 4 rows, at most 16: the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=enabled=false | FileCheck %s --check-prefix=DISABLED
 // RUN: not mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=f16 2>&1 | FileCheck %s --check-prefix=BAD-PRECISION
 

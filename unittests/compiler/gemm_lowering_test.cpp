@@ -84,14 +84,16 @@ void hostGemm(int32_t element, int32_t compute, int32_t transposeA, int32_t tran
 }
 
 // lower-cpu's pipeline with mlpipe-cublas-matmuls before the BLAS pass, in
-// a file for StageOptions::pipelineFile.
+// a file for StageOptions::pipelineFile. Every product goes through the GEMM
+// call (skinny-rows=0: the test shapes are small, and few-row products
+// would otherwise be left to the generated kernel).
 class CublasPipelineFile {
 public:
   CublasPipelineFile() {
     std::string text = builtinPipeline("lower-cpu");
     size_t at = text.find("mlpipe-blas-matmuls,");
     BOOST_REQUIRE(at != std::string::npos);
-    text.insert(at, "mlpipe-cublas-matmuls, ");
+    text.insert(at, "mlpipe-cublas-matmuls{skinny-rows=0}, ");
     path_ =
         (std::filesystem::temp_directory_path() / ("gemm_lowering_" + std::to_string(getpid()) + ".pipeline")).string();
     writeOutput(path_, text);
