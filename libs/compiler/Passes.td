@@ -180,7 +180,7 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (computed in f32, no TF32) or tf32 (opt-in: A and B rounded to TF32)">,
     Option<"skinnyRows", "skinny-rows", "int64_t", /*default=*/"-1",
-           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel (-1: kGeneratedSkinnyMaxRows; 0: none)">,
+           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel where it takes them in one launch (-1: kGeneratedSkinnyMaxRows, 1; 0: none)">,
   ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];

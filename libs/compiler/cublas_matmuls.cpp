@@ -11,6 +11,7 @@
 // the zero fill before it and the foldable elementwise ops after it along.
 #include "compiler/debug.h"
 #include "compiler/emitters/fusion_graph.h"
+#include "compiler/emitters/matmul_kernel.h"
 #include "compiler/gemm_epilogue.h"
 #include "compiler/matmul_layout.h"
 #include "compiler/passes.h"
@@ -48,12 +49,15 @@ using emitters::rootBuffer;
 constexpr llvm::StringLiteral kFusionAttribute = "mlpipe.fusion";
 
 // Products of at most this many rows, B read row by row and unbatched, stay
-// with the generated skinny kernel: on the H200 cuBLAS's small-M kernels
-// read the weights at 0.2-0.9 TB/s (GPT-2 decode-step GEMVs of 2.4-9.5 MB
-// in 7.9-13.5 us) where the skinny kernel streams them at about a copy's
-// rate in one launch (2.1-3.8 us), and at 16 rows takes 9-11 us where
-// cuBLAS takes 17-22 (BENCHMARKS.md).
-constexpr int64_t kGeneratedSkinnyMaxRows = 16;
+// with the generated skinny kernel where it computes them in one launch
+// (emitters::skinnyIsOneLaunch): on the H200 cuBLAS's small-M kernels read
+// the weights at 0.2-0.9 TB/s (GPT-2 decode-step GEMVs of 2.4-9.5 MB in
+// 7.9-13.5 us) where the skinny kernel streams them at about a copy's rate
+// (2.1-3.8 us). At 16 rows the skinny kernel is faster too (9-11 us against
+// 17-22), but it splits K there and adds the splits atomically, in an order
+// that varies: a forward replayed as a graph would no longer give the bits
+// of direct launches, so those products stay with cuBLAS.
+constexpr int64_t kGeneratedSkinnyMaxRows = 1;
 
 // Ops that neither read nor write memory (constants, views): a GEMM may move
 // past them.
@@ -271,9 +275,11 @@ std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRo
   auto problem = blasMatmul(matmul, &whyNot);
   if (!problem)
     return std::nullopt;
-  if (problem->m <= skinnyRows && problem->batch == 1 && !problem->b.transposed) {
+  int64_t elementBytes = problem->element.getIntOrFloatBitWidth() / 8;
+  if (problem->m <= skinnyRows && problem->batch == 1 && !problem->b.transposed &&
+      emitters::skinnyIsOneLaunch(problem->m, problem->k, elementBytes)) {
     whyNot = std::to_string(problem->m) + " rows, at most " + std::to_string(skinnyRows) +
-             ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)";
+             ": the skinny kernel streams B faster, in one launch (kGeneratedSkinnyMaxRows, option skinny-rows)";
     return std::nullopt;
   }
   if (problem->batch < 1 || problem->m < 1 || problem->n < 1 || problem->k < 1) {

@@ -260,8 +260,8 @@ struct KernelTime {
 // two events, so each launch's GPU time is known (a little more than the
 // kernel alone: the events' own cost, a few microseconds). With `replays`
 // > 0 each kernel instead runs as launched, then that launch is captured
-// `replays` times into a CUDA graph, and the graph's replay is what the
-// events bracket (divided by `replays`): the kernel's own time to well
+// `replays` times into a CUDA graph, replayed once to warm up, and the
+// graph's second replay is what the events bracket (divided by `replays`): the kernel's own time to well
 // under a microsecond, with its operands as warm in L2 as repeated calls
 // leave them. The profiled work's results are then not meaningful (a
 // kernel that updates its output in place runs more than once). Library

@@ -1,10 +1,12 @@
-// The cases are small: skinny-rows=0 keeps every product with cuBLAS; by
-// default products of at most 16 rows, B read row by row, are left to the
-// generated skinny kernel (the SKINNY run: a case of 4 rows).
+// skinny-rows=0 keeps every product with cuBLAS; by default a one-row
+// product, B read row by row, is left to the generated skinny kernel (the
+// SKINNY run, on the last case).
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=skinny-rows=0 --canonicalize --cse | FileCheck %s
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls="skinny-rows=0 precision=tf32" --canonicalize --cse | FileCheck %s --check-prefix=TF32
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls --debug-only=mlpipe-emitters 2>&1 >/dev/null | FileCheck %s --check-prefix=SKINNY
-// SKINNY: is left to the generated kernel: 4 rows, at most 16: the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)
+// SKINNY-NOT: is left to the generated kernel: {{[0-9]+}} rows, at most
+// SKINNY: cublas: the matmul at {{.*}} is left to the generated kernel: 1 rows, at most 1: the skinny kernel streams B faster, in one launch (kGeneratedSkinnyMaxRows, option skinny-rows)
+// SKINNY-NOT: is left to the generated kernel: {{[0-9]+}} rows, at most
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=enabled=false | FileCheck %s --check-prefix=DISABLED
 // RUN: not mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=f16 2>&1 | FileCheck %s --check-prefix=BAD-PRECISION
 
@@ -405,5 +407,24 @@ func.func private @copy_first(%x: memref<4x8xf32>, %w: memref<8x6xf32>, %y: memr
 }
 func.func @fusion_left_alone(%x: memref<4x8xf32>, %w: memref<8x6xf32>, %y: memref<4x6xf32>) {
   call @copy_first(%x, %w, %y) : (memref<4x8xf32>, memref<8x6xf32>, memref<4x6xf32>) -> ()
+  return
+}
+
+// -----
+
+// One row, B read row by row (a decode step's GEMV): a GEMM with
+// skinny-rows=0, left to the generated skinny kernel by default (SKINNY
+// above); the transposed B of the logits stays with cuBLAS either way.
+// CHECK-LABEL: func.func @one_row
+// CHECK: call @mlpipeGemm
+// CHECK: call @mlpipeGemm
+// CHECK-NOT: linalg.matmul
+func.func @one_row(%x: memref<1x64xf32>, %w: memref<64x48xf32>, %y: memref<1x48xf32>, %wte: memref<80x48xf32>, %logits: memref<1x80xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<1x48xf32>)
+  linalg.matmul ins(%x, %w : memref<1x64xf32>, memref<64x48xf32>) outs(%y : memref<1x48xf32>)
+  %t = memref.transpose %wte (d0, d1) -> (d1, d0) : memref<80x48xf32> to memref<48x80xf32, strided<[1, 48]>>
+  linalg.fill ins(%zero : f32) outs(%logits : memref<1x80xf32>)
+  linalg.matmul ins(%y, %t : memref<1x48xf32>, memref<48x80xf32, strided<[1, 48]>>) outs(%logits : memref<1x80xf32>)
   return
 }

@@ -85,8 +85,8 @@ void hostGemm(int32_t element, int32_t compute, int32_t transposeA, int32_t tran
 
 // lower-cpu's pipeline with mlpipe-cublas-matmuls before the BLAS pass, in
 // a file for StageOptions::pipelineFile. Every product goes through the GEMM
-// call (skinny-rows=0: the test shapes are small, and few-row products
-// would otherwise be left to the generated kernel).
+// call (skinny-rows=0: one-row products would otherwise be left to the
+// generated kernel).
 class CublasPipelineFile {
 public:
   CublasPipelineFile() {

@@ -152,11 +152,10 @@ constexpr int64_t kSkinnyMinSegmentBytes = 64;
 constexpr int64_t kSkinnyNarrowMaxRows = 1;
 // The skinny grid is wide enough, unsplit, with this many blocks per SM.
 constexpr int64_t kSkinnyTargetBlocksPerSm = 1;
-// Still short of that at the narrowest segment, K is split only when
-// fewer than one SM in kSkinnySplitBelowSmsPerBlock has a block: a block
-// streaming B from L2 moves about 100 GB/s, so a quarter of the SMs still
-// near the DRAM rate, without split-K's two extra launches.
-constexpr int64_t kSkinnySplitBelowSmsPerBlock = 4;
+// Still short of that at the narrowest segment, K is not split: a block
+// streaming B moves about 100 GB/s, so a quarter of the SMs still come near
+// the DRAM rate, without split-K's two extra launches or its atomics (whose
+// order varies: the one-row form gives the same bits run after run).
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
 constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
@@ -450,7 +449,7 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   } else {
     // Enough blocks for every SM; no split shorter than a few rows per slot.
     int64_t deepest = std::max<int64_t>(1, p.k / (c.rowSlots() * kSkinnyMinRowsPerWarp));
-    if (c.lanesN == 32 || columnBlocks * kSkinnySplitBelowSmsPerBlock < device.smCount)
+    if (c.lanesN == 32)
       splits = std::clamp<int64_t>(ceilDiv(device.smCount, columnBlocks), 1, deepest);
   }
   if (!splitAllowed)
@@ -1379,6 +1378,12 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   return launchAll(cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     buildTiledBody(b, f, q, cfg, planA, planB, widthC);
   });
+}
+
+bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes) {
+  // chooseSkinny: one row narrows its segments and never splits when the
+  // whole K of its row of A fits the staged slice.
+  return m >= 1 && m <= kSkinnyNarrowMaxRows && k * elementBytes <= kSkinnyASharedBytes;
 }
 
 } // namespace mlpipe::emitters

@@ -76,6 +76,13 @@ struct GeneratedMatmulOptions {
 // off, since that kernel would read the product where it expects the operand.
 // Every launch (zero, product, epilogue) goes to the host builder's
 // insertion point in that order.
+// Whether the generated kernel computes an unbatched product of `m` rows
+// and depth `k` (B read row by row) in one launch without splitting K: its
+// one-row skinny form, whose row of A fits one staged slice. Such a kernel
+// adds in a fixed order (no atomics), so its results are the same bits run
+// after run.
+bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
+
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
                                         bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
                                         const DeviceDescription &device, const std::string &name,
