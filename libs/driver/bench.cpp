@@ -309,13 +309,11 @@ void benchGpt2(const BenchRequest &request) {
         it->second = gpu::replayedCopyMicroseconds(static_cast<size_t>(half), kProfileReplays);
       copyUs = it->second;
     }
-    std::cout << fmt::format("{:<13} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7} {:>8} {:>7}\n", row.mode,
-                             row.length, row.kernel, row.calls, row.microseconds, perCall,
-                             known ? fmt::format("{:.0f}", bytesPerCall) : "?",
-                             known ? fmt::format("{:.0f}", rate / 1e9) : "?",
-                             floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-",
-                             copyUs > 0 ? fmt::format("{:.2f}", copyUs) : "-",
-                             copyUs > 0 ? fmt::format("{:.2f}x", perCall / copyUs) : "-");
+    std::cout << fmt::format(
+        "{:<13} {:>5} {:<40} {:>6} {:>10.1f} {:>9.2f} {:>12} {:>9} {:>7} {:>8} {:>7}\n", row.mode, row.length,
+        row.kernel, row.calls, row.microseconds, perCall, known ? fmt::format("{:.0f}", bytesPerCall) : "?",
+        known ? fmt::format("{:.0f}", rate / 1e9) : "?", floorRatio > 0 ? fmt::format("{:.2f}x", floorRatio) : "-",
+        copyUs > 0 ? fmt::format("{:.2f}", copyUs) : "-", copyUs > 0 ? fmt::format("{:.2f}x", perCall / copyUs) : "-");
     csv += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.0f},{:.0f},{:.3f},{:.4f},{:.4f},{:.6f},{:.3f},{:.4f},{:.3f}\n",
                        row.mode, row.length, csvField(row.kernel), row.calls, row.microseconds, perCall, bytesPerCall,
                        double(row.flops) / double(row.calls), rate / 1e9, flopRate / 1e12, floorRatio, intensity,

@@ -441,8 +441,11 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
   }
   if (bracketed)
     check(d.cuEventRecord(timed.start, stream), "cuEventRecord");
-  CUresult r = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
-                                unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
+  auto launchOnce = [&] {
+    return d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
+                            unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
+  };
+  CUresult r = launchOnce();
   if (r != CUDA_SUCCESS) {
     // A fault reported at launch was left by a kernel that ran before.
     std::string message = d.errorMessage(r, "cuLaunchKernel", name);
@@ -462,15 +465,17 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
     check(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
     CUresult captured = CUDA_SUCCESS;
     for (int i = 0; i < profiler->replays && captured == CUDA_SUCCESS; ++i)
-      captured = d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
-                                  unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
+      captured = launchOnce();
     CUgraph graph = nullptr;
     CUresult ended = d.cuStreamEndCapture(stream, &graph);
+    CUgraphExec exec = nullptr;
+    CUresult instantiated = CUDA_SUCCESS;
+    if (captured == CUDA_SUCCESS && ended == CUDA_SUCCESS)
+      instantiated = d.cuGraphInstantiate(&exec, graph, 0);
+    if (graph)
+      d.cuGraphDestroy(graph);
     check(captured, "cuLaunchKernel", name);
     check(ended, "cuStreamEndCapture", name);
-    CUgraphExec exec = nullptr;
-    CUresult instantiated = d.cuGraphInstantiate(&exec, graph, 0);
-    d.cuGraphDestroy(graph);
     check(instantiated, "cuGraphInstantiate", name);
     CUresult replayed = d.cuGraphLaunch(exec, stream);
     if (replayed == CUDA_SUCCESS)

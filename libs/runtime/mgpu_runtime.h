@@ -261,9 +261,9 @@ struct KernelTime {
 // kernel alone: the events' own cost, a few microseconds). With `replays`
 // > 0 each kernel instead runs as launched, then that launch is captured
 // `replays` times into a CUDA graph, replayed once to warm up, and the
-// graph's second replay is what the events bracket (divided by `replays`): the kernel's own time to well
-// under a microsecond, with its operands as warm in L2 as repeated calls
-// leave them. The profiled work's results are then not meaningful (a
+// graph's second replay is what the events bracket (divided by
+// `replays`): the kernel's own time to well under a microsecond, with its
+// operands as warm in L2 as repeated calls leave them. The profiled work's results are then not meaningful (a
 // kernel that updates its output in place runs more than once). Library
 // work (a cuBLAS call) is bracketed once either way. Not usable during
 // graph capture.

@@ -539,10 +539,9 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   }
   Value firstTile = x.c(0);
   if (cfg.splits > 1) {
+    // Every split starts inside the keys (splits = ceil(keyTiles / tilesPerSplit)).
     firstTile = x.mul(split, cfg.tilesPerSplit);
-    tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, x.add(firstTile, cfg.tilesPerSplit));
-    // An empty split (past the causal limit) runs no tile.
-    tiles = b.createOrFold<mlir::arith::MaxSIOp>(loc, tiles, firstTile);
+    tiles = x.min(x.add(firstTile, cfg.tilesPerSplit), cfg.keyTiles);
   }
 
   // Cooperative staging of one tile of K and V rows into shared memory:
@@ -694,7 +693,8 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
 // of the output. Arguments: partials ([H, Tq, S, partialStride]), out
 // ([H, Tq, D]).
 //   M = max_s m_s,  L = sum_s l_s exp(m_s - M),  out = sum_s acc_s exp(m_s - M) / L
-// A split that saw no key (m_s = -inf, l_s = 0, acc_s = 0) adds nothing.
+// A split whose keys are all masked with -inf (m_s = -inf, l_s = 0,
+// acc_s = 0) adds nothing.
 mlir::LogicalResult buildCombine(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg) {
   mlir::Location loc = f.getLoc();
   Builder x{b, loc};
@@ -1008,8 +1008,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       return why = "the K and V tiles do not fit shared memory", mlir::failure();
     int64_t maxWidth = kVectorBytes / cfg.elementBytes;
     cfg.keyTiles = ceilDiv(cfg.keys, cfg.keysPerTile);
-    // Split the keys when the blocks would leave SMs idle (not causal: its
-    // blocks' key ranges differ by design).
+    // Split the keys when the blocks would leave SMs idle (never causal
+    // attention: its blocks' key ranges differ by design).
     if (!cfg.causal) {
       int64_t blocks = cfg.heads * cfg.queryTiles;
       int64_t wanted = ceilDiv(kSplitBlocksPerSm * device.smCount, blocks);
@@ -1069,11 +1069,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     // With split keys the kernel writes partials to a host temporary, and a
     // second kernel combines them into the output.
     Value partials;
-    auto partialsType =
-        mlir::MemRefType::get({cfg.heads, cfg.length, cfg.splits, cfg.partialStride}, element);
+    auto partialsType = mlir::MemRefType::get({cfg.heads, cfg.length, cfg.splits, cfg.partialStride}, element);
     if (cfg.splits > 1)
-      partials = mlir::memref::AllocOp::create(host, softmaxCall.getLoc(), partialsType,
-                                               host.getI64IntegerAttr(kVectorBytes));
+      partials =
+          mlir::memref::AllocOp::create(host, softmaxCall.getLoc(), partialsType, host.getI64IntegerAttr(kVectorBytes));
     signature.arguments = {qHost.getType(), kHost.getType(), vHost.getType(), partials ? partialsType : oType};
     llvm::SmallVector<Value> launchOperands{qHost, kHost, vHost, partials ? partials : oHost};
     for (unsigned argument : softmax->extraArguments) {
@@ -1114,6 +1113,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         op->erase();
       return why = "the kernel could not be built", mlir::failure();
     }
+    std::string splitText =
+        cfg.splits > 1 ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
+                             " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel"
+                       : "";
     MLPIPE_DEBUG(kDebugEmitters,
                  os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
                     << cfg.keys << " keys x " << cfg.headSize
@@ -1122,10 +1125,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                     << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
                     << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
                     << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles * cfg.splits
-                    << " blocks x " << cfg.threads << " threads";
-                 if (cfg.splits > 1) os << ", keys split " << cfg.splits << " ways (" << cfg.tilesPerSplit
-                                        << " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel";
-                 os << "\n");
+                    << " blocks x " << cfg.threads << " threads" << splitText << "\n");
     LaunchDims dims;
     dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};

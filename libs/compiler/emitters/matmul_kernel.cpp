@@ -151,11 +151,12 @@ constexpr int64_t kSkinnyMinSegmentBytes = 64;
 // measured: a decode step's one row).
 constexpr int64_t kSkinnyNarrowMaxRows = 1;
 // The skinny grid is wide enough, unsplit, with this many blocks per SM.
+// Still short of that at the narrowest segment, a narrowed block does not
+// split K: a block streaming B moves about 100 GB/s, so a quarter of the
+// SMs still come near the DRAM rate, without split-K's two extra launches
+// or its atomics (whose order varies: the one-row form gives the same bits
+// run after run).
 constexpr int64_t kSkinnyTargetBlocksPerSm = 1;
-// Still short of that at the narrowest segment, K is not split: a block
-// streaming B moves about 100 GB/s, so a quarter of the SMs still come near
-// the DRAM rate, without split-K's two extra launches or its atomics (whose
-// order varies: the one-row form gives the same bits run after run).
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
 constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
@@ -435,9 +436,8 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   // for one row whose whole K fits one staged slice (a decode step's GEMVs).
   c.lanesN = 32;
   auto columnBlocksOf = [&](int64_t lanes) { return ceilDiv(p.n, lanes * vectorN) * p.batch * c.rowGroups; };
-  int64_t stagedRowBytes = roundUp(c.rowsPerBlock, c.rowsPerBlock >= kFragment ? kFragment : 1) * p.elementBytes;
-  bool wholeK = p.k * stagedRowBytes <= kSkinnyASharedBytes && p.m <= kSkinnyNarrowMaxRows;
-  while (options.splitK <= 0 && wholeK && c.lanesN > 1 && (c.lanesN / 2) * vectorN * p.elementBytes >= kSkinnyMinSegmentBytes &&
+  bool narrowable = options.splitK <= 0 && skinnyIsOneLaunch(p.m, p.k, p.elementBytes);
+  while (narrowable && c.lanesN > 1 && (c.lanesN / 2) * vectorN * p.elementBytes >= kSkinnyMinSegmentBytes &&
          columnBlocksOf(c.lanesN) < kSkinnyTargetBlocksPerSm * device.smCount &&
          p.k >= c.warps * (32 / (c.lanesN / 2)) * kSkinnyMinRowsPerWarp)
     c.lanesN /= 2;
@@ -447,10 +447,12 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   if (options.splitK > 0) {
     splits = options.splitK;
   } else {
-    // Enough blocks for every SM; no split shorter than a few rows per slot.
-    int64_t deepest = std::max<int64_t>(1, p.k / (c.rowSlots() * kSkinnyMinRowsPerWarp));
-    if (c.lanesN == 32)
+    // Enough blocks for every SM; no split shorter than a few rows per
+    // slot. A narrowed block never splits (kSkinnyTargetBlocksPerSm).
+    if (c.lanesN == 32) {
+      int64_t deepest = std::max<int64_t>(1, p.k / (c.rowSlots() * kSkinnyMinRowsPerWarp));
       splits = std::clamp<int64_t>(ceilDiv(device.smCount, columnBlocks), 1, deepest);
+    }
   }
   if (!splitAllowed)
     splits = 1;
@@ -960,8 +962,9 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
 // lane l of a group holds the columns l*vectorN.., for all of the block's
 // rows, in registers; slot s takes rows s, s+slots, ... of the slice, so a
 // group reads a segment of a row of B (coalesced, 128-bit; the whole row of
-// the block's columns) straight into registers, each element of B once. The slice of A is staged in shared
-// memory ([k][row]) and read as broadcasts. At the end the warps add their
+// the block's columns) straight into registers, each element of B once.
+// The slice of A is staged in shared memory ([k][row]) and read as
+// broadcasts. At the end the warps add their
 // partial sums through shared memory, and one thread per output vector
 // writes C (atomically when K is split).
 //===----------------------------------------------------------------------===//
@@ -1329,15 +1332,14 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
       dims.block = {cfg.threads(), 1, 1};
       if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
         return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
-      MLPIPE_DEBUG(kDebugEmitters, os << name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
-                                      << p.k << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x "
-                                      << cfg.blockN << " columns per block (" << cfg.lanesN
-                                      << " lanes per B row segment, kSkinnyMinSegmentBytes), " << cfg.threads()
-                                      << " threads, B vectors "
-                                      << cfg.vectorN << " along N, split-K " << cfg.splitK << " (" << cfg.kPerSplit
-                                      << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
-                                      << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", "
-                                      << dims.grid[1] << ", " << dims.grid[2] << "), " << shared << " B shared\n");
+      MLPIPE_DEBUG(kDebugEmitters,
+                   os << name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                      << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x " << cfg.blockN
+                      << " columns per block (" << cfg.lanesN << " lanes per B row segment, kSkinnyMinSegmentBytes), "
+                      << cfg.threads() << " threads, B vectors " << cfg.vectorN << " along N, split-K " << cfg.splitK
+                      << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
+                      << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+                      << dims.grid[2] << "), " << shared << " B shared\n");
       return launchAll(cfg.splitK, signature, dims,
                        [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { buildSkinnyBody(b, f, q, cfg, cVector); });
     }
@@ -1381,8 +1383,9 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
 }
 
 bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes) {
-  // chooseSkinny: one row narrows its segments and never splits when the
-  // whole K of its row of A fits the staged slice.
+  // What chooseSkinny narrows (and so never splits): one row, whose whole K
+  // (one element per k: no fragment padding at one row) fits the staged
+  // slice of A.
   return m >= 1 && m <= kSkinnyNarrowMaxRows && k * elementBytes <= kSkinnyASharedBytes;
 }
 
