@@ -431,6 +431,15 @@ Tensor Graph::transpose(Tensor x, std::vector<int64_t> permutation) {
   Shape shape(permutation.size());
   for (size_t i = 0; i < permutation.size(); ++i)
     shape[i] = x.shape()[permutation[i]];
+  // A permutation that moves only axes of extent 1 keeps every element where
+  // it was: it is a reshape, and costs no copy (a decode step's one-row head
+  // split and merge).
+  std::vector<int64_t> movedAxes;
+  for (int64_t axis : permutation)
+    if (x.shape()[axis] != 1)
+      movedAxes.push_back(axis);
+  if (std::is_sorted(movedAxes.begin(), movedAxes.end()))
+    return reshape(x, shape);
   Node node{OpKind::Transpose, 0, {x.id()}, shape, x.dtype()};
   node.ints = std::move(permutation);
   return add(std::move(node));

@@ -84,17 +84,29 @@ Tensor embed(Tensor ids, Tensor wte, Tensor wpe, Tensor position = {}) {
   return take(wte, ids) + take(wpe, reshape(position, {1}));
 }
 
-// Writes the heads [H, T, D] of keys (kv = 0) or values (kv = 1) into the
-// cache at the block's layer, at position 0 (prefill) or the run-time one.
-void writeCache(KvCache &kv, Tensor heads, int64_t which) {
-  Shape block(kv.layer.size(), 1);
-  block.push_back(1);
-  for (int64_t extent : heads.shape())
-    block.push_back(extent);
-  std::vector<int64_t> offsets = kv.layer;
-  offsets.insert(offsets.end(), {which, 0, 0, 0});
+// Writes the keys and values of c_attn's output [T, 3C] (its last 2C
+// columns) into the cache at the block's layer, at position 0 (prefill) or
+// the run-time one: as one block [2, H, T, D], so a decode step copies its
+// new row into the cache in one kernel. A block that would cover one
+// layer's whole cache (a prefill of n_ctx tokens) goes in as two, keys then
+// values: a write of the whole would be a new tensor, not an update in
+// place of the in-out cache.
+void writeCache(KvCache &kv, Tensor qkv, int64_t heads) {
+  Graph &g = qkv.graph();
+  int64_t length = qkv.dim(0), width = qkv.dim(1) / 3;
   int64_t positionAxis = kv.phase == Gpt2Phase::Decode ? static_cast<int64_t>(kv.layer.size()) + 2 : -1;
-  kv.cache = heads.graph().insert(kv.cache, reshape(heads, block), offsets, positionAxis, kv.position);
+  bool coversLayerCache = kv.layer.empty() && length == kv.cache.dim(2);
+  int64_t partsPerBlock = coversLayerCache ? 1 : 2; // of keys (part 0) and values (part 1)
+  for (int64_t part = 0; part < 2; part += partsPerBlock) {
+    Tensor columns = g.slice(qkv, 1, (1 + part) * width, partsPerBlock * width);
+    Tensor split = transpose(reshape(columns, {length, partsPerBlock, heads, width / heads}), {1, 2, 0, 3});
+    Shape block(kv.layer.size(), 1);
+    for (int64_t extent : split.shape())
+      block.push_back(extent);
+    std::vector<int64_t> offsets = kv.layer;
+    offsets.insert(offsets.end(), {part, 0, 0, 0});
+    kv.cache = g.insert(kv.cache, reshape(split, block), offsets, positionAxis, kv.position);
+  }
 }
 
 // The block's cached keys (kv = 0) or values (kv = 1): [H, n_ctx, D].
@@ -126,8 +138,7 @@ Tensor attend(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &conf
     std::vector<Tensor> qkv = split(qkvAll, 3, -1);
     if (kv.phase != Gpt2Phase::Forward) {
       Graph::Scope cacheScope(g, "cache");
-      writeCache(kv, nn::splitHeads(qkv[1], config.nHead), 0);
-      writeCache(kv, nn::splitHeads(qkv[2], config.nHead), 1);
+      writeCache(kv, qkvAll, config.nHead);
     }
     if (kv.phase == Gpt2Phase::Decode)
       heads =
