@@ -592,6 +592,52 @@ def MergeIdenticalKernelsPass : Pass<"mlpipe-merge-identical-kernels", "mlir::Mo
   }];
 }
 
+def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"> {
+  let summary = "Let each kernel's launch overlap the end of the kernel before it (sm_90 and later)";
+  let description = [{
+    A launch that waits for the kernel before it to finish and only then
+    starts costs a microsecond or two of an idle GPU, which a decode step of
+    a hundred small kernels pays a hundred times. On chips with programmatic
+    dependent launch (sm_90 and later, `programmaticDependentLaunch` in the
+    device description of `chip`), every kernel starts with
+
+      - `griddepcontrol.launch_dependents`: the kernel after it may be
+        scheduled now, its blocks filling what this one leaves free;
+      - `griddepcontrol.wait`: before touching memory, wait until the kernel
+        before has finished and its writes are visible.
+
+    Nothing is read or written before the wait, so each kernel still sees
+    everything the kernels before it wrote; a kernel launched without the
+    attribute returns from the wait at once. Each module gets a marker
+    global, `mlpipe_programmatic_launch`, that tells the runtime its kernels
+    may be launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+    On older chips nothing changes. `--debug-only=mlpipe-launch` prints the
+    choice.
+
+    ```mlir
+    gpu.module @gelu_kernel {
+      gpu.func @gelu_kernel(%x: memref<64xf32>, %y: memref<64xf32>) kernel { BODY }
+    }
+    ```
+    becomes, for sm_90,
+    ```mlir
+    gpu.module @gelu_kernel {
+      llvm.mlir.global external constant @mlpipe_programmatic_launch(1 : i8) : i8
+      gpu.func @gelu_kernel(%x: memref<64xf32>, %y: memref<64xf32>) kernel {
+        nvvm.griddepcontrol launch_dependents
+        nvvm.griddepcontrol wait
+        BODY
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The chip the kernels are compiled for (sm_90 and later launch programmatically)">,
+  ];
+  let dependentDialects = ["mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect"];
+}
+
 def KernelCostsPass : Pass<"mlpipe-kernel-costs", "mlir::ModuleOp"> {
   let summary = "Record each kernel's bytes moved and flops on the module, for the runtime's profiler";
   let description = [{

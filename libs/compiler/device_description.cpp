@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdlib>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace mlpipe {
@@ -16,6 +18,9 @@ namespace {
 
 constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * 1024;
+// griddepcontrol and CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+// came with Hopper.
+constexpr int kFirstProgrammaticLaunchSm = 90;
 
 DeviceDescription describe(const char *chip, const char *part, int sms, int threadsPerSm, int64_t sharedOptIn,
                            int64_t l2) {
@@ -26,6 +31,7 @@ DeviceDescription describe(const char *chip, const char *part, int sms, int thre
   d.maxThreadsPerSm = threadsPerSm;
   d.sharedMemoryPerBlockOptIn = sharedOptIn;
   d.l2CacheBytes = l2;
+  d.programmaticDependentLaunch = std::atoi(chip + 3) >= kFirstProgrammaticLaunchSm;
   return d;
 }
 

@@ -23,6 +23,10 @@ struct DeviceDescription {
   int64_t sharedMemoryPerBlock = 48 * 1024;
   int64_t sharedMemoryPerBlockOptIn = 48 * 1024;
   int64_t l2CacheBytes = 0;
+  // Programmatic dependent launch (sm_90 and later): a kernel may be
+  // scheduled while the one before it finishes, waiting in griddepcontrol
+  // for its writes.
+  bool programmaticDependentLaunch = false;
 
   // Resident threads the whole GPU can hold: the width a grid-stride loop
   // needs to keep every SM busy.

@@ -31,7 +31,25 @@ struct Allocation {
 struct KernelInfo {
   std::string name;
   int32_t dynamicSharedAllowed = 0; // the largest dynamic shared size opted into
+  // Compiled to wait in griddepcontrol for the kernel before it (its module
+  // holds kProgrammaticLaunchMarker), so it may be launched while that one
+  // finishes.
+  bool programmaticLaunch = false;
 };
+
+// The global mlpipe-programmatic-launch puts in every module whose kernels
+// wait for their predecessors before touching memory.
+constexpr const char *kProgrammaticLaunchMarker = "mlpipe_programmatic_launch";
+
+// MLPIPE_PROGRAMMATIC_LAUNCH=0 launches every kernel after the one before it
+// has finished, as on chips before sm_90 (to measure what overlapping gains).
+bool programmaticLaunchAllowed() {
+  static const bool allowed = [] {
+    const char *value = std::getenv("MLPIPE_PROGRAMMATIC_LAUNCH");
+    return !value || std::string_view(value) != "0";
+  }();
+  return allowed;
+}
 
 // Finds functions by name without building a std::string per lookup.
 struct NameHash {
@@ -346,15 +364,20 @@ void checkLaunchShape(std::string_view name, const intptr_t (&dims)[6], int32_t 
 // limit must be opted into per function. The default (48 KiB) counts static
 // shared memory too, so the limit is raised for any dynamic size not yet
 // allowed, and remembered so repeated launches skip the call.
-std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem) {
+// The kernel's name, after opting it into `smem` bytes of dynamic shared
+// memory where it needs more than before; `programmatic` says whether it may
+// be launched programmatically (KernelInfo).
+std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &programmatic) {
   Registry &reg = registry();
   std::string name;
   bool raise = false;
+  programmatic = false;
   {
     std::lock_guard lock(reg.mutex);
     auto it = reg.kernels.find(f);
     if (it != reg.kernels.end()) {
       name = it->second.name;
+      programmatic = it->second.programmaticLaunch;
       raise = smem > it->second.dynamicSharedAllowed;
     } else {
       raise = smem > 0;
@@ -430,7 +453,8 @@ std::pair<int64_t, int64_t> launchCost(const std::string &name, void **params, s
 void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stream, void **params, void **extra,
             size_t paramsCount) {
   CudaDriver &d = driver();
-  std::string name = prepareLaunch(d, f, smem);
+  bool programmatic = false;
+  std::string name = prepareLaunch(d, f, smem, programmatic);
   checkLaunchShape(name, dims, smem);
   ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
   ProfiledLaunch timed;
@@ -441,7 +465,22 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
   }
   if (bracketed)
     check(d.cuEventRecord(timed.start, stream), "cuEventRecord");
+  // A kernel compiled to wait for its predecessor in griddepcontrol is
+  // launched with programmatic stream serialisation: it may be scheduled
+  // while the kernel before it on the stream (or in the graph) finishes.
+  CUlaunchAttribute overlap{};
+  overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  overlap.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = unsigned(dims[0]), config.gridDimY = unsigned(dims[1]), config.gridDimZ = unsigned(dims[2]);
+  config.blockDimX = unsigned(dims[3]), config.blockDimY = unsigned(dims[4]), config.blockDimZ = unsigned(dims[5]);
+  config.sharedMemBytes = unsigned(smem);
+  config.hStream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
   auto launchOnce = [&] {
+    if (programmatic)
+      return d.cuLaunchKernelEx(&config, f, params, extra);
     return d.cuLaunchKernel(f, unsigned(dims[0]), unsigned(dims[1]), unsigned(dims[2]), unsigned(dims[3]),
                             unsigned(dims[4]), unsigned(dims[5]), unsigned(smem), stream, params, extra);
   };
@@ -527,6 +566,14 @@ HostSpan memrefSpan(int64_t rank, void *descriptor, int64_t elementSizeBytes) {
 bool isCurrentStream(CUstream stream) { return stream && stream == currentStreamOnThread; }
 
 } // namespace
+
+bool launchesProgrammatically(void *function) {
+  Registry &reg = registry();
+  std::lock_guard lock(reg.mutex);
+  auto it = reg.kernels.find(static_cast<CUfunction>(function));
+  return it != reg.kernels.end() && it->second.programmaticLaunch;
+}
+
 } // namespace mlpipe::gpu
 
 using namespace mlpipe::gpu;
@@ -573,11 +620,17 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
           return static_cast<void *>(found->second);
     }
     std::string owned(kernel);
+    CudaDriver &d = driver();
     CUfunction f = nullptr;
-    check(driver().cuModuleGetFunction(&f, m, owned.c_str()), "cuModuleGetFunction", owned);
+    check(d.cuModuleGetFunction(&f, m, owned.c_str()), "cuModuleGetFunction", owned);
+    KernelInfo info{owned};
+    CUdeviceptr marker = 0;
+    size_t markerBytes = 0;
+    info.programmaticLaunch = programmaticLaunchAllowed() && d.cuLaunchKernelEx && d.cuModuleGetGlobal &&
+                              d.cuModuleGetGlobal(&marker, &markerBytes, m, kProgrammaticLaunchMarker) == CUDA_SUCCESS;
     std::lock_guard lock(reg.mutex);
     reg.moduleFunctions[m].emplace(owned, f);
-    reg.kernels.try_emplace(f, KernelInfo{owned});
+    reg.kernels.try_emplace(f, std::move(info));
     return static_cast<void *>(f);
   });
 }

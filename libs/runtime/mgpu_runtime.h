@@ -248,6 +248,12 @@ struct KernelCostModel {
 // Tells the profiler about a kernel (by the name it is launched under).
 void describeKernel(const std::string &name, const KernelCostModel &model);
 
+// Whether launches of `function` (an mgpuModuleGetFunction result) overlap
+// the end of the kernel before them: its module was compiled for
+// programmatic dependent launch (mlpipe-programmatic-launch), the driver
+// has cuLaunchKernelEx, and MLPIPE_PROGRAMMATIC_LAUNCH is not 0.
+bool launchesProgrammatically(void *function);
+
 // One kernel launch timed by the profiler.
 struct KernelTime {
   std::string kernel;

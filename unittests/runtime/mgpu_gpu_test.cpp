@@ -139,6 +139,53 @@ const char *const kBrokenPtx = R"PTX(
 }
 )PTX";
 
+// saxpy again, for sm_90, compiled as mlpipe-programmatic-launch compiles
+// kernels: it first lets the next launch be scheduled, then waits for the
+// kernel before it, and its module carries the runtime's marker.
+const char *const kProgrammaticPtx = R"PTX(
+.version 7.8
+.target sm_90
+.address_size 64
+
+.visible .global .align 1 .u8 mlpipe_programmatic_launch = 1;
+
+.visible .entry saxpy(
+    .param .u64 saxpy_x,
+    .param .u64 saxpy_y,
+    .param .f32 saxpy_a,
+    .param .u32 saxpy_n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<8>;
+
+    griddepcontrol.launch_dependents;
+    griddepcontrol.wait;
+    ld.param.u64 %rd1, [saxpy_x];
+    ld.param.u64 %rd2, [saxpy_y];
+    ld.param.f32 %f1, [saxpy_a];
+    ld.param.u32 %r1, [saxpy_n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    add.s64 %rd7, %rd4, %rd5;
+    ld.global.f32 %f2, [%rd6];
+    ld.global.f32 %f3, [%rd7];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    st.global.f32 [%rd7], %f4;
+DONE:
+    ret;
+}
+)PTX";
+
 constexpr int kBlock = 256;
 
 // Fresh data on every run, never zero: values in ±[0.5, 2).
@@ -548,6 +595,69 @@ BOOST_AUTO_TEST_CASE(a_replayed_graph_gives_the_bits_of_direct_launches) {
   BOOST_TEST(gpu::counters().allocations == allocations);
   gpu::release(x);
   gpu::release(y);
+}
+
+// A chain of dependent launches that each overlap the end of the one before
+// (programmatic dependent launch) computes what launching them one after
+// another does, directly and replayed in a graph: every kernel waits for
+// its predecessor's writes.
+BOOST_AUTO_TEST_CASE(programmatic_launches_wait_for_the_kernel_before_them) {
+  if (std::string chip = gpu::deviceChip(); std::atoi(chip.c_str() + 3) < 90) {
+    BOOST_TEST_MESSAGE("skipped: " << chip << " has no programmatic dependent launch");
+    return;
+  }
+  const uint32_t n = 1000003; // not a multiple of the block
+  const size_t bytes = n * sizeof(float);
+  const int links = 32;
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kProgrammaticPtx), 2);
+  void *saxpy = mgpuModuleGetFunction(module, "saxpy");
+  Kernels plain;
+  BOOST_TEST(gpu::launchesProgrammatically(saxpy) == (std::getenv("MLPIPE_PROGRAMMATIC_LAUNCH") == nullptr));
+  BOOST_TEST(!gpu::launchesProgrammatically(plain.saxpy));
+  gpu::Stream stream;
+  gpu::StreamScope scope(stream);
+  std::vector<float> x0 = randomVector(n), y0 = randomVector(n);
+  std::vector<float> coefficients(links);
+  for (float &c : coefficients)
+    c = randomNonZero() / 2; // |c| < 1: the chain stays finite
+  // The host's chain: link i adds c_i times one vector to the other, in turn.
+  std::vector<float> x = x0, y = y0;
+  for (int i = 0; i < links; ++i)
+    for (uint32_t e = 0; e < n; ++e)
+      (i % 2 ? x[e] : y[e]) = std::fma(coefficients[i], i % 2 ? y[e] : x[e], i % 2 ? x[e] : y[e]);
+  auto *dx = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto *dy = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto chain = [&] {
+    for (int i = 0; i < links; ++i) {
+      void *from = i % 2 ? dy : dx, *to = i % 2 ? dx : dy;
+      float c = coefficients[i];
+      uint32_t count = n;
+      void *params[] = {&from, &to, &c, &count};
+      mgpuLaunchKernel(saxpy, (n + kBlock - 1) / kBlock, 1, 1, kBlock, 1, 1, 0, mgpuStreamCreate(), params, nullptr, 4);
+    }
+  };
+  auto mismatches = [&] {
+    std::vector<float> gotX(n), gotY(n);
+    gpu::copyToHost(gotX.data(), dx, bytes);
+    gpu::copyToHost(gotY.data(), dy, bytes);
+    return std::memcmp(gotX.data(), x.data(), bytes) != 0 || std::memcmp(gotY.data(), y.data(), bytes) != 0;
+  };
+  gpu::copyToDevice(dx, x0.data(), bytes);
+  gpu::copyToDevice(dy, y0.data(), bytes);
+  chain();
+  BOOST_TEST(!mismatches());
+  gpu::Graph graph;
+  graph.capture(stream, chain);
+  BOOST_TEST(graph.kernelCount() == size_t(links));
+  for (int replay = 0; replay < 2; ++replay) {
+    gpu::copyToDevice(dx, x0.data(), bytes);
+    gpu::copyToDevice(dy, y0.data(), bytes);
+    graph.launch(stream);
+    BOOST_TEST(!mismatches());
+  }
+  gpu::release(dx);
+  gpu::release(dy);
+  mgpuModuleUnload(module);
 }
 
 BOOST_AUTO_TEST_CASE(a_capture_that_allocates_is_refused_and_the_stream_stays_usable) {

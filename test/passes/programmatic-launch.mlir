@@ -1,0 +1,54 @@
+// RUN: mlpipe-opt %s --mlpipe-programmatic-launch="chip=sm_90" --debug-only=mlpipe-launch 2>%t.debug | FileCheck %s
+// RUN: FileCheck %s --check-prefix=DEBUG --input-file=%t.debug
+// RUN: mlpipe-opt %s --mlpipe-programmatic-launch="chip=sm_100" | FileCheck %s
+// RUN: mlpipe-opt %s --mlpipe-programmatic-launch="chip=sm_80" --debug-only=mlpipe-launch 2>%t.old | FileCheck %s --check-prefix=OLD
+// RUN: FileCheck %s --check-prefix=OLD-DEBUG --input-file=%t.old
+// RUN: not mlpipe-opt %s --mlpipe-programmatic-launch="chip=sm_1" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// On sm_90 and later each kernel first lets the next one be scheduled, then
+// waits for the one before it, before its first load; its module gets the
+// marker the runtime looks for. A function that is not a kernel is left as
+// it is.
+// CHECK-LABEL: gpu.module @scale
+// CHECK: llvm.mlir.global external constant @mlpipe_programmatic_launch(1 : i8)
+// CHECK: gpu.func @scale(
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: arith.constant
+// CHECK: memref.load
+// CHECK: gpu.func @helper(
+// CHECK-NOT: griddepcontrol
+// CHECK: gpu.return
+// CHECK-LABEL: gpu.module @shift
+// CHECK: llvm.mlir.global external constant @mlpipe_programmatic_launch
+// CHECK: gpu.func @shift(
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// DEBUG: [mlpipe-launch] sm_90: 2 kernels launch programmatically
+
+// Before sm_90 nothing changes.
+// OLD-NOT: griddepcontrol
+// OLD-NOT: mlpipe_programmatic_launch
+// OLD-DEBUG: [mlpipe-launch] sm_80: no programmatic dependent launch on this chip
+
+// BAD: no device description for chip 'sm_1'
+module attributes {gpu.container_module} {
+  gpu.module @scale {
+    gpu.func @scale(%x: memref<64xf32>) kernel {
+      %c0 = arith.constant 0 : index
+      %two = arith.constant 2.0 : f32
+      %v = memref.load %x[%c0] : memref<64xf32>
+      %w = arith.mulf %v, %two : f32
+      memref.store %w, %x[%c0] : memref<64xf32>
+      gpu.return
+    }
+    gpu.func @helper(%x: memref<64xf32>) {
+      gpu.return
+    }
+  }
+  gpu.module @shift {
+    gpu.func @shift(%x: memref<64xf32>) kernel {
+      gpu.return
+    }
+  }
+}
