@@ -2,7 +2,8 @@
 # One round on the GPU host: correctness first, then timings, a short table
 # last. Run it there after packing here (ci/pack-device.sh):
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
-# PART is any of units lit verify sanitize gpt2 timings (default: all), so a
+# PART is any of units lit verify sanitize gpt2 decode timings (default: all
+# but decode, which timings repeats among the rest), so a
 # round can be split over calls. Full logs are packed into logs.tgz (and the
 # profile CSV beside it) in $OUT (the device tool's output folder) or
 # /tmp/mlpipe-round. Each step is stopped after MLPIPE_STEP_SECONDS (600).
@@ -159,6 +160,16 @@ timings() {
   run "$work/attention.t.mlir" --input q=@"$work/t/attention/q.npy" --input k=@"$work/t/attention/k.npy" \
     --input v=@"$work/t/attention/v.npy" --repeat 200
 }
+# GPT-2 124M's decode steps and its T=16 forward, with kernels launched
+# programmatically (each overlapping the end of the one before, sm_90) and
+# one after another (MLPIPE_PROGRAMMATIC_LAUNCH=0), in one run.
+if want decode; then
+  step bench.decode bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16 --repeat 10 --warmup 2
+  step bench.decode.serial env MLPIPE_PROGRAMMATIC_LAUNCH=0 bench --config 124M --weights synthetic --target gpu \
+    --modes sublayer,fused --seq 16 --repeat 10 --warmup 2
+  step bench.decode.profile bench --config 124M --weights synthetic --target gpu --modes fused --seq 16 --repeat 5 \
+    --warmup 1 --profile --csv "$logs/decode-profile.csv"
+fi
 if want timings; then
   step bench.kernels bench kernels
   step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
@@ -192,6 +203,8 @@ echo
 cat "$logs/bench.matmul.log" 2>/dev/null
 echo
 cat "$logs/bench.gpt2.generated.log" 2>/dev/null
+echo
+cat "$logs/bench.decode.log" "$logs/bench.decode.serial.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo

@@ -599,19 +599,23 @@ def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"
     starts costs a microsecond or two of an idle GPU, which a decode step of
     a hundred small kernels pays a hundred times. On chips with programmatic
     dependent launch (sm_90 and later, `programmaticDependentLaunch` in the
-    device description of `chip`), every kernel starts with
+    device description of `chip`), every kernel
 
-      - `griddepcontrol.launch_dependents`: the kernel after it may be
-        scheduled now, its blocks filling what this one leaves free;
-      - `griddepcontrol.wait`: before touching memory, wait until the kernel
-        before has finished and its writes are visible.
+      - waits, before touching memory, until the kernel before it has
+        finished and its writes are visible (`griddepcontrol.wait`);
+      - then lets the kernel after it be scheduled
+        (`griddepcontrol.launch_dependents`), so that kernel's blocks are
+        resident, waiting, when this one ends.
 
-    Nothing is read or written before the wait, so each kernel still sees
-    everything the kernels before it wrote; a kernel launched without the
-    attribute returns from the wait at once. Each module gets a marker
-    global, `mlpipe_programmatic_launch`, that tells the runtime its kernels
-    may be launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
-    On older chips nothing changes. `--debug-only=mlpipe-launch` prints the
+    Letting the next kernel go only after the wait keeps one kernel waiting
+    ahead at most;
+    letting it go first thing let a whole chain of small kernels become
+    resident at once, each waiting on the one before, and made a GPT-2
+    decode step slower, not faster. A kernel launched without the attribute
+    returns from the wait at once. Each module gets a marker global,
+    `mlpipe_programmatic_launch`, that tells the runtime its kernels may be
+    launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION. On
+    older chips nothing changes. `--debug-only=mlpipe-launch` prints the
     choice.
 
     ```mlir
@@ -624,8 +628,8 @@ def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"
     gpu.module @gelu_kernel {
       llvm.mlir.global external constant @mlpipe_programmatic_launch(1 : i8) : i8
       gpu.func @gelu_kernel(%x: memref<64xf32>, %y: memref<64xf32>) kernel {
-        nvvm.griddepcontrol launch_dependents
         nvvm.griddepcontrol wait
+        nvvm.griddepcontrol launch_dependents
         BODY
       }
     }

@@ -54,8 +54,8 @@ struct ProgrammaticLaunchPass : impl::ProgrammaticLaunchPassBase<ProgrammaticLau
         continue;
       mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&function.getBody().front());
       mlir::Location loc = function.getLoc();
-      mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::launch_dependents);
       mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::wait);
+      mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::launch_dependents);
       ++kernels;
     }
     if (kernels == 0 || mlir::SymbolTable::lookupSymbolIn(module, kProgrammaticLaunchMarker))

@@ -5,15 +5,15 @@
 // RUN: FileCheck %s --check-prefix=OLD-DEBUG --input-file=%t.old
 // RUN: not mlpipe-opt %s --mlpipe-programmatic-launch="chip=sm_1" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// On sm_90 and later each kernel first lets the next one be scheduled, then
-// waits for the one before it, before its first load; its module gets the
+// On sm_90 and later each kernel first waits for the one before it, before
+// its first load, then lets the next one be scheduled; its module gets the
 // marker the runtime looks for. A function that is not a kernel is left as
 // it is.
 // CHECK-LABEL: gpu.module @scale
 // CHECK: llvm.mlir.global external constant @mlpipe_programmatic_launch(1 : i8)
 // CHECK: gpu.func @scale(
-// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NEXT: arith.constant
 // CHECK: memref.load
 // CHECK: gpu.func @helper(
@@ -22,8 +22,8 @@
 // CHECK-LABEL: gpu.module @shift
 // CHECK: llvm.mlir.global external constant @mlpipe_programmatic_launch
 // CHECK: gpu.func @shift(
-// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // DEBUG: [mlpipe-launch] sm_90: 2 kernels launch programmatically
 
 // Before sm_90 nothing changes.

@@ -140,8 +140,8 @@ const char *const kBrokenPtx = R"PTX(
 )PTX";
 
 // saxpy again, for sm_90, compiled as mlpipe-programmatic-launch compiles
-// kernels: it first lets the next launch be scheduled, then waits for the
-// kernel before it, and its module carries the runtime's marker.
+// kernels: it first waits for the kernel before it, then lets the next
+// launch be scheduled, and its module carries the runtime's marker.
 const char *const kProgrammaticPtx = R"PTX(
 .version 7.8
 .target sm_90
@@ -160,8 +160,8 @@ const char *const kProgrammaticPtx = R"PTX(
     .reg .f32 %f<5>;
     .reg .b64 %rd<8>;
 
-    griddepcontrol.launch_dependents;
     griddepcontrol.wait;
+    griddepcontrol.launch_dependents;
     ld.param.u64 %rd1, [saxpy_x];
     ld.param.u64 %rd2, [saxpy_y];
     ld.param.f32 %f1, [saxpy_a];
