@@ -50,6 +50,26 @@ BOOST_AUTO_TEST_CASE(pad_of_a_matrix_with_a_tensor_value) {
              boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_transpose_that_moves_only_unit_axes_is_a_reshape) {
+  // [1, 2, 3] -> [2, 1, 3]: the one axis of extent 1 moves, the others keep
+  // their order, so every element stays where it was (a decode step's
+  // one-row head split).
+  Graph g("transpose", DType::f32);
+  Tensor x = g.input("x", {1, 2, 3});
+  Tensor y = transpose(x, {1, 0, 2});
+  BOOST_TEST(y.shape() == (Shape{2, 1, 3}));
+  BOOST_TEST((g.node(y.id()).kind == OpKind::Reshape));
+  std::vector<double> values = {1, 2, 3, 4, 5, 6};
+  BOOST_TEST(evaluateOne(g, y, {{"x", array({1, 2, 3}, values)}}) == values, boost::test_tools::per_element());
+
+  // [2, 1, 3] -> [3, 1, 2] swaps two axes of extent > 1: a real transpose.
+  Graph h("transpose", DType::f32);
+  Tensor z = transpose(h.input("x", {2, 1, 3}), {2, 1, 0});
+  BOOST_TEST((h.node(z.id()).kind == OpKind::Transpose));
+  std::vector<double> swapped = {1, 4, 2, 5, 3, 6};
+  BOOST_TEST(evaluateOne(h, z, {{"x", array({2, 1, 3}, values)}}) == swapped, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(broadcast_places_operand_axes) {
   Graph g("broadcast", DType::f32);
   Tensor column = g.input("c", {2});
