@@ -393,6 +393,23 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
       return
     }
     ```
+
+    A row reduction of one row whose output only the matmul fusion right
+    after it reads, where that product is one launch of the skinny kernel
+    (a decode step's layer norm and its GEMV; kRowReductionIntoGemv), is
+    not a kernel of its own: every block of the GEMV computes the row
+    itself, into the slice of A it stages in shared memory.
+
+    ```mlir
+    call @ln_1_row_reduction(%x, %gamma, %beta, %h) : (memref<1x768xf32>, ...) -> ()
+    call @attn_c_attn_matmul(%h, %w, %bias, %qkv) : (memref<1x768xf32>, ...) -> ()
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @attn_c_attn_matmul::@attn_c_attn_matmul blocks in (%c144, %c1, %c1) ...
+        args(%h : memref<1x768xf32>, %w : memref<768x2304xf32>, %qkv : memref<1x2304xf32>,
+             %bias : memref<2304xf32>, %x : memref<1x768xf32>, %gamma : memref<768xf32>, ...)
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",

@@ -34,6 +34,44 @@ using namespace emitters;
 
 mlir::Value rootOf(mlir::Value value) { return rootBuffer(value); }
 
+// A one-row row reduction (a decode step's layer norm) whose output only
+// the GEMV right after it reads costs a launch and a round trip through
+// memory of a few microseconds, more than the GEMV takes to recompute the
+// row in each of its blocks: where the GEMV is one launch of the skinny
+// kernel, the row reduction goes into it (emitMatmulWithRowPrologue).
+constexpr bool kRowReductionIntoGemv = true;
+
+bool isFusionCall(mlir::Operation *op, mlir::SymbolTable &symbols, FusionKind kind) {
+  auto call = mlir::dyn_cast<mlir::func::CallOp>(op);
+  if (!call)
+    return false;
+  auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
+  auto attribute = callee ? callee->getAttrOfType<mlir::StringAttr>(kFusionAttrName) : nullptr;
+  return attribute && parseFusionKind(attribute.getValue()) == kind;
+}
+
+// The row reduction call whose output `matmul` (a matmul fusion's call)
+// may compute itself: the call just before it (nothing between but
+// allocations, views and constants), each of whose outputs is read by
+// nothing but `matmul`.
+mlir::func::CallOp rowProducerOf(mlir::func::CallOp matmul, mlir::SymbolTable &symbols) {
+  mlir::Operation *previous = matmul->getPrevNode();
+  while (previous && (mlir::isa<mlir::memref::AllocOp, mlir::arith::ConstantOp>(previous) || isViewOp(previous)))
+    previous = previous->getPrevNode();
+  if (!previous || !isFusionCall(previous, symbols, FusionKind::RowReduction))
+    return {};
+  auto row = mlir::cast<mlir::func::CallOp>(previous);
+  auto callee = symbols.lookup<mlir::func::FuncOp>(row.getCallee());
+  for (mlir::BlockArgument argument : callee.getArguments()) {
+    if (!callee.getArgAttr(argument.getArgNumber(), "bufferize.result"))
+      continue;
+    for (mlir::Operation *user : row.getOperand(argument.getArgNumber()).getUsers())
+      if (user != row && user != matmul.getOperation() && !mlir::isa<mlir::memref::DeallocOp>(user))
+        return {};
+  }
+  return row;
+}
+
 struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
   using EmitFusionsPassBase::EmitFusionsPassBase;
 
@@ -60,15 +98,53 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
           callee && callee->hasAttr(kFusionAttrName))
         calls.push_back(call);
     });
-    for (mlir::func::CallOp call : calls)
+    // Row reductions a GEMV after them computes itself wait for it.
+    llvm::DenseMap<mlir::Operation *, mlir::func::CallOp> rowOf;
+    llvm::DenseSet<mlir::Operation *> waiting;
+    if (kRowReductionIntoGemv)
+      for (mlir::func::CallOp call : calls)
+        if (isFusionCall(call, symbols, FusionKind::Matmul))
+          if (mlir::func::CallOp row = rowProducerOf(call, symbols)) {
+            rowOf[call] = row;
+            waiting.insert(row);
+          }
+    for (mlir::func::CallOp call : calls) {
+      if (waiting.contains(call))
+        continue;
+      if (mlir::func::CallOp row = rowOf.lookup(call)) {
+        if (succeeded(emitWithRow(call, row, kernels, options)))
+          continue;
+        if (mlir::failed(emitCall(row, kernels, options, /*depth=*/0)))
+          return signalPassFailure();
+      }
       if (mlir::failed(emitCall(call, kernels, options, /*depth=*/0)))
         return signalPassFailure();
+    }
     // Fusion functions nothing calls any more.
     for (auto function : llvm::make_early_inc_range(module.getOps<mlir::func::FuncOp>()))
       if (function->hasAttr(kFusionAttrName) && mlir::SymbolTable::symbolKnownUseEmpty(function, module))
         function.erase();
     MLPIPE_DEBUG(kDebugEmitters, os << kernels.kernelsBuilt() << " distinct kernels, " << kernels.kernelsShared()
                                     << " launches sharing an identical kernel\n");
+  }
+
+  // The matmul fusion `call` with its row reduction `row` computed in its
+  // blocks; fails, changing nothing, where that cannot be done.
+  mlir::LogicalResult emitWithRow(mlir::func::CallOp call, mlir::func::CallOp row, KernelFactory &kernels,
+                                  const EmitterOptions &options) {
+    auto matmulFusion = symbols_->lookup<mlir::func::FuncOp>(call.getCallee());
+    auto rowFusion = symbols_->lookup<mlir::func::FuncOp>(row.getCallee());
+    std::string why;
+    auto matmulGraph = FusionGraph::analyze(matmulFusion, why);
+    mlir::FailureOr<FusionGraph> rowGraph = mlir::failure();
+    if (mlir::succeeded(matmulGraph))
+      rowGraph = FusionGraph::analyze(rowFusion, why);
+    if (mlir::succeeded(rowGraph) &&
+        mlir::succeeded(emitMatmulWithRowPrologue(*matmulGraph, call, *rowGraph, row, options, kernels, why)))
+      return mlir::success();
+    MLPIPE_DEBUG(kDebugEmitters, os << matmulFusion.getName() << ": @" << rowFusion.getName()
+                                    << " stays a kernel of its own: " << why << "\n");
+    return mlir::failure();
   }
 
   mlir::LogicalResult emitCall(mlir::func::CallOp call, KernelFactory &kernels, const EmitterOptions &options,

@@ -59,6 +59,15 @@ std::unique_ptr<FusionEmitter> makeRowReductionEmitter(const FusionGraph &graph,
 std::unique_ptr<FusionEmitter> makeColumnReductionEmitter(const FusionGraph &graph, const EmitterOptions &options);
 std::unique_ptr<FusionEmitter> makeTransposeEmitter(const FusionGraph &graph, const EmitterOptions &options);
 std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const EmitterOptions &options);
+// The matmul fusion `call` whose A is all of the one-row output of the row
+// reduction fusion `rowCall` just before it (a decode step's layer norm and
+// the GEMV after it): one launch of the skinny kernel in which every block
+// computes the row itself (emitRowInBlock) into its staged A; both calls
+// go. Fails, changing nothing, where the product is not one launch's
+// (skinnyIsOneLaunch) or the row reduction cannot be computed in a block.
+mlir::LogicalResult emitMatmulWithRowPrologue(const FusionGraph &matmul, mlir::func::CallOp call,
+                                              const FusionGraph &row, mlir::func::CallOp rowCall,
+                                              const EmitterOptions &options, KernelFactory &kernels, std::string &why);
 
 // The classifier: the emitter for a fusion of `kind` (its mlpipe.fusion
 // attribute), checked against the graph's heroes; null when no emitter
@@ -68,6 +77,19 @@ std::unique_ptr<FusionEmitter> getFusionEmitter(FusionKind kind, const FusionGra
 // What the hero analysis of a bufferized fusion says its kind is (for
 // fusions without the attribute, e.g. hand-written IR).
 FusionKind inferFusionKind(const FusionGraph &graph);
+
+// A one-row row reduction (a decode step's layer norm) computed by a whole
+// block of another kernel (the GEMV that reads the row): each lane keeps
+// its chunks of the row in registers, the block combines each reduction
+// with shuffles and `slots` (rowInBlockSlots elements of workgroup memory),
+// and the row's output goes, W consecutive elements at a time, to `sink`
+// (column, values) instead of to memory. `elemental` is over `graph`, its
+// arguments the host kernel's values for the fusion's arguments. Fails, with
+// `why`, for a fusion that is not one row in, one row out.
+using RowSink = std::function<void(mlir::Value column, llvm::ArrayRef<mlir::Value> values)>;
+int64_t rowInBlockSlots(const FusionGraph &graph, const EmitterOptions &options, int64_t threads);
+mlir::LogicalResult emitRowInBlock(const FusionGraph &graph, const EmitterOptions &options, ElementalEmitter &elemental,
+                                   mlir::Value slots, int64_t threads, const RowSink &sink, std::string &why);
 
 // ---- Shared by the emitters ------------------------------------------------
 

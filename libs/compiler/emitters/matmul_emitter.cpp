@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Diagnostics.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -23,6 +24,13 @@ class MatmulEmitter final : public FusionEmitter {
 public:
   using FusionEmitter::FusionEmitter;
   const char *name() const override { return "matmul"; }
+
+  // A's row comes from this row reduction fusion's call, computed by every
+  // block of the kernel (emitMatmulWithRowPrologue).
+  void setRowProducer(const FusionGraph *graph, mlir::func::CallOp call) {
+    rowGraph_ = graph;
+    rowCall_ = call;
+  }
 
   mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
     int matmul = -1;
@@ -93,6 +101,46 @@ public:
     // buffer it started from.
     bool accumulate = root == matmul && !startsFromZero;
 
+    // A's one row computed in the kernel by the row reduction before it: its
+    // output must be all of A, read by nothing else.
+    MatmulRowPrologue prologue;
+    std::string prologueFailure;
+    if (rowCall_) {
+      auto aType = mlir::cast<mlir::MemRefType>(operands.a.getType());
+      int64_t elementBytes = aType.getElementType().isF64() ? 8 : 4;
+      mlir::Value rowOutput = rowCall_.getOperand(rowGraph_->outputs().front().argument);
+      if (operands.a != rowOutput || aType.getRank() != 2 || accumulate ||
+          !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))
+        return giveUp("A is not the whole one-row output of the row reduction before it, or not one launch's");
+      for (mlir::Value operand : rowCall_.getOperands())
+        prologue.hostOperands.push_back(operand);
+      // Slots for the largest block the kernel may choose.
+      prologue.slots = rowInBlockSlots(*rowGraph_, options_, options_.device->maxThreadsPerBlock);
+      prologue.build = [&](mlir::OpBuilder &builder, mlir::Location loc, mlir::ValueRange kernelOperands,
+                           mlir::Value slots, int64_t threads,
+                           const std::function<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> &store) {
+        mlir::IRMapping arguments;
+        for (auto [argument, kernelValue] : llvm::zip(rowGraph_->function().getArguments(), kernelOperands))
+          arguments.map(argument, kernelValue);
+        // Kernel-wide values go before an anchor at the top of the kernel.
+        mlir::Block *entryBlock = builder.getInsertionBlock();
+        while (!mlir::isa<mlir::gpu::GPUFuncOp>(entryBlock->getParentOp()))
+          entryBlock = entryBlock->getParentOp()->getBlock();
+        mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(entryBlock);
+        mlir::Operation *anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
+        ElementalEmitter elemental(*rowGraph_, builder, mlir::OpBuilder(anchor), arguments);
+        if (mlir::failed(emitRowInBlock(*rowGraph_, options_, elemental, slots, threads, store, prologueFailure)))
+          return mlir::failure();
+        if (elemental.failed()) {
+          prologueFailure = elemental.failure();
+          return mlir::failure();
+        }
+        if (anchor->use_empty())
+          anchor->erase();
+        return mlir::success();
+      };
+    }
+
     MatmulEpilogue epilogue;
     bool hasEpilogue = root != matmul || (!startsFromZero && !accumulate);
     std::string epilogueFailure;
@@ -129,8 +177,9 @@ public:
     }
     std::string name = kernelName(graph_);
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), operands, accumulate, hasEpilogue ? &epilogue : nullptr,
-                                         kernels, *options_.device, name)))
-      return giveUp("the generated matmul kernel does not take this product");
+                                         kernels, *options_.device, name, {}, rowCall_ ? &prologue : nullptr)))
+      return giveUp(rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
+                             : "the generated matmul kernel does not take this product");
     if (!epilogueFailure.empty())
       return call.emitError() << "matmul fusion @" << graph_.function().getName()
                               << ": its epilogue could not be emitted: " << epilogueFailure;
@@ -138,12 +187,21 @@ public:
                  os << name << ": matmul emitter, "
                     << (hasEpilogue ? "epilogue of " + std::to_string(graph_.nodes().size() - 1) + " ops in registers"
                                     : std::string("no epilogue"))
-                    << (accumulate ? ", accumulating into C" : "") << "\n");
+                    << (accumulate ? ", accumulating into C" : "")
+                    << (rowCall_ ? ", A's row computed by every block from @" + rowGraph_->function().getName().str() +
+                                       " (one launch: skinnyIsOneLaunch)"
+                                 : std::string())
+                    << "\n");
     call.erase();
+    if (rowCall_)
+      rowCall_.erase();
     return mlir::success();
   }
 
 private:
+  const FusionGraph *rowGraph_ = nullptr;
+  mlir::func::CallOp rowCall_;
+
   // The fusion's arguments the epilogue reads: what the ops after the
   // matmul take as inputs or read of their outputs' old values (through any
   // views) where no op of the fusion produced it, and C's old value when the
@@ -179,6 +237,19 @@ private:
 
 std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const EmitterOptions &options) {
   return std::make_unique<MatmulEmitter>(graph, options);
+}
+
+mlir::LogicalResult emitMatmulWithRowPrologue(const FusionGraph &matmul, mlir::func::CallOp call,
+                                              const FusionGraph &row, mlir::func::CallOp rowCall,
+                                              const EmitterOptions &options, KernelFactory &kernels, std::string &why) {
+  MatmulEmitter emitter(matmul, options);
+  emitter.setRowProducer(&row, rowCall);
+  // A refusal here is not an error: the two fusions are then emitted apart.
+  mlir::ScopedDiagnosticHandler quiet(call.getContext(), [&](mlir::Diagnostic &diagnostic) {
+    why = diagnostic.str();
+    return mlir::success();
+  });
+  return emitter.emit(call, kernels, why);
 }
 
 } // namespace mlpipe::emitters

@@ -219,6 +219,7 @@ struct Problem {
   mlir::MemRefType aType, bType, cType;
   bool accumulate = false;
   const MatmulEpilogue *epilogue = nullptr;
+  const MatmulRowPrologue *prologue = nullptr; // A's row computed in the kernel
   int64_t maxVector = 4; // elements in the widest access
 
   int64_t rowDim() const { return rank - 2; }
@@ -715,6 +716,9 @@ llvm::SmallVector<mlir::Type> argumentTypes(const Problem &p, bool withAB) {
   if (p.epilogue)
     for (Value operand : p.epilogue->hostOperands)
       types.push_back(operand.getType());
+  if (p.prologue)
+    for (Value operand : p.prologue->hostOperands)
+      types.push_back(operand.getType());
   return types;
 }
 
@@ -969,8 +973,8 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
 // writes C (atomically when K is split).
 //===----------------------------------------------------------------------===//
 
-void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const SkinnyConfig &cfg,
-                     bool cVector) {
+mlir::LogicalResult buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p,
+                                    const SkinnyConfig &cfg, bool cVector) {
   alignWorkgroupBuffers(b, f);
   f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(kSkinnyBlocksPerSm)));
   mlir::Location loc = f.getLoc();
@@ -978,9 +982,10 @@ void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &
   mlir::Type element = p.element;
   int64_t eb = p.elementBytes;
   Matrix a(f.getArgument(0), eb), bm(f.getArgument(1), eb), c(f.getArgument(2), eb);
-  llvm::SmallVector<Value> epilogueOperands;
+  llvm::SmallVector<Value> epilogueOperands, prologueOperands;
+  size_t prologueCount = p.prologue ? p.prologue->hostOperands.size() : 0;
   for (unsigned i = 3; i < f.getNumArguments(); ++i)
-    epilogueOperands.push_back(f.getArgument(i));
+    (i + prologueCount < f.getNumArguments() ? epilogueOperands : prologueOperands).push_back(f.getArgument(i));
   Value sharedA = f.getWorkgroupAttributions()[0];
   Value sharedReduction = f.getWorkgroupAttributions()[1];
 
@@ -1043,9 +1048,28 @@ void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &
   const int64_t chunks = cfg.chunks();
   llvm::SmallVector<Value> first = loadB(ix.c(0), cfg.rowsInFlight);
 
-  // Stage A's slice: element q is (row q / kPerSplit, k q % kPerSplit), so
-  // consecutive threads read consecutive k.
-  {
+  if (p.prologue) {
+    // A's one row, computed by the block (while B's first rows load): its
+    // elements k < K go to the staged slice, the slice's rows past K are
+    // zero.
+    for (int64_t j = 0; (j * threads) + p.k < cfg.kPerSplit; ++j) {
+      Value k = ix.add(tid, p.k + j * threads);
+      Value valid = ix.lt(k, cfg.kPerSplit);
+      guarded(ix, valid, [&] {
+        mlir::memref::StoreOp::create(b, loc, zeroScalar(ix, element), sharedA, mlir::ValueRange{k, ix.c(0)});
+      });
+    }
+    auto store = [&](Value k, llvm::ArrayRef<Value> values) {
+      for (auto [u, value] : llvm::enumerate(values))
+        mlir::memref::StoreOp::create(b, loc, value, sharedA,
+                                      mlir::ValueRange{ix.add(k, static_cast<int64_t>(u)), ix.c(0)});
+    };
+    if (mlir::failed(p.prologue->build(b, loc, prologueOperands, f.getWorkgroupAttributions()[2], threads, store)))
+      return mlir::failure();
+    mlir::gpu::BarrierOp::create(b, loc);
+  } else {
+    // Stage A's slice: element q is (row q / kPerSplit, k q % kPerSplit), so
+    // consecutive threads read consecutive k.
     int64_t count = cfg.kPerSplit * rows;
     for (int64_t j = 0; j < ceilDiv(count, threads); ++j) {
       Value q = ix.add(tid, j * threads);
@@ -1131,6 +1155,7 @@ void buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &
       });
     }
   }
+  return mlir::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1194,7 +1219,7 @@ std::string describePlan(const LoadPlan &plan, const char *outer) {
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
                                         bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
                                         const DeviceDescription &device, const std::string &name,
-                                        const GeneratedMatmulOptions &options) {
+                                        const GeneratedMatmulOptions &options, const MatmulRowPrologue *prologue) {
   auto aType = mlir::dyn_cast<mlir::MemRefType>(operands.a.getType());
   auto bType = mlir::dyn_cast<mlir::MemRefType>(operands.b.getType());
   auto cType = mlir::dyn_cast<mlir::MemRefType>(operands.c.getType());
@@ -1224,6 +1249,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   p.cType = cType;
   p.accumulate = accumulate;
   p.epilogue = epilogue;
+  p.prologue = prologue;
   p.maxVector = kVectorBytes / p.elementBytes;
   if (options.vectorWidth > 0) {
     if ((options.vectorWidth & (options.vectorWidth - 1)) != 0)
@@ -1258,7 +1284,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
 
   // Split-K adds into C atomically and runs the epilogue afterwards over C:
   // not possible when an epilogue operand may be C itself.
-  bool splitAllowed = true;
+  bool splitAllowed = !prologue; // every block computes the whole row of A
   if (epilogue)
     for (Value operand : epilogue->hostOperands)
       if (rootBuffer(operand) == rootBuffer(operands.c))
@@ -1278,18 +1304,25 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
                 (options.form == "auto" && p.m <= kSkinnyMaxRows && bRowsContiguous && options.blockTile[0] == 0);
   if (options.form == "skinny" && !hasUnitStride(bType, rank - 1))
     return mlir::emitError(loc, "generated matmul: the skinny form needs B's rows contiguous");
+  if (prologue && (!skinny || p.batch != 1 || accumulate || !skinnyIsOneLaunch(p.m, p.k, p.elementBytes)))
+    return mlir::emitError(loc, "generated matmul: a row computed in the kernel needs the one-launch skinny form");
 
   // With split-K the product kernel only adds into C; the epilogue, if any,
   // follows as its own kernel over C.
   auto launchAll = [&](int64_t splits, const KernelSignature &signature, const LaunchDims &dims,
-                       const std::function<void(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)> &body) {
+                       const std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)> &body) {
     if (splits > 1 && !accumulate &&
         mlir::failed(emitElementwise(host, loc, p, operands.c, {}, Elementwise::Zero, kernels, name)))
       return mlir::failure();
-    mlir::gpu::GPUFuncOp kernel = kernels.build(signature, body);
+    mlir::FailureOr<mlir::gpu::GPUFuncOp> built = kernels.tryBuild(signature, body);
+    if (mlir::failed(built))
+      return mlir::LogicalResult(mlir::emitError(loc, "generated matmul: the kernel's body could not be built"));
+    mlir::gpu::GPUFuncOp kernel = *built;
     llvm::SmallVector<Value> arguments{operands.a, operands.b, operands.c};
     if (splits == 1)
       arguments.append(epilogueOperands.begin(), epilogueOperands.end());
+    if (prologue)
+      arguments.append(prologue->hostOperands.begin(), prologue->hostOperands.end());
     kernels.launch(host, loc, kernel, dims, arguments);
     if (splits > 1 && epilogue)
       return emitElementwise(host, loc, p, operands.c, epilogueOperands, Elementwise::Epilogue, kernels, name);
@@ -1306,6 +1339,8 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
 
   if (skinny) {
     SkinnyConfig cfg = chooseSkinny(p, options, device, vectorN, splitAllowed);
+    if (prologue && cfg.splitK > 1)
+      return mlir::emitError(loc, "generated matmul: a row computed in the kernel must fit one staged slice");
     if (cfg.splitK > 1 && !splitAllowed) {
       // K does not fit one staged slice and the epilogue forbids splitting.
       if (options.form == "skinny")
@@ -1324,6 +1359,8 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
       signature.arguments = argumentTypes(q, /*withAB=*/true);
       signature.workgroupBuffers = {workgroupType({cfg.kPerSplit, aRow}, element),
                                     workgroupType({cfg.rowSlots(), cfg.reductionRows, cfg.blockN}, element)};
+      if (prologue)
+        signature.workgroupBuffers.push_back(workgroupType({std::max<int64_t>(1, prologue->slots)}, element));
       signature.bytesMoved = bytes;
       signature.flops = flops;
       signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
@@ -1339,9 +1376,11 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
                       << cfg.threads() << " threads, B vectors " << cfg.vectorN << " along N, split-K " << cfg.splitK
                       << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
                       << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
-                      << dims.grid[2] << "), " << shared << " B shared\n");
-      return launchAll(cfg.splitK, signature, dims,
-                       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { buildSkinnyBody(b, f, q, cfg, cVector); });
+                      << dims.grid[2] << "), " << shared << " B shared"
+                      << (prologue ? ", A's row computed by every block (a row reduction before it)" : "") << "\n");
+      return launchAll(cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+        return buildSkinnyBody(b, f, q, cfg, cVector);
+      });
     }
   }
 
@@ -1379,6 +1418,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
                                   << " B shared, cost " << static_cast<int64_t>(cfg.cost) << "\n");
   return launchAll(cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     buildTiledBody(b, f, q, cfg, planA, planB, widthC);
+    return mlir::success();
   });
 }
 

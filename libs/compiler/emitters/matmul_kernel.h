@@ -45,6 +45,26 @@ struct MatmulEpilogue {
       apply;
 };
 
+// A's one row computed inside the kernel instead of read from memory (a
+// decode step's layer norm, computed by every block of the GEMV that reads
+// its output): only for a product the skinny form computes in one launch
+// (skinnyIsOneLaunch), whose block stages A's whole row in shared memory.
+struct MatmulRowPrologue {
+  // Host-side buffers the prologue reads; extra kernel arguments after the
+  // epilogue's.
+  llvm::SmallVector<mlir::Value> hostOperands;
+  // Elements of workgroup memory (A's element type) it needs.
+  int64_t slots = 0;
+  // Builds the row inside the kernel, whose block has `threads` threads;
+  // `kernelOperands` are the kernel's values of hostOperands. It hands
+  // `store` the row's elements k, k+1, ... (index-typed k) as it computes
+  // them, each exactly once.
+  std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands,
+                                    mlir::Value slots, int64_t threads,
+                                    const std::function<void(mlir::Value k, llvm::ArrayRef<mlir::Value>)> &store)>
+      build;
+};
+
 // Overrides of the emitter's choices, for experiments and tests (the pass
 // mlpipe-generated-matmuls exposes them as options). Zero, or "auto", leaves
 // the choice to the heuristics.
@@ -83,9 +103,13 @@ struct GeneratedMatmulOptions {
 // after run.
 bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
 
+// With a `prologue`, A is not read: the product must be one the skinny form
+// computes in one launch (the caller checks skinnyIsOneLaunch), else it
+// fails.
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
                                         bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
                                         const DeviceDescription &device, const std::string &name,
-                                        const GeneratedMatmulOptions &options = {});
+                                        const GeneratedMatmulOptions &options = {},
+                                        const MatmulRowPrologue *prologue = nullptr);
 
 } // namespace mlpipe::emitters

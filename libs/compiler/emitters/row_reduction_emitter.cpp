@@ -128,6 +128,47 @@ public:
     return mlir::success();
   }
 
+  // One row computed by a whole block of `threads` lanes inside another
+  // kernel (emitRowInBlock): the row's elements go to `sink`, not to memory.
+  mlir::LogicalResult emitInBlock(ElementalEmitter &elemental, mlir::Value slots, int64_t threads, const RowSink &sink,
+                                  std::string &why) {
+    if (mlir::failed(analyze(why)))
+      return mlir::failure();
+    if (rows_ != 1)
+      return why = "a row reduction of more than one row", mlir::failure();
+    if (graph_.outputs().size() != 1 ||
+        graph_.node(graph_.outputs().front().node).output.shape != llvm::ArrayRef<int64_t>(inputShape_))
+      return why = "a row reduction whose output is not its one row", mlir::failure();
+    int64_t warp = options_.device->warpSize;
+    if (threads % warp != 0 || (threads & (threads - 1)) != 0)
+      return why = "a block that is not a power of two of whole warps", mlir::failure();
+    mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
+    width_ = vectorWidthFor(elementType, options_);
+    while (width_ > 1 && reducedShape_.back() % width_ != 0)
+      width_ /= 2;
+    chunks_ = columns_ / width_;
+    lanes_ = threads;
+    perLane_ = (chunks_ + lanes_ - 1) / lanes_;
+    inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
+    if (!inRegisters_)
+      return why = "a row too long for the block's registers", mlir::failure();
+    threads_ = threads;
+    rowsPerBlock_ = 1;
+    inBlock_ = true;
+    slots_ = slots;
+    sink_ = &sink;
+    return emitBody(elemental, nullptr);
+  }
+
+  // Workgroup elements emitInBlock needs for `threads` lanes: one per warp
+  // per reduction.
+  int64_t slotsInBlock(int64_t threads) const {
+    int64_t reductions = 0;
+    for (const FusionNode &node : graph_.nodes())
+      reductions += node.op.getNumReductionLoops() > 0;
+    return reductions * (threads / options_.device->warpSize);
+  }
+
 private:
   mlir::LogicalResult analyze(std::string &why) {
     for (const FusionNode &node : graph_.nodes()) {
@@ -248,6 +289,19 @@ private:
     }
     if (pending.empty() || elemental.failed())
       return;
+    if (sink_) {
+      // In another kernel's block: the one output row goes to the sink.
+      auto give = [&] { (*sink_)(c.base.back(), pending.front().values); };
+      if (!c.valid)
+        return give();
+      auto guard = mlir::scf::IfOp::create(b, loc, c.valid, /*withElseRegion=*/false);
+      mlir::OpBuilder::InsertionGuard insertion(b);
+      b.setInsertionPoint(guard.thenBlock()->getTerminator());
+      elemental.pushScope();
+      give();
+      elemental.popScope();
+      return;
+    }
     mlir::Value condition = rowValid;
     if (c.valid)
       condition = condition ? mlir::arith::AndIOp::create(b, loc, condition, c.valid).getResult() : c.valid;
@@ -280,7 +334,8 @@ private:
         lanes_ == 1 ? elemental.index(0) : mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(lanes_));
     mlir::Value rowInBlock =
         rowsPerBlock_ == 1 ? elemental.index(0) : mlir::arith::DivUIOp::create(b, loc, tid, elemental.index(lanes_));
-    mlir::Value row = elemental.add(elemental.mul(blockIdX(b, loc), rowsPerBlock_), rowInBlock);
+    mlir::Value row =
+        inBlock_ ? elemental.index(0) : elemental.add(elemental.mul(blockIdX(b, loc), rowsPerBlock_), rowInBlock);
     mlir::Value rowValid;
     mlir::Value rowClamped = row;
     if (rows_ % rowsPerBlock_ != 0) {
@@ -326,7 +381,7 @@ private:
       if (warpsPerRow > 1) {
         // Each warp's total through shared memory; every lane then combines
         // them all (reading the same slot, a broadcast without conflicts).
-        mlir::Value slots = kernel.getWorkgroupAttributions()[0];
+        mlir::Value slots = inBlock_ ? slots_ : mlir::Value(kernel.getWorkgroupAttributions()[0]);
         mlir::Value warpOfRow = mlir::arith::DivUIOp::create(b, loc, tid, elemental.index(warp));
         mlir::Value laneOfWarp = mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(warp));
         mlir::Value first =
@@ -396,12 +451,26 @@ private:
   int64_t rows_ = 0, columns_ = 0;
   int64_t width_ = 1, chunks_ = 0, lanes_ = 1, perLane_ = 1, threads_ = 0, rowsPerBlock_ = 1;
   bool inRegisters_ = true;
+  // emitInBlock: the row is the block's, its slots and its output's sink
+  // are the host kernel's.
+  bool inBlock_ = false;
+  mlir::Value slots_;
+  const RowSink *sink_ = nullptr;
 };
 
 } // namespace
 
 std::unique_ptr<FusionEmitter> makeRowReductionEmitter(const FusionGraph &graph, const EmitterOptions &options) {
   return std::make_unique<RowReductionEmitter>(graph, options);
+}
+
+int64_t rowInBlockSlots(const FusionGraph &graph, const EmitterOptions &options, int64_t threads) {
+  return RowReductionEmitter(graph, options).slotsInBlock(threads);
+}
+
+mlir::LogicalResult emitRowInBlock(const FusionGraph &graph, const EmitterOptions &options, ElementalEmitter &elemental,
+                                   mlir::Value slots, int64_t threads, const RowSink &sink, std::string &why) {
+  return RowReductionEmitter(graph, options).emitInBlock(elemental, slots, threads, sink, why);
 }
 
 } // namespace mlpipe::emitters
