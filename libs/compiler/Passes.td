@@ -332,16 +332,14 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     Few query rows against many keys (a decode step: one row per head
     against the KV cache, masked past a run-time position) would leave most
     SMs idle, so the keys are split over blocks: each writes its rows'
-    partial max, sum and weighted values to a host temporary, fences, and
-    counts itself done in a device-global counter of its query tile
-    (`split_counters` in the kernel's module, zero when it loads); the block
-    that counts last sets the counter back to zero, fences, and combines
-    the splits exactly into the output, in the same launch:
+    partial max, sum and weighted values to a host temporary, and a second
+    kernel combines the splits exactly:
     ```mlir
     %part = memref.alloc() {alignment = 16 : i64} : memref<12x1x32x68xf32>
     gpu.launch_func @attn_attention::@attn_attention blocks in (%c384, %c1, %c1) ...
-        args(%q_view : ..., %kv : ..., %v_view : ..., %part : memref<12x1x32x68xf32>, %mask : ...,
-             %o : memref<12x1x64xf32>)
+        args(%q_view : ..., %kv : ..., %v_view : ..., %part : memref<12x1x32x68xf32>, %mask : ...)
+    gpu.launch_func @attn_attention_combine::@attn_attention_combine blocks in (%c3, %c1, %c1) ...
+        args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>)
     memref.dealloc %part : memref<12x1x32x68xf32>
     ```
   }];
@@ -352,8 +350,7 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "Fuse attentions whose queries and keys both number more than this only when 0 (-1: the heuristic's limit, kFusedAttentionMaxKeys); few queries against many keys (decode) always fuse">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
-                           "mlir::NVVM::NVVMDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
 }
 
 def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {

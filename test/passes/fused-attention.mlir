@@ -297,36 +297,22 @@ module {
 // A decode step: one query row per head against 300 keys (a KV cache)
 // under a mask read from memory at the key. Two blocks would leave the GPU
 // idle, so the keys are split over blocks: each writes its partial max,
-// sum and weighted values to a temporary, fences, and counts itself done in
-// its head's device-global counter; the block that counts last sets the
-// counter back to zero, fences, and combines the splits into the output.
-// 300 keys make 10 tiles of 32 (the last cut short), one per split.
+// sum and weighted values to a temporary, and a second kernel combines
+// them. 300 keys make 10 tiles of 32 (the last cut short), one per split.
 // CHECK-LABEL: func.func @decode(
 // CHECK: %[[PARTIALS:.*]] = memref.alloc() {alignment = 16 : i64} : memref<2x1x10x36xf32>
-// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention blocks in (%c20, %c1, %c1) threads in (%c32, %c1, %c1) args({{.*}}, %[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<300xf32>, %{{.*}} : memref<2x1x32xf32>)
-// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention blocks in (%c20, %c1, %c1) threads in (%c32, %c1, %c1) args({{.*}}, %[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<300xf32>)
+// CHECK: gpu.launch_func{{ +}}@attention_attention_combine_module::@attention_attention_combine blocks in (%c1, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<2x1x32xf32>)
 // CHECK: memref.dealloc %[[PARTIALS]]
 // CHECK-NOT: call @
-// CHECK: gpu.module @attention_attention_module
-// CHECK: memref.global "private" @split_counters : memref<2xi32> = dense<0>
-// CHECK: gpu.func @attention_attention({{.*}}) workgroup({{.*}}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @attention_attention(
 // The split's tiles: from split to min(split + 1, 10).
 // CHECK: %[[SPLIT:.*]] = arith.remui %{{.*}}, %c10 : index
 // CHECK: scf.for %{{.*}} = %[[SPLIT]] to %{{.*}} step %c1
 // The max and the sum go after the values, by lane 0 of the row.
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c32] : memref<2x1x10x36xf32>
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c33] : memref<2x1x10x36xf32>
-// CHECK: %[[COUNTERS:.*]] = memref.get_global @split_counters : memref<2xi32>
-// CHECK-NEXT: nvvm.memory.barrier <gpu>
-// CHECK-NEXT: gpu.barrier
-// CHECK: memref.atomic_rmw addi %{{.*}}, %[[COUNTERS]]
-// CHECK: arith.cmpi eq, %{{.*}}, %c9_i32
-// CHECK: memref.atomic_rmw addi %c-10_i32, %[[COUNTERS]]
-// CHECK: memref.store %{{.*}}, %[[FLAG]]
-// CHECK: gpu.barrier
-// CHECK: memref.load %[[FLAG]]
-// CHECK: scf.if
-// CHECK-NEXT: nvvm.memory.barrier <gpu>
+// CHECK: gpu.func @attention_attention_combine(
 // CHECK-COUNT-10: arith.maximumf
 // CHECK-COUNT-10: math.exp
 // CHECK: arith.divf

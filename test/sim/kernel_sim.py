@@ -19,10 +19,7 @@ The interpreter checks what a GPU would not report: an index out of bounds
 aligned as its `alignment` says, a barrier not reached by every thread of the
 block, and data races: in shared memory between two barriers (a read and a
 write, or two writes, of one address by different threads), and in global
-memory within a launch (atomic adds excepted, and reads, after a GPU-wide
-fence of the reader's, of what other blocks wrote before a fence of their
-own: the release and acquire of a block that counts itself last in a device
-global). Blocks run one after another, in grid order. Values are Python floats
+memory within a launch (atomic adds excepted). Values are Python floats
 (float64), so a wrong index shows as a large error, not as rounding.
 
 Kept small on purpose: it knows the ops mlpipe's matmul emitter builds, and
@@ -270,11 +267,10 @@ class GlobalLog:
     def __init__(self):
         self.writer = {}
         self.atomic = set()
-        self.published = set()  # written before a GPU-wide fence of the writer's
 
-    def read(self, key, thread, op, acquired=False):
+    def read(self, key, thread, op):
         w = self.writer.get(key)
-        if w is not None and w != thread and not (acquired and key in self.published):
+        if w is not None and w != thread:
             raise SimError("line %d: global race: %s reads what %s wrote in the same launch" % (op.line, thread, w))
         if key in self.atomic:
             raise SimError("line %d: global race: %s reads an element being added to atomically" % (op.line, thread))
@@ -349,31 +345,14 @@ def check_alignment(op, memref, address):
 
 
 class Thread:
-    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "module", "written", "acquired")
+    __slots__ = ("tid", "bid", "key", "shared_log", "global_log")
 
-    def __init__(self, tid, bid, shared_log, global_log, module=None):
+    def __init__(self, tid, bid, shared_log, global_log):
         self.tid = tid
         self.bid = bid
         self.key = (bid, tid)
         self.shared_log = shared_log
         self.global_log = global_log
-        self.module = module  # the gpu.module, whose globals memref.get_global names
-        self.written = []  # global keys written since the last fence
-        self.acquired = False  # a GPU-wide fence executed
-
-
-# Device globals (memref.global in a gpu.module), zero when the module
-# loads: {module name: {symbol: MemRef}}.
-DEVICE_GLOBALS = {}
-
-
-def fence(thread):
-    """nvvm.memory.barrier at GPU scope: this thread's writes so far are
-    visible to any thread that fences after them (release), and what others
-    published is visible to it (acquire)."""
-    thread.global_log.published.update(thread.written)
-    thread.written = []
-    thread.acquired = True
 
 
 def access(thread, memref, address, op, kind):
@@ -382,14 +361,9 @@ def access(thread, memref, address, op, kind):
     log = thread.shared_log if memref.buf.shared else thread.global_log
     key = (memref.buf.id, address)
     if kind == "read":
-        if memref.buf.shared:
-            log.read(key, thread.tid, op)
-        else:
-            log.read(key, thread.key, op, thread.acquired)
+        log.read(key, thread.key if not memref.buf.shared else thread.tid, op)
     elif kind == "write":
         log.write(key, thread.key if not memref.buf.shared else thread.tid, op)
-        if not memref.buf.shared:
-            thread.written.append(key)
     else:
         log.add(key, thread.key, op)
 
@@ -444,12 +418,6 @@ def execute(op, args, thread):
     name = op.name
     if name == "arith.constant":
         return constant_value(op)
-    if name == "nvvm.memory.barrier":
-        fence(thread)
-        return None
-    if name == "memref.get_global":
-        symbol = re.search(r"name = @([\w]+)", op.attrs).group(1)
-        return DEVICE_GLOBALS[thread.module][symbol]
     if name in ("arith.addi", "arith.addf"):
         return [x + y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] + args[1]
     if name in ("arith.subi", "arith.subf"):
@@ -552,8 +520,8 @@ def execute(op, args, thread):
         memref.buf.data[a] = args[0]
         return None
     if name == "memref.atomic_rmw":
-        if attr_int(op, "kind") not in (0, 1):  # addf, addi
-            raise SimError("line %d: only atomic addf and addi are simulated" % op.line)
+        if attr_int(op, "kind") != 0:
+            raise SimError("line %d: only atomic addf is simulated" % op.line)
         memref = args[1]
         a = memref.address(args[2:], op)
         access(thread, memref, a, op, "add")
@@ -673,7 +641,7 @@ def launch(module_ops, op, args, stats):
                 for tz in range(block[2]):
                     for ty in range(block[1]):
                         for tx in range(block[0]):
-                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log, m.group(1))
+                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log)
                             threads.append(run_block(body, dict(env), t))
                 stats["threads"] += len(threads)
                 live = threads
@@ -855,16 +823,6 @@ def run_module(text, seed, epilogue, stats, entry=None):
         if op.name == "gpu.module":
             module_name = re.search(r'sym_name = "([\w]+)"', op.attrs).group(1)
             for inner in op.regions[0][0].ops:
-                if inner.name == "memref.global":
-                    symbol = re.search(r'sym_name = "([\w]+)"', inner.attrs).group(1)
-                    type_ = re.search(r"type = (memref<[^>]*>)", inner.attrs).group(1)
-                    if not re.search(r"initial_value = dense<0(\.0+)?>", inner.attrs):
-                        raise SimError("line %d: only zero-initialised device globals are simulated" % inner.line)
-                    sizes, strides, offset, element_bytes, _ = parse_memref(type_)
-                    buf = Buffer(math.prod(sizes), module_name + "." + symbol)
-                    buf.data = [0] * len(buf.data)
-                    DEVICE_GLOBALS.setdefault(module_name, {})[symbol] = MemRef(buf, offset, sizes, strides,
-                                                                              element_bytes)
                 if inner.name == "gpu.func":
                     kernel_name = re.search(r'sym_name = "([\w]+)"', inner.attrs).group(1)
                     kernels[(module_name, kernel_name)] = inner

@@ -32,8 +32,7 @@
 // A decode step (one query row per head against the KV cache, masked past
 // a run-time position the prologue reads) has too few rows to fill the
 // GPU: its keys are split over blocks, each block's (m, l, acc) go to a
-// temporary, and the last block of a query tile to finish (counted in a
-// device-global counter) combines them exactly:
+// temporary, and a second kernel combines them exactly:
 //   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
 #include "compiler/debug.h"
 #include "compiler/device_description.h"
@@ -46,7 +45,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -100,19 +98,16 @@ constexpr int64_t kFusedAttentionMaxKeys = 128;
 // Few query rows against many keys (a decode step: one row per head
 // against the KV cache) leave most SMs idle with a block per (head, query
 // tile): the keys are then split over blocks, each writing its rows'
-// partial max, sum and weighted values, and the last block of each query
-// tile to finish combines the splits exactly (no second kernel, whose
-// launch would cost more than the combining). Splits until kSplitBlocksPerSm blocks per SM (a split's
+// partial max, sum and weighted values, and a second kernel combines the
+// splits exactly. Splits until kSplitBlocksPerSm blocks per SM (a split's
 // block is about one warp staging its K and V tiles: several per SM keep
 // enough loads in flight to stream the cache), keeping at least
 // kMinKeyTilesPerSplit tiles of keys in each.
 constexpr int64_t kSplitBlocksPerSm = 4;
 constexpr int64_t kMinKeyTilesPerSplit = 1;
-// The device-global counters, one per (head, query tile), with which the
-// blocks of a split query tile find which of them finishes last and
-// combines the splits (it sets its counter back to zero for the next
-// launch).
-constexpr llvm::StringLiteral kSplitCountersName = "split_counters";
+// Threads per block of the kernel that combines the splits (one thread
+// per output element).
+constexpr int64_t kCombineThreads = 256;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -481,8 +476,6 @@ Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
 // views), out ([H, Tq, D]), or with split keys the partials ([H, Tq, S,
 // partialStride]: acc, then max and sum); workgroup buffers: the K tile
 // and the V tile.
-Value combinedElement(const Builder &x, Value partials, const Config &cfg, Value head, Value row, Value d);
-
 mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg, const FusionGraph &graph,
                               const Softmax &softmax, const FusionGraph *maskGraph) {
   mlir::Location loc = f.getLoc();
@@ -509,7 +502,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   Value tid = threadIdX(b, loc);
   Value block = blockIdX(b, loc);
   Value split = x.rem(block, cfg.splits);
-  block = x.div(block, cfg.splits); // the (head, query tile) the block's split belongs to
+  block = x.div(block, cfg.splits);
   Value head = x.div(block, cfg.queryTiles);
   // Query tiles with the most keys first, so the longest blocks start first.
   Value queryTile = b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.rem(block, cfg.queryTiles));
@@ -679,64 +672,6 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
         mlir::memref::StoreOp::create(b, loc, rowSum, out, mlir::ValueRange{head, row, split, x.c(D + 1)});
       });
     });
-    // The block's partials are published (a GPU-wide fence by every thread)
-    // before thread 0 counts the block done; the block that counts last
-    // (and sets the counter back to zero for the next launch) reads every
-    // split's partials after a fence of its own and writes the output.
-    Value finalOut = f.getArgument(4 + softmax.extraArguments.size());
-    Value lastFlag = f.getWorkgroupAttributions()[2];
-    auto counters = mlir::memref::GetGlobalOp::create(
-        b, loc, mlir::MemRefType::get({cfg.heads * cfg.queryTiles}, b.getI32Type()), kSplitCountersName);
-    auto gpuFence = [&] { mlir::NVVM::MembarOp::create(b, loc, mlir::NVVM::MemScopeKind::GPU); };
-    gpuFence();
-    mlir::gpu::BarrierOp::create(b, loc);
-    Value isThreadZero = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, tid, x.c(0));
-    x.guarded(isThreadZero, [&] {
-      Value one = mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), 1);
-      Value before = mlir::memref::AtomicRMWOp::create(b, loc, mlir::arith::AtomicRMWKind::addi, one, counters,
-                                                       mlir::ValueRange{block});
-      Value allBefore = mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), cfg.splits - 1);
-      Value last = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, before, allBefore);
-      x.guarded(last, [&] {
-        Value reset = mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), -cfg.splits);
-        mlir::memref::AtomicRMWOp::create(b, loc, mlir::arith::AtomicRMWKind::addi, reset, counters,
-                                          mlir::ValueRange{block});
-      });
-      Value flag = mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), last);
-      mlir::memref::StoreOp::create(b, loc, flag, lastFlag, mlir::ValueRange{x.c(0)});
-    });
-    mlir::gpu::BarrierOp::create(b, loc);
-    Value flag = mlir::memref::LoadOp::create(b, loc, lastFlag, mlir::ValueRange{x.c(0)});
-    Value isLast = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, flag,
-                                               mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
-    x.guarded(isLast, [&] {
-      gpuFence();
-      // The tile's rows x D outputs, the block's threads taking them in turn.
-      int64_t outputs = cfg.rowsPerBlock * D;
-      for (int64_t j = 0; j * cfg.threads < outputs; ++j) {
-        Value e = x.add(tid, j * cfg.threads);
-        Value r = x.div(e, D), d = x.rem(e, D);
-        Value outRow = x.add(x.mul(queryTile, cfg.rowsPerBlock), r);
-        Value valid;
-        auto both = [&](Value a, Value c) {
-          return a ? (c ? mlir::arith::AndIOp::create(b, loc, a, c).getResult() : a) : c;
-        };
-        if ((j + 1) * cfg.threads > outputs)
-          valid = x.lt(e, outputs);
-        if (T % cfg.rowsPerBlock != 0)
-          valid = both(valid, x.lt(outRow, T));
-        Value clampedRow = T % cfg.rowsPerBlock != 0 ? x.min(outRow, T - 1) : outRow;
-        if ((j + 1) * cfg.threads > outputs) {
-          r = x.min(r, cfg.rowsPerBlock - 1);
-          d = x.rem(x.min(e, outputs - 1), D);
-          clampedRow = x.min(x.add(x.mul(queryTile, cfg.rowsPerBlock), r), T - 1);
-        }
-        x.guarded(valid, [&] {
-          Value value = combinedElement(x, out, cfg, head, clampedRow, d);
-          mlir::memref::StoreOp::create(b, loc, value, finalOut, mlir::ValueRange{head, clampedRow, d});
-        });
-      }
-    });
   } else {
     // out = acc / l, the traced division.
     Value sums = x.broadcast(rowSum, W);
@@ -754,35 +689,47 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   return mlir::success();
 }
 
-// One element (head, row, d) of the output from the splits' partials
-// ([H, Tq, S, partialStride]: acc, then the max and the sum):
+// The kernel that combines split keys: one thread per element (h, i, d)
+// of the output. Arguments: partials ([H, Tq, S, partialStride]), out
+// ([H, Tq, D]).
 //   M = max_s m_s,  L = sum_s l_s exp(m_s - M),  out = sum_s acc_s exp(m_s - M) / L
 // A split whose keys are all masked with -inf (m_s = -inf, l_s = 0,
 // acc_s = 0) adds nothing.
-Value combinedElement(const Builder &x, Value partials, const Config &cfg, Value head, Value row, Value d) {
-  mlir::OpBuilder &b = x.b;
-  mlir::Location loc = x.loc;
+mlir::LogicalResult buildCombine(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg) {
+  mlir::Location loc = f.getLoc();
+  Builder x{b, loc};
+  Value partials = f.getArgument(0), out = f.getArgument(1);
   mlir::Type element = cfg.element;
   const int64_t D = cfg.headSize, S = cfg.splits;
-  Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
-  Value zero = x.fconst(element, 0.0);
-  llvm::SmallVector<Value> maxima;
-  Value overall = negInf;
-  for (int64_t s = 0; s < S; ++s) {
-    maxima.push_back(mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D)}));
-    overall = mlir::arith::MaximumFOp::create(b, loc, overall, maxima.back());
-  }
-  Value sum = zero, value = zero;
-  for (int64_t s = 0; s < S; ++s) {
-    Value empty = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, maxima[s], negInf);
-    Value scale = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, maxima[s], overall));
-    scale = mlir::arith::SelectOp::create(b, loc, empty, zero, scale);
-    Value l = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D + 1)});
-    Value acc = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), d});
-    sum = mlir::arith::AddFOp::create(b, loc, sum, mlir::arith::MulFOp::create(b, loc, l, scale));
-    value = mlir::arith::AddFOp::create(b, loc, value, mlir::arith::MulFOp::create(b, loc, acc, scale));
-  }
-  return mlir::arith::DivFOp::create(b, loc, value, sum);
+  int64_t total = cfg.heads * cfg.length * D;
+  Value linear = x.add(x.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
+  Value valid = total % kCombineThreads != 0 ? x.lt(linear, total) : Value();
+  x.guarded(valid, [&] {
+    Value d = x.rem(linear, D);
+    Value row = x.rem(x.div(linear, D), cfg.length);
+    Value head = x.div(linear, D * cfg.length);
+    Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
+    Value zero = x.fconst(element, 0.0);
+    llvm::SmallVector<Value> maxima;
+    Value overall = negInf;
+    for (int64_t s = 0; s < S; ++s) {
+      maxima.push_back(mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D)}));
+      overall = mlir::arith::MaximumFOp::create(b, loc, overall, maxima.back());
+    }
+    Value sum = zero, value = zero;
+    for (int64_t s = 0; s < S; ++s) {
+      Value empty = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, maxima[s], negInf);
+      Value scale = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, maxima[s], overall));
+      scale = mlir::arith::SelectOp::create(b, loc, empty, zero, scale);
+      Value l = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D + 1)});
+      Value acc = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), d});
+      sum = mlir::arith::AddFOp::create(b, loc, sum, mlir::arith::MulFOp::create(b, loc, l, scale));
+      value = mlir::arith::AddFOp::create(b, loc, value, mlir::arith::MulFOp::create(b, loc, acc, scale));
+    }
+    mlir::memref::StoreOp::create(b, loc, mlir::arith::DivFOp::create(b, loc, value, sum), out,
+                                  mlir::ValueRange{head, row, d});
+  });
+  return mlir::success();
 }
 
 // ---- The pass --------------------------------------------------------------
@@ -1119,8 +1066,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     name += "_attention";
     KernelSignature signature;
     signature.name = name;
-    // With split keys the kernel writes partials to a host temporary, and
-    // the last block of each query tile combines them into the output.
+    // With split keys the kernel writes partials to a host temporary, and a
+    // second kernel combines them into the output.
     Value partials;
     auto partialsType = mlir::MemRefType::get({cfg.heads, cfg.length, cfg.splits, cfg.partialStride}, element);
     if (cfg.splits > 1)
@@ -1133,41 +1080,32 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       signature.arguments.push_back(operand.getType());
       launchOperands.push_back(operand);
     }
-    if (partials) {
-      signature.arguments.push_back(oType);
-      launchOperands.push_back(oHost);
-    }
     auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto tileType =
         mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
     signature.workgroupBuffers = {tileType, tileType};
-    if (partials) // whether this block is its query tile's last
-      signature.workgroupBuffers.push_back(
-          mlir::MemRefType::get({1}, host.getI32Type(), mlir::MemRefLayoutAttrInterface{}, space));
     int64_t rowBytes = cfg.heads * cfg.headSize * cfg.elementBytes;
     int64_t partialBytes = cfg.splits > 1 ? partialsType.getNumElements() * cfg.elementBytes : 0;
-    signature.bytesMoved =
-        rowBytes * (cfg.length + 2 * cfg.keys) + rowBytes * cfg.length + (partials ? 2 * partialBytes : 0);
+    signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) + (partials ? partialBytes : rowBytes * cfg.length);
     int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.keys;
     signature.flops = 4 * pairs * cfg.headSize;
     signature.blockSize = {static_cast<int32_t>(cfg.threads), 1, 1};
     auto kernel = kernels.tryBuild(signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
       for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
         f.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(kVectorBytes));
-      if (partials) {
-        // The query tiles' counters, zero when the module loads.
-        auto module = f->getParentOfType<mlir::gpu::GPUModuleOp>();
-        mlir::OpBuilder inModule = mlir::OpBuilder::atBlockBegin(module.getBody());
-        auto countersType = mlir::MemRefType::get({cfg.heads * cfg.queryTiles}, inModule.getI32Type());
-        mlir::memref::GlobalOp::create(
-            inModule, f.getLoc(), kSplitCountersName, inModule.getStringAttr("private"), countersType,
-            mlir::DenseElementsAttr::get(mlir::RankedTensorType::get(countersType.getShape(), inModule.getI32Type()),
-                                         inModule.getI32IntegerAttr(0).getValue()),
-            /*constant=*/false, /*alignment=*/nullptr);
-      }
       return buildBody(b, f, cfg, *softmaxGraph, *softmax, maskGraph ? &*maskGraph : nullptr);
     });
-    if (mlir::failed(kernel)) {
+    mlir::FailureOr<mlir::gpu::GPUFuncOp> combine = mlir::failure();
+    if (mlir::succeeded(kernel) && partials) {
+      KernelSignature combining;
+      combining.name = name + "_combine";
+      combining.arguments = {partialsType, oType};
+      combining.bytesMoved = partialBytes + rowBytes * cfg.length;
+      combining.blockSize = {static_cast<int32_t>(kCombineThreads), 1, 1};
+      combine = kernels.tryBuild(combining,
+                                 [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { return buildCombine(b, f, cfg); });
+    }
+    if (mlir::failed(kernel) || (partials && mlir::failed(combine))) {
       if (partials)
         partials.getDefiningOp()->erase();
       kHost.getDefiningOp()->erase();
@@ -1177,8 +1115,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     }
     std::string splitText =
         cfg.splits > 1 ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
-                             " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), combined by each query tile's "
-                             "last block"
+                             " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel"
                        : "";
     MLPIPE_DEBUG(kDebugEmitters,
                  os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
@@ -1193,8 +1130,13 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};
     kernels.launch(host, valuesCall.getLoc(), *kernel, dims, launchOperands);
-    if (partials)
+    if (partials) {
+      LaunchDims combineDims;
+      combineDims.grid = {ceilDiv(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};
+      combineDims.block = {kCombineThreads, 1, 1};
+      kernels.launch(host, valuesCall.getLoc(), *combine, combineDims, {partials, oHost});
       mlir::memref::DeallocOp::create(host, valuesCall.getLoc(), partials);
+    }
     // The three calls go; the temporaries they shared with nobody else too.
     valuesCall.erase();
     softmaxCall.erase();
