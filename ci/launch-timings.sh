@@ -13,20 +13,21 @@ mkdir -p "$out"
 export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
 export MLPIPE_CACHE_DIR=$(mktemp -d)
 gpt2=(bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --repeat 10 --warmup 2)
+# timed LAUNCH LENGTH: one bench of GPT-2 at T=LENGTH, kernels launched
+# programmatically or serially; its forward table (and decode table at 16).
+timed() {
+  local value=1
+  [[ $1 == serial ]] && value=0
+  echo "== T=$2, $1 launches"
+  MLPIPE_PROGRAMMATIC_LAUNCH=$value "${gpt2[@]}" --seq "$2" | sed -n '/^KV-cache/,/^$/p;/T  median/,/^$/p'
+}
 for round in 1 2; do
-  for launch in programmatic serial; do
-    value=1
-    [[ $launch == serial ]] && value=0
-    echo "== round $round, $launch launches"
-    MLPIPE_PROGRAMMATIC_LAUNCH=$value "${gpt2[@]}" --seq 16 | sed -n '/^KV-cache/,/^$/p;/T  median/,/^$/p'
-  done
+  echo "== round $round"
+  timed programmatic 16
+  timed serial 16
 done
-for launch in programmatic serial; do
-  value=1
-  [[ $launch == serial ]] && value=0
-  echo "== T=1024, $launch launches"
-  MLPIPE_PROGRAMMATIC_LAUNCH=$value "${gpt2[@]}" --seq 1024 | sed -n '/T  median/,/^$/p'
-done
+timed programmatic 1024
+timed serial 1024
 echo "== unit kernels"
 bench kernels
 echo "== decode step, per kernel"

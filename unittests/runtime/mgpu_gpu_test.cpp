@@ -139,53 +139,6 @@ const char *const kBrokenPtx = R"PTX(
 }
 )PTX";
 
-// saxpy again, for sm_90, compiled as mlpipe-programmatic-launch compiles
-// kernels: it first waits for the kernel before it, then lets the next
-// launch be scheduled, and its module carries the runtime's marker.
-const char *const kProgrammaticPtx = R"PTX(
-.version 7.8
-.target sm_90
-.address_size 64
-
-.visible .global .align 1 .u8 mlpipe_programmatic_launch = 1;
-
-.visible .entry saxpy(
-    .param .u64 saxpy_x,
-    .param .u64 saxpy_y,
-    .param .f32 saxpy_a,
-    .param .u32 saxpy_n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<5>;
-    .reg .b64 %rd<8>;
-
-    griddepcontrol.wait;
-    griddepcontrol.launch_dependents;
-    ld.param.u64 %rd1, [saxpy_x];
-    ld.param.u64 %rd2, [saxpy_y];
-    ld.param.f32 %f1, [saxpy_a];
-    ld.param.u32 %r1, [saxpy_n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.s32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra DONE;
-    cvta.to.global.u64 %rd3, %rd1;
-    cvta.to.global.u64 %rd4, %rd2;
-    mul.wide.u32 %rd5, %r5, 4;
-    add.s64 %rd6, %rd3, %rd5;
-    add.s64 %rd7, %rd4, %rd5;
-    ld.global.f32 %f2, [%rd6];
-    ld.global.f32 %f3, [%rd7];
-    fma.rn.f32 %f4, %f1, %f2, %f3;
-    st.global.f32 [%rd7], %f4;
-DONE:
-    ret;
-}
-)PTX";
-
 constexpr int kBlock = 256;
 
 // Fresh data on every run, never zero: values in ±[0.5, 2).
@@ -597,6 +550,22 @@ BOOST_AUTO_TEST_CASE(a_replayed_graph_gives_the_bits_of_direct_launches) {
   gpu::release(y);
 }
 
+// saxpy again, for sm_90, as mlpipe-programmatic-launch compiles kernels: it
+// first waits for the kernel before it, then lets the next launch be
+// scheduled, and its module carries the runtime's marker.
+std::string programmaticSaxpyPtx() {
+  std::string all = kKernelsPtx;
+  size_t begin = all.find(".visible .entry saxpy(");
+  size_t end = all.find("\n}\n", begin) + 3;
+  std::string saxpy = all.substr(begin, end - begin);
+  const std::string declarations = ".reg .b64 %rd<8>;\n";
+  saxpy.insert(saxpy.find(declarations) + declarations.size(),
+               "    griddepcontrol.wait;\n    griddepcontrol.launch_dependents;\n");
+  return ".version 7.8\n.target sm_90\n.address_size 64\n"
+         ".visible .global .align 1 .u8 mlpipe_programmatic_launch = 1;\n" +
+         saxpy;
+}
+
 // A chain of dependent launches that each overlap the end of the one before
 // (programmatic dependent launch) computes what launching them one after
 // another does, directly and replayed in a graph: every kernel waits for
@@ -609,7 +578,8 @@ BOOST_AUTO_TEST_CASE(programmatic_launches_wait_for_the_kernel_before_them) {
   const uint32_t n = 1000003; // not a multiple of the block
   const size_t bytes = n * sizeof(float);
   const int links = 32;
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kProgrammaticPtx), 2);
+  std::string ptx = programmaticSaxpyPtx();
+  void *module = mgpuModuleLoadJIT(ptx.data(), 2);
   void *saxpy = mgpuModuleGetFunction(module, "saxpy");
   Kernels plain;
   BOOST_TEST(gpu::launchesProgrammatically(saxpy) == (std::getenv("MLPIPE_PROGRAMMATIC_LAUNCH") == nullptr));
