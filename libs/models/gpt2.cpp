@@ -87,16 +87,17 @@ Tensor embed(Tensor ids, Tensor wte, Tensor wpe, Tensor position = {}) {
 // Writes the keys and values of c_attn's output [T, 3C] (its last 2C
 // columns) into the cache at the block's layer, at position 0 (prefill) or
 // the run-time one: as one block [2, H, T, D], so a decode step copies its
-// new row into the cache in one kernel. A block that would cover one
-// layer's whole cache (a prefill of n_ctx tokens) goes in as two, keys then
-// values: a write of the whole would be a new tensor, not an update in
-// place of the in-out cache.
+// new row into the cache in one kernel. A block that would cover the whole
+// cache (a prefill of n_ctx tokens into one layer's cache, or into a
+// one-layer model's) goes in as two, keys then values: a write of the
+// whole would be a new tensor, not an update in place of the in-out cache.
 void writeCache(KvCache &kv, Tensor qkv, int64_t heads) {
   Graph &g = qkv.graph();
   int64_t length = qkv.dim(0), width = qkv.dim(1) / 3;
   int64_t positionAxis = kv.phase == Gpt2Phase::Decode ? static_cast<int64_t>(kv.layer.size()) + 2 : -1;
-  bool coversLayerCache = kv.layer.empty() && length == kv.cache.dim(2);
-  int64_t partsPerBlock = coversLayerCache ? 1 : 2; // of keys (part 0) and values (part 1)
+  Shape both(kv.layer.size(), 1);
+  both.insert(both.end(), {2, heads, length, width / heads});
+  int64_t partsPerBlock = both == kv.cache.shape() ? 1 : 2; // of keys (part 0) and values (part 1)
   for (int64_t part = 0; part < 2; part += partsPerBlock) {
     Tensor columns = g.slice(qkv, 1, (1 + part) * width, partsPerBlock * width);
     Tensor split = transpose(reshape(columns, {length, partsPerBlock, heads, width / heads}), {1, 2, 0, 3});
