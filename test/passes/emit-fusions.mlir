@@ -384,7 +384,8 @@ module {
 // of the skinny kernel, whose every block computes the layer norm (the
 // shuffle trees of its two reductions, their warps combined through the
 // prologue's slots) into its staged A before the product; no kernel of its
-// own. Where another fusion reads the row too, it stays a kernel.
+// own. Where another fusion reads the row too, or the GEMV writes the
+// buffer the layer norm reads, it stays a kernel.
 // CHECK-LABEL: func.func @layer
 // CHECK-NOT: gpu.launch_func
 // CHECK: gpu.launch_func @proj_matmul_module::@proj_matmul {{.*}} args(%{{.*}} : memref<1x768xf32>, %arg3 : memref<768x96xf32>, %arg5 : memref<1x96xf32>, %arg4 : memref<96xf32>, %arg0 : memref<1x768xf32>, %arg1 : memref<768xf32>, %arg2 : memref<768xf32>, %{{.*}} : memref<1x768xf32>)
@@ -394,6 +395,9 @@ module {
 // CHECK: gpu.launch_func @ln_row_reduction_module::@ln_row_reduction
 // CHECK: gpu.launch_func @proj_matmul_1_module::@proj_matmul_1 {{.*}} args(%{{.*}} : memref<1x768xf32>, %arg3 : memref<768x96xf32>, %arg5 : memref<1x96xf32>, %arg4 : memref<96xf32>)
 // CHECK: gpu.launch_func @copy_loop_module::@copy_loop
+// CHECK-LABEL: func.func @overwrite
+// CHECK: gpu.launch_func @ln_row_reduction_module::@ln_row_reduction
+// CHECK: gpu.launch_func @square_matmul_module::@square_matmul
 // CHECK: gpu.func @proj_matmul({{.*}}) workgroup({{.*}}, %[[SLOTS:.*]] : memref<64xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.shuffle xor
 // CHECK: memref.store %{{.*}}, %[[SLOTS]]
@@ -480,6 +484,19 @@ module {
     call @ln_row_reduction(%x, %gamma, %beta, %normalized) : (memref<1x768xf32>, memref<768xf32>, memref<768xf32>, memref<1x768xf32>) -> ()
     call @proj_matmul(%normalized, %w, %bias, %out) : (memref<1x768xf32>, memref<768x96xf32>, memref<96xf32>, memref<1x96xf32>) -> ()
     call @copy_loop(%normalized, %kept) : (memref<1x768xf32>, memref<1x768xf32>) -> ()
+    memref.dealloc %normalized : memref<1x768xf32>
+    return
+  }
+  func.func private @square_matmul(%a: memref<1x768xf32>, %w: memref<768x768xf32>, %c: memref<1x768xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.0 : f32
+    linalg.fill ins(%zero : f32) outs(%c : memref<1x768xf32>)
+    linalg.matmul ins(%a, %w : memref<1x768xf32>, memref<768x768xf32>) outs(%c : memref<1x768xf32>)
+    return
+  }
+  func.func @overwrite(%x: memref<1x768xf32>, %gamma: memref<768xf32>, %beta: memref<768xf32>, %w: memref<768x768xf32>) {
+    %normalized = memref.alloc() : memref<1x768xf32>
+    call @ln_row_reduction(%x, %gamma, %beta, %normalized) : (memref<1x768xf32>, memref<768xf32>, memref<768xf32>, memref<1x768xf32>) -> ()
+    call @square_matmul(%normalized, %w, %x) : (memref<1x768xf32>, memref<768x768xf32>, memref<1x768xf32>) -> ()
     memref.dealloc %normalized : memref<1x768xf32>
     return
   }

@@ -112,6 +112,11 @@ public:
       if (operands.a != rowOutput || aType.getRank() != 2 || accumulate ||
           !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))
         return giveUp("A is not the whole one-row output of the row reduction before it, or not one launch's");
+      // Every block reads the row reduction's inputs whole: none of them may
+      // be C, which the blocks write.
+      for (mlir::Value operand : rowCall_.getOperands())
+        if (operand != rowOutput && rootBuffer(operand) == rootBuffer(operands.c))
+          return giveUp("C is a buffer the row reduction before it reads");
       for (mlir::Value operand : rowCall_.getOperands())
         prologue.hostOperands.push_back(operand);
       // Slots for the largest block the kernel may choose.
