@@ -86,22 +86,29 @@ buildFusionKernel(KernelFactory &kernels, const FusionGraph &graph, KernelSignat
     mlir::IRMapping arguments;
     for (unsigned i = 0; i < function.getNumArguments(); ++i)
       arguments.map(function.getArgument(i), kernel.getArgument(i));
-    // Kernel-wide values (constants, argument views) go before an anchor at
-    // the top, so they come before every use, in the order they were made.
-    mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&kernel.getBody().front());
-    mlir::Operation *anchor = mlir::arith::ConstantIndexOp::create(top, kernel.getLoc(), 0);
-    mlir::OpBuilder entry(anchor);
-    ElementalEmitter elemental(graph, builder, entry, arguments);
-    if (mlir::failed(body(elemental, kernel)))
-      return mlir::failure();
-    if (elemental.failed()) {
-      why = elemental.failure();
-      return mlir::failure();
-    }
-    if (anchor->use_empty())
-      anchor->erase();
-    return mlir::success();
+    return emitElementally(
+        graph, builder, kernel, arguments, [&](ElementalEmitter &elemental) { return body(elemental, kernel); }, why);
   });
+}
+
+mlir::LogicalResult emitElementally(const FusionGraph &graph, mlir::OpBuilder &builder, mlir::gpu::GPUFuncOp kernel,
+                                    const mlir::IRMapping &arguments,
+                                    const std::function<mlir::LogicalResult(ElementalEmitter &)> &body,
+                                    std::string &why) {
+  // Kernel-wide values (constants, argument views) go before an anchor at
+  // the top, so they come before every use, in the order they were made.
+  mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&kernel.getBody().front());
+  mlir::Operation *anchor = mlir::arith::ConstantIndexOp::create(top, kernel.getLoc(), 0);
+  ElementalEmitter elemental(graph, builder, mlir::OpBuilder(anchor), arguments);
+  if (mlir::failed(body(elemental)))
+    return mlir::failure();
+  if (elemental.failed()) {
+    why = elemental.failure();
+    return mlir::failure();
+  }
+  if (anchor->use_empty())
+    anchor->erase();
+  return mlir::success();
 }
 
 int64_t elementsOf(mlir::Type type) {

@@ -102,6 +102,16 @@ mlir::FailureOr<mlir::gpu::GPUFuncOp>
 buildFusionKernel(KernelFactory &kernels, const FusionGraph &graph, KernelSignature signature,
                   const std::function<mlir::LogicalResult(ElementalEmitter &, mlir::gpu::GPUFuncOp)> &body,
                   std::string &why);
+// Runs `body` with an ElementalEmitter over `graph` that builds at
+// `builder` inside `kernel` (whose values `arguments` maps the fusion's
+// arguments to), its kernel-wide values placed at the top of the kernel.
+// Fails when `body` does, or, with `why`, when the elemental emitter could
+// not express something.
+mlir::LogicalResult emitElementally(const FusionGraph &graph, mlir::OpBuilder &builder, mlir::gpu::GPUFuncOp kernel,
+                                    const mlir::IRMapping &arguments,
+                                    const std::function<mlir::LogicalResult(ElementalEmitter &)> &body,
+                                    std::string &why);
+
 // Bytes one launch over the whole fusion reads and writes: every argument
 // region read (a gathered table counts the rows read), every output.
 int64_t fusionBytes(const FusionGraph &graph);

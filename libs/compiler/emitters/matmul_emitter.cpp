@@ -127,22 +127,15 @@ public:
         mlir::IRMapping arguments;
         for (auto [argument, kernelValue] : llvm::zip(rowGraph_->function().getArguments(), kernelOperands))
           arguments.map(argument, kernelValue);
-        // Kernel-wide values go before an anchor at the top of the kernel.
-        mlir::Block *entryBlock = builder.getInsertionBlock();
-        while (!mlir::isa<mlir::gpu::GPUFuncOp>(entryBlock->getParentOp()))
-          entryBlock = entryBlock->getParentOp()->getBlock();
-        mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(entryBlock);
-        mlir::Operation *anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
-        ElementalEmitter elemental(*rowGraph_, builder, mlir::OpBuilder(anchor), arguments);
-        if (mlir::failed(emitRowInBlock(*rowGraph_, options_, elemental, slots, threads, store, prologueFailure)))
-          return mlir::failure();
-        if (elemental.failed()) {
-          prologueFailure = elemental.failure();
-          return mlir::failure();
-        }
-        if (anchor->use_empty())
-          anchor->erase();
-        return mlir::success();
+        mlir::Operation *parent = builder.getInsertionBlock()->getParentOp();
+        auto kernel = mlir::isa<mlir::gpu::GPUFuncOp>(parent) ? mlir::cast<mlir::gpu::GPUFuncOp>(parent)
+                                                              : parent->getParentOfType<mlir::gpu::GPUFuncOp>();
+        return emitElementally(
+            *rowGraph_, builder, kernel, arguments,
+            [&](ElementalEmitter &elemental) {
+              return emitRowInBlock(*rowGraph_, options_, elemental, slots, threads, store, prologueFailure);
+            },
+            prologueFailure);
       };
     }
 
@@ -182,9 +175,14 @@ public:
     }
     std::string name = kernelName(graph_);
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), operands, accumulate, hasEpilogue ? &epilogue : nullptr,
-                                         kernels, *options_.device, name, {}, rowCall_ ? &prologue : nullptr)))
-      return giveUp(rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
-                             : "the generated matmul kernel does not take this product");
+                                         kernels, *options_.device, name, {}, rowCall_ ? &prologue : nullptr))) {
+      mlir::LogicalResult refused =
+          giveUp(rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
+                          : "the generated matmul kernel does not take this product");
+      if (!prologueFailure.empty())
+        why += ": " + prologueFailure;
+      return refused;
+    }
     if (!epilogueFailure.empty())
       return call.emitError() << "matmul fusion @" << graph_.function().getName()
                               << ": its epilogue could not be emitted: " << epilogueFailure;
