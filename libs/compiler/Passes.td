@@ -410,6 +410,22 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
         args(%h : memref<1x768xf32>, %w : memref<768x2304xf32>, %qkv : memref<1x2304xf32>,
              %bias : memref<2304xf32>, %x : memref<1x768xf32>, %gamma : memref<768xf32>, ...)
     ```
+
+    A causally masked softmax (its penalty computed in its prologue, or read
+    from a mask that a fusion called before it computes from its indices)
+    whose rows fit the registers reads only the chunks of keys up to each
+    row's query; the rest are -inf, whose probabilities are the same exact
+    zeros (kSkipKeysAfterTheQuery):
+
+    ```mlir
+    %x:4 = scf.if %first_key_le_query -> (f32, f32, f32, f32) {
+      %s = vector.load %scores[...] : memref<...xf32>, vector<4xf32>
+      ...                                    // scale, mask
+      scf.yield %x0, %x1, %x2, %x3 : f32, f32, f32, f32
+    } else {
+      scf.yield %neg_inf, %neg_inf, %neg_inf, %neg_inf : f32, f32, f32, f32
+    }
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",

@@ -550,6 +550,26 @@ mlir::Value ElementalEmitter::serialReduction(int nodeIndex, llvm::ArrayRef<mlir
   return result;
 }
 
+void ElementalEmitter::prefetchArgumentReads(int nodeIndex, llvm::ArrayRef<mlir::Value> idx) {
+  const FusionNode &n = graph_.node(nodeIndex);
+  if (n.op.getNumReductionLoops() > 0 || mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(n.op) ||
+      lookup(key(n.op.getOperation(), idx)))
+    return;
+  llvm::SmallVector<mlir::Value> loopIndex = loopIndexOfOutput(nodeIndex, idx);
+  for (mlir::OpOperand *input : n.op.getDpsInputOperands()) {
+    if (!mlir::isa<mlir::ShapedType>(input->get().getType()))
+      continue;
+    int producer = graph_.producerOf(nodeIndex, *input);
+    if (producer < 0) {
+      operand(nodeIndex, *input, loopIndex);
+      continue;
+    }
+    std::optional<BufferView> view = graph_.view(input->get());
+    if (view && sameLayout(*view, graph_.node(producer).output))
+      prefetchArgumentReads(producer, applyMap(n.op.getMatchingIndexingMap(input), loopIndex));
+  }
+}
+
 mlir::Value ElementalEmitter::node(int nodeIndex, llvm::ArrayRef<mlir::Value> idx) {
   const FusionNode &n = graph_.node(nodeIndex);
   Key k = key(n.op.getOperation(), idx);

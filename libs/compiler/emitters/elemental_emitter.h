@@ -59,6 +59,13 @@ public:
   // with a combining op that has a neutral element (what warp reductions need).
   bool isTreeReducible(int node) const;
 
+  // Loads now every fusion-argument element that `node`'s element at
+  // `index` reads, directly or through the all-parallel nodes it reads,
+  // stopping at reductions and at values already known: the later
+  // evaluation finds them loaded. (Emitters issue an epilogue's own reads,
+  // a layer norm's weight and bias, together with the row's.)
+  void prefetchArgumentReads(int node, llvm::ArrayRef<mlir::Value> index);
+
   // Declares the value of a node's element (a reduction result the emitter
   // computed, or a value from shared memory).
   void define(int node, llvm::ArrayRef<mlir::Value> index, mlir::Value value);

@@ -11,6 +11,7 @@
 // passes that follow.
 #include "compiler/debug.h"
 #include "compiler/emitters/fusion_emitter.h"
+#include "compiler/emitters/softmax_analysis.h"
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -22,6 +23,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+
+#include "llvm/ADT/ScopeExit.h"
 
 namespace mlpipe {
 
@@ -72,6 +75,33 @@ mlir::func::CallOp rowProducerOf(mlir::func::CallOp matmul, mlir::SymbolTable &s
   return row;
 }
 
+// The softmax row reductions among `calls` whose prologue adds a causal
+// mask that another fusion computes into memory (fused mode computes it
+// once for all layers): call -> the mask's argument. Asked before any call
+// is emitted, while the mask's writer is still a call.
+llvm::DenseMap<mlir::Operation *, unsigned> causalMaskArguments(llvm::ArrayRef<mlir::func::CallOp> calls,
+                                                                mlir::SymbolTable &symbols) {
+  llvm::DenseMap<mlir::Operation *, unsigned> found;
+  for (mlir::func::CallOp call : calls) {
+    if (!isFusionCall(call, symbols, FusionKind::RowReduction))
+      continue;
+    std::string ignored;
+    bool looksLikeSoftmax = false;
+    auto graph = FusionGraph::analyze(symbols.lookup<mlir::func::FuncOp>(call.getCallee()), ignored);
+    if (mlir::failed(graph))
+      continue;
+    auto softmax = matchSoftmax(*graph, ignored, looksLikeSoftmax);
+    if (mlir::failed(softmax) || softmax->causal)
+      continue;
+    int argument = matchCausalMaskInput(*softmax, *graph, [&](unsigned argument) {
+      return static_cast<bool>(causalMaskWriter(call.getOperand(argument), call, symbols));
+    });
+    if (argument >= 0)
+      found[call] = static_cast<unsigned>(argument);
+  }
+  return found;
+}
+
 struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
   using EmitFusionsPassBase::EmitFusionsPassBase;
 
@@ -98,6 +128,8 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
           callee && callee->hasAttr(kFusionAttrName))
         calls.push_back(call);
     });
+    llvm::DenseMap<mlir::Operation *, unsigned> causalMasks = causalMaskArguments(calls, symbols);
+    options.causalMaskArguments = &causalMasks;
     // Row reductions a GEMV after them computes itself wait for it.
     llvm::DenseMap<mlir::Operation *, mlir::func::CallOp> rowOf;
     llvm::DenseSet<mlir::Operation *> waiting;
@@ -111,7 +143,11 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
     for (mlir::func::CallOp call : calls) {
       if (waiting.contains(call))
         continue;
+      // (An emitted call is erased, and a call made later may take its
+      // address: its entry goes once it is emitted.)
+      llvm::scope_exit forget([&, op = call.getOperation()] { causalMasks.erase(op); });
       if (mlir::func::CallOp row = rowOf.lookup(call)) {
+        llvm::scope_exit forgetRow([&, op = row.getOperation()] { causalMasks.erase(op); });
         if (succeeded(emitWithRow(call, row, kernels, options)))
           continue;
         if (mlir::failed(emitCall(row, kernels, options, /*depth=*/0)))

@@ -23,6 +23,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +38,11 @@ struct EmitterOptions {
   MatmulBackend matmul = MatmulBackend::Generated;
   // The widest vector access, in bytes (128-bit loads and stores).
   int vectorBytes = 16;
+  // Row-reduction calls one of whose arguments holds the causal penalty
+  // over [query, key], computed by a fusion called before them: call ->
+  // that argument. Found before any call is emitted, while the mask's
+  // writer is still a call (causalMaskWriter). Null: none known.
+  const llvm::DenseMap<mlir::Operation *, unsigned> *causalMaskArguments = nullptr;
 };
 
 class FusionEmitter {

@@ -2,6 +2,13 @@
 // (contiguous) dimensions of one shape — softmax, layer norm, a sum over
 // rows — as one kernel that reads each row once.
 //
+// A causally masked softmax (softmax_analysis.h) whose row is held in
+// registers reads only the chunks of keys up to the row's query: for a
+// chunk wholly after it, x is taken as -inf, whose e = exp(x - m) and
+// y = e / l are the same exact zeros the masked scores give, so the row's
+// max, sum and outputs are bit for bit what reading it would give, from
+// about half the reads of a [T, T] row set.
+//
 // A row of C elements is split into chunks of W (128 bits of elements) and
 // handled by a group of G lanes (G a power of two): a part of a warp for
 // short rows, a warp, or a whole block for long ones, the row's chunks
@@ -19,11 +26,14 @@
 //   y[c] = exp(x[c] - max) / sum            (vector.store per chunk)
 #include "compiler/debug.h"
 #include "compiler/emitters/fusion_emitter.h"
+#include "compiler/emitters/softmax_analysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <limits>
 
 namespace mlpipe::emitters {
 
@@ -39,6 +49,17 @@ constexpr int64_t kThreadsPerBlock = 256;
 // a block would be 128 blocks for 132 SMs); the rows then spread over
 // smaller blocks.
 constexpr int64_t kMinBlocksPerSm = 2;
+// A causally masked softmax held in registers reads only the keys up to
+// each row's query (the rest give exact zeros): half the reads of a
+// [T, T] score tensor.
+constexpr bool kSkipKeysAfterTheQuery = true;
+// Reads the epilogue makes itself (a layer norm's weight and bias) wait,
+// where they are used, for both reductions: a dependent round trip to L2
+// after them. A grid that leaves the SMs' registers mostly unused (a
+// 1024-row layer norm: about 8 warps an SM) issues them with the row's,
+// at the start, where they cost registers only. Such a grid: at most the
+// threads the register file holds at this many registers a thread.
+constexpr int64_t kPrefetchRegistersPerThread = 128;
 
 int64_t nextPowerOfTwo(int64_t n) {
   int64_t p = 1;
@@ -93,6 +114,10 @@ public:
     int64_t blocks = (rows_ + rowsPerBlock_ - 1) / rowsPerBlock_;
     int64_t warpsPerRow = lanes_ / warp;
 
+    causalPrologue_ = kSkipKeysAfterTheQuery && inRegisters_ ? causalSoftmaxPrologue(call) : -1;
+    int64_t threadsAtPrefetchRegisters = device.smCount * (device.registersPerSm / kPrefetchRegistersPerThread);
+    prefetchEpilogue_ = inRegisters_ && blocks * threads_ <= threadsAtPrefetchRegisters;
+
     KernelSignature signature;
     signature.name = kernelName(graph_);
     signature.bytesMoved = fusionBytes(graph_);
@@ -110,15 +135,16 @@ public:
         [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitBody(elemental, kernel); }, why);
     if (mlir::failed(kernel))
       return mlir::failure();
-    MLPIPE_DEBUG(kDebugEmitters, os << signature.name << ": row reduction emitter, " << rows_ << " rows of " << columns_
-                                    << " in " << chunks_ << " chunks of " << width_ << ", " << lanes_
-                                    << " lanes per row ("
-                                    << (lanes_ < warp    ? "part of a warp"
-                                        : lanes_ == warp ? "a warp"
-                                                         : "a block")
-                                    << "), " << perLane_ << " chunks per lane "
-                                    << (inRegisters_ ? "kept in registers" : "streamed") << ", " << reductions_.size()
-                                    << " reductions, " << blocks << " blocks x " << threads_ << " threads\n");
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << signature.name << ": row reduction emitter, " << rows_ << " rows of " << columns_ << " in "
+                    << chunks_ << " chunks of " << width_ << ", " << lanes_ << " lanes per row ("
+                    << (lanes_ < warp    ? "part of a warp"
+                        : lanes_ == warp ? "a warp"
+                                         : "a block")
+                    << "), " << perLane_ << " chunks per lane " << (inRegisters_ ? "kept in registers" : "streamed")
+                    << (causalPrologue_ >= 0 ? ", keys after the query not read (causal)" : "")
+                    << (prefetchEpilogue_ ? ", epilogue reads issued first (small grid)" : "") << ", "
+                    << reductions_.size() << " reductions, " << blocks << " blocks x " << threads_ << " threads\n");
     mlir::OpBuilder host(call);
     LaunchDims dims;
     dims.grid = {blocks, 1, 1};
@@ -170,6 +196,23 @@ public:
   }
 
 private:
+  // The prologue node (x) of a causally masked softmax over [heads,
+  // queries, keys] (softmax_analysis.h), its penalty computed in its body
+  // or read from a mask argument another fusion computes; -1 otherwise.
+  int causalSoftmaxPrologue(mlir::func::CallOp call) const {
+    std::string ignored;
+    bool looksLikeSoftmax = false;
+    auto softmax = matchSoftmax(graph_, ignored, looksLikeSoftmax);
+    if (mlir::failed(softmax))
+      return -1;
+    if (!softmax->causal && options_.causalMaskArguments) {
+      auto known = options_.causalMaskArguments->find(call.getOperation());
+      if (known != options_.causalMaskArguments->end())
+        matchCausalMaskInput(*softmax, graph_, [&](unsigned argument) { return argument == known->second; });
+    }
+    return softmax->causal ? softmax->prologue : -1;
+  }
+
   mlir::LogicalResult analyze(std::string &why) {
     for (const FusionNode &node : graph_.nodes()) {
       if (node.op.getNumReductionLoops() == 0)
@@ -325,6 +368,39 @@ private:
     elemental.popScope();
   }
 
+  // Causal: this lane's chunks wholly after the row's query (the last kept
+  // index) are not read. Each chunk's x is computed in an scf.if on its
+  // first key, -inf otherwise, and defined for the reductions and the
+  // epilogue that follow.
+  void readUpToTheQuery(ElementalEmitter &elemental, llvm::ArrayRef<Chunk> chunks, mlir::Value query) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
+    mlir::Type element = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
+    mlir::Value negInf = mlir::arith::ConstantOp::create(
+        b, loc, element, b.getFloatAttr(element, -std::numeric_limits<double>::infinity()));
+    llvm::SmallVector<mlir::Type> types(width_, element);
+    for (const Chunk &c : chunks) {
+      mlir::Value before = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ule, c.base.back(), query);
+      auto ifRead = mlir::scf::IfOp::create(b, loc, types, before, /*withElseRegion=*/true);
+      {
+        mlir::OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifRead.thenBlock());
+        elemental.pushScope();
+        llvm::SmallVector<mlir::Value> x;
+        for (const auto &index : c.at)
+          x.push_back(elemental.node(causalPrologue_, index));
+        elemental.popScope();
+        if (elemental.failed())
+          return;
+        mlir::scf::YieldOp::create(b, loc, x);
+        b.setInsertionPointToStart(ifRead.elseBlock());
+        mlir::scf::YieldOp::create(b, loc, llvm::SmallVector<mlir::Value>(width_, negInf));
+      }
+      for (auto [u, index] : llvm::enumerate(c.at))
+        elemental.define(causalPrologue_, index, ifRead.getResult(u));
+    }
+  }
+
   mlir::LogicalResult emitBody(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
     mlir::OpBuilder &b = elemental.builder();
     mlir::Location loc = elemental.loc();
@@ -353,6 +429,18 @@ private:
         bool last = j == perLane_ - 1;
         mine.push_back(chunk(elemental, chunkIndex, keptIndex, mayOverrun && last));
       }
+
+    if (causalPrologue_ >= 0) {
+      readUpToTheQuery(elemental, mine, keptIndex.back());
+      if (elemental.failed())
+        return mlir::success();
+    }
+    if (prefetchEpilogue_)
+      for (const Chunk &c : mine)
+        for (const FusionGraph::Output &output : graph_.outputs())
+          if (graph_.node(output.node).output.shape == llvm::ArrayRef<int64_t>(inputShape_))
+            for (const auto &index : c.at)
+              elemental.prefetchArgumentReads(output.node, index);
 
     int64_t warpsPerRow = lanes_ / warp;
     for (auto [position, node] : llvm::enumerate(reductions_)) {
@@ -451,6 +539,8 @@ private:
   int64_t rows_ = 0, columns_ = 0;
   int64_t width_ = 1, chunks_ = 0, lanes_ = 1, perLane_ = 1, threads_ = 0, rowsPerBlock_ = 1;
   bool inRegisters_ = true;
+  int causalPrologue_ = -1; // the causal softmax's x node: keys after the query not read
+  bool prefetchEpilogue_ = false;
   // emitInBlock: the row is the block's, its slots and its output's sink
   // are the host kernel's.
   bool inBlock_ = false;
