@@ -2,8 +2,8 @@
 # One round on the GPU host: correctness first, then timings, a short table
 # last. Run it there after packing here (ci/pack-device.sh):
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
-# PART is any of units lit verify sanitize gpt2 decode timings (default: all
-# but decode, which timings repeats among the rest), so a
+# PART is any of units lit verify sanitize gpt2 rows decode timings
+# (default: all but decode, which timings repeats among the rest), so a
 # round can be split over calls. Full logs are packed into logs.tgz (and the
 # profile CSV beside it) in $OUT (the device tool's output folder) or
 # /tmp/mlpipe-round. Each step is stopped after MLPIPE_STEP_SECONDS (600).
@@ -14,7 +14,7 @@ final=${OUT:-/tmp/mlpipe-round}
 work=$(mktemp -d)
 logs=$work/logs
 mkdir -p "$logs" "$final"
-parts=" ${*:-units lit verify sanitize gpt2 timings} "
+parts=" ${*:-units lit verify sanitize gpt2 rows timings} "
 want() { [[ $parts == *" $1 "* ]]; }
 stepSeconds=${MLPIPE_STEP_SECONDS:-600}
 export PATH=$root/.device/llvm-tools:$PATH
@@ -132,6 +132,20 @@ if want gpt2; then
     --target gpu --no-cache
 fi
 
+# A prompt longer than the fused attention's 128 keys: attention's softmax
+# is then a row reduction with the causal mask (reading only the keys up
+# to each query), verified in both modes; then GPT-2 124M's row reductions
+# at T=1024 timed one by one against a copy of their bytes.
+if want rows; then
+  long_prompt=$(printf 'The quick brown fox jumps over the lazy dog and %.0s' {1..20})
+  step gpt2.verify.long-prompt.sublayer verify gpt2 --steps 3 --mode sublayer --prompt "$long_prompt" --target gpu \
+    --weights synthetic --config 124M
+  step gpt2.verify.long-prompt.fused verify gpt2 --steps 3 --mode fused --prompt "$long_prompt" --target gpu \
+    --weights synthetic --config 124M
+  step bench.rows bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 1024 --repeat 5 \
+    --warmup 1 --profile --csv "$logs/rows-profile.csv"
+fi
+
 # Graph replay against direct launches: the same text, token for token (the
 # bit-for-bit check is unit.gpt2_runner_gpu_test).
 graphs_vs_direct() {
@@ -195,6 +209,8 @@ echo
 tail -6 "$logs/gpt2.generate.sublayer.log" "$logs/gpt2.generate.fused.log" 2>/dev/null
 echo
 cat "$logs/bench.kernels.log" 2>/dev/null
+echo
+cat "$logs/bench.rows.log" 2>/dev/null
 echo
 cat "$logs/bench.gpt2.log" 2>/dev/null
 echo
