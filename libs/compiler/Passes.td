@@ -342,6 +342,17 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
         args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>)
     memref.dealloc %part : memref<12x1x32x68xf32>
     ```
+
+    Where that mask is select(key > p, -1e10, 0) with p loaded from an input
+    of the host function (computed in the prologue, or by a fusion writing
+    the mask), the kernel takes p too and reads only the tiles of keys up
+    to p's (kSkipKeysAfterThePosition): a split past it writes an empty
+    partial (max -inf, sum 0), which the combining kernel adds nothing for.
+    ```mlir
+    %p = memref.load %position[] : memref<i32>
+    %tiles = arith.minsi %split_end, %tiles_up_to_p : index
+    scf.for %t = %split_begin to %tiles step %c1 iter_args(...) { ... }
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",

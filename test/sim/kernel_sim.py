@@ -685,6 +685,8 @@ def launch(module_ops, op, args, stats):
 
 # Integer arguments (token ids, a position) are drawn from [0, this).
 INTEGER_INPUT_LIMIT = 40
+# Integer arguments given a value instead (--set NAME=VALUE), by mlpipe.name.
+INTEGER_INPUTS = {}
 
 
 def fill_random(buf, rng):
@@ -842,7 +844,8 @@ def run_module(text, seed, epilogue, stats, entry=None):
         if re.search(r"[x<]i(32|64)>", type_):
             # Token ids and positions: small integers, valid for any table.
             for i in range(len(buf.data)):
-                buf.data[i] = rng.randrange(0, INTEGER_INPUT_LIMIT)
+                drawn = rng.randrange(0, INTEGER_INPUT_LIMIT)
+                buf.data[i] = INTEGER_INPUTS.get(label, drawn)
         else:
             fill_random(buf, rng)
         buffers.append(buf)
@@ -898,7 +901,12 @@ def main():
     parser.add_argument("--epilogue", default="", help="bias-gelu-residual: the pass's test epilogue")
     parser.add_argument("--rtol", type=float, default=1e-9)
     parser.add_argument("--function", help="the public function to run, where there are several")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="an integer argument (by its mlpipe.name) given this value, not drawn")
     options = parser.parse_args()
+    for setting in options.set:
+        name, _, value = setting.partition("=")
+        INTEGER_INPUTS[name] = int(value)
     try:
         stats = {"launches": 0, "threads": 0, "barriers": 0}
         with open(options.reference) as f:

@@ -106,6 +106,12 @@ constexpr int64_t kFusedAttentionMaxKeys = 128;
 // kMinKeyTilesPerSplit tiles of keys in each.
 constexpr int64_t kSplitBlocksPerSm = 4;
 constexpr int64_t kMinKeyTilesPerSplit = 1;
+// A decode step's mask past the run-time position (positionMaskSource)
+// makes those keys' weights exact zeros: tiles of keys wholly after it are
+// not read, and a split holding none writes an empty partial (max -inf,
+// sum 0), which the combining kernel skips. A step early in a long cache
+// then reads the keys it has, not the whole cache.
+constexpr bool kSkipKeysAfterThePosition = true;
 // Threads per block of the kernel that combines the splits (one thread
 // per output element).
 constexpr int64_t kCombineThreads = 256;
@@ -156,6 +162,9 @@ struct Config {
   int64_t queryTiles = 0;
   int64_t widthQ = 1, widthK = 1, widthV = 1, widthO = 1; // global vector widths
   bool causal = false;
+  // A decode step's keys past a run-time position are masked: the kernel
+  // argument holding that position, -1 if none.
+  int64_t positionArgument = -1;
 };
 
 // The widest vector (at most `maxElements`) along the last dimension of a
@@ -343,6 +352,16 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
     // Every split starts inside the keys (splits = ceil(keyTiles / tilesPerSplit)).
     firstTile = x.mul(split, cfg.tilesPerSplit);
     tiles = x.min(x.add(firstTile, cfg.tilesPerSplit), cfg.keyTiles);
+  }
+  if (cfg.positionArgument >= 0) {
+    // Keys after the position p are masked to exact zeros while key 0 is
+    // not (p >= 0): the tiles up to p's, all of them for a p outside the keys.
+    Value p = mlir::memref::LoadOp::create(b, loc, f.getArgument(cfg.positionArgument), mlir::ValueRange{});
+    p = mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), p);
+    Value negative = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, p, x.c(0));
+    Value keysUsed = mlir::arith::SelectOp::create(b, loc, negative, x.c(TK), x.min(x.add(p, 1), TK));
+    Value tilesUsed = x.div(x.add(keysUsed, BK - 1), BK);
+    tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, tilesUsed);
   }
 
   // Cooperative staging of one tile of K and V rows into shared memory:
@@ -648,6 +667,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         masks_.insert(softmaxCall.getOperand(argument));
       }
     }
+    // A decode step's mask past a run-time position.
+    Value position = !softmax->causal && kSkipKeysAfterThePosition
+                         ? maskingPosition(*softmax, *softmaxGraph, softmaxCall, symbols)
+                         : Value();
     std::optional<FusionGraph> maskGraph;
     if (maskWriter) {
       auto analyzed = FusionGraph::analyze(maskWriter, why);
@@ -833,6 +856,15 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       signature.arguments.push_back(operand.getType());
       launchOperands.push_back(operand);
     }
+    if (position) {
+      // (Sublayer mode's prologue loads it itself: an extra argument already.)
+      auto known = llvm::find(launchOperands, position);
+      cfg.positionArgument = known - launchOperands.begin();
+      if (known == launchOperands.end()) {
+        signature.arguments.push_back(position.getType());
+        launchOperands.push_back(position);
+      }
+    }
     auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto tileType =
         mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
@@ -873,8 +905,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     MLPIPE_DEBUG(kDebugEmitters,
                  os << name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
                     << cfg.keys << " keys x " << cfg.headSize
-                    << (cfg.causal ? ", causal (tiles past the diagonal skipped)" : ", not causal (every tile)") << ", "
-                    << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes << " lanes per row holding "
+                    << (cfg.causal                  ? ", causal (tiles past the diagonal skipped)"
+                        : cfg.positionArgument >= 0 ? ", masked past a run-time position (tiles after it skipped)"
+                                                    : ", not causal (every tile)")
+                    << ", " << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes << " lanes per row holding "
                     << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
                     << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
                     << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles * cfg.splits

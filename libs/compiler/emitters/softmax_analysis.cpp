@@ -9,6 +9,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
 
+#include <optional>
+
 namespace mlpipe::emitters {
 
 namespace {
@@ -199,11 +201,23 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
   return s;
 }
 
-mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
-  if (!mask.getDefiningOp<mlir::memref::AllocOp>())
+namespace {
+
+// The one fusion call that writes host buffer `buffer`, before `reader`
+// and in its block, with `buffer` a host allocation nothing else writes;
+// its graph and the node of the output it writes there. Null otherwise.
+struct SoleWriter {
+  mlir::func::CallOp call;
+  mutable mlir::func::FuncOp callee; // (op handles are used through const writers)
+  std::optional<FusionGraph> graph;
+  int node = -1;
+  unsigned argument = 0;
+};
+SoleWriter soleWriterBefore(Value buffer, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter found;
+  if (!buffer.getDefiningOp<mlir::memref::AllocOp>())
     return {};
-  mlir::func::CallOp writer;
-  for (mlir::Operation *user : mask.getUsers()) {
+  for (mlir::Operation *user : buffer.getUsers()) {
     // (A launch made of a fusion reads the mask as an argument only.)
     if (mlir::isa<mlir::memref::DeallocOp, mlir::gpu::LaunchFuncOp>(user))
       continue;
@@ -216,21 +230,116 @@ mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir:
     if (mlir::failed(graph))
       return {};
     for (const FusionGraph::Output &output : graph->outputs()) {
-      if (call.getOperand(output.argument) != mask)
+      if (call.getOperand(output.argument) != buffer)
         continue;
-      if (writer)
+      if (found.call)
         return {};
-      writer = call;
-      mlir::linalg::LinalgOp op = graph->node(output.node).op;
-      if (graph->nodes().size() != 1 || op.getNumDpsInputs() != 0 || op.getNumLoops() != 2 ||
-          op.getDpsInits()[0] != callee.getArgument(output.argument) || !isIdentity(op, op.getDpsInitOperand(0)) ||
-          !isCausalPenalty(op.getBlock()->getTerminator()->getOperand(0), 0, 1))
-        return {};
+      found.call = call;
+      found.callee = callee;
+      found.node = output.node;
+      found.argument = output.argument;
     }
+    if (found.call == call)
+      found.graph = std::move(*graph);
   }
-  if (!writer || writer->getBlock() != reader->getBlock() || !writer->isBeforeInBlock(reader))
+  if (!found.call || found.call->getBlock() != reader->getBlock() || !found.call->isBeforeInBlock(reader))
     return {};
-  return symbols.lookup<mlir::func::FuncOp>(writer.getCallee());
+  return found;
+}
+
+// The writer's one op, when it computes the whole output from its indices
+// alone (no inputs) over `loops` loops.
+mlir::linalg::LinalgOp indexOnlyOp(const SoleWriter &writer, unsigned loops) {
+  if (!writer.call || writer.graph->nodes().size() != 1)
+    return {};
+  mlir::linalg::LinalgOp op = writer.graph->node(writer.node).op;
+  if (op.getNumDpsInputs() != 0 || op.getNumLoops() != loops ||
+      op.getDpsInits()[0] != writer.callee.getArgument(writer.argument) || !isIdentity(op, op.getDpsInitOperand(0)))
+    return {};
+  return op;
+}
+
+} // namespace
+
+mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter writer = soleWriterBefore(mask, reader, symbols);
+  mlir::linalg::LinalgOp op = indexOnlyOp(writer, 2);
+  if (!op || !isCausalPenalty(op.getBlock()->getTerminator()->getOperand(0), 0, 1))
+    return {};
+  return writer.callee;
+}
+
+namespace {
+
+// The fusion argument p is loaded from, where `value` (in a linalg body)
+// is select(index(keyDim) > p, big, 0) with big at most -1e9 and p the
+// index_cast of a scalar loaded from an argument of the fusion `fusion`.
+mlir::BlockArgument comparedPosition(Value value, unsigned keyDim, mlir::func::FuncOp fusion) {
+  auto select = value.getDefiningOp<mlir::arith::SelectOp>();
+  mlir::FloatAttr big, otherwise;
+  if (!select || !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&big)) ||
+      !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+      big.getValueAsDouble() > -1e9)
+    return {};
+  auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+  if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sgt)
+    return {};
+  auto key = cmp.getLhs().getDefiningOp<mlir::linalg::IndexOp>();
+  auto cast = cmp.getRhs().getDefiningOp<mlir::arith::IndexCastOp>();
+  auto load = cast ? cast.getIn().getDefiningOp<mlir::memref::LoadOp>() : mlir::memref::LoadOp();
+  auto argument = load ? mlir::dyn_cast<mlir::BlockArgument>(load.getMemref()) : mlir::BlockArgument();
+  if (!key || key.getDim() != keyDim || !load || !load.getIndices().empty() || !argument ||
+      argument.getOwner() != &fusion.getBody().front())
+    return {};
+  return argument;
+}
+
+// `value` when it is an argument of the host function holding `call`
+// (its inputs are never written), else null.
+Value hostInput(Value value, mlir::func::CallOp call) {
+  auto argument = mlir::dyn_cast<mlir::BlockArgument>(value);
+  auto host = call->getParentOfType<mlir::func::FuncOp>();
+  if (!argument || !host || argument.getOwner() != &host.getBody().front() ||
+      host.getArgAttr(argument.getArgNumber(), "bufferize.result"))
+    return {};
+  return value;
+}
+
+// A mask over keys written by a fusion before `reader`: the host value of
+// the position it compares keys with, or null.
+Value positionMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter writer = soleWriterBefore(mask, reader, symbols);
+  mlir::linalg::LinalgOp op = indexOnlyOp(writer, 1);
+  if (!op)
+    return {};
+  mlir::BlockArgument argument = comparedPosition(op.getBlock()->getTerminator()->getOperand(0), 0, writer.callee);
+  return argument ? hostInput(writer.call.getOperand(argument.getArgNumber()), reader) : Value();
+}
+
+} // namespace
+
+Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                      mlir::SymbolTable &symbols) {
+  mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
+  mlir::MLIRContext *context = prologue.getContext();
+  mlir::AffineMap keyOnly = mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(2, context)}, context);
+  for (Value term : addedTerms(prologue)) {
+    // Computed in the prologue (sublayer mode).
+    if (mlir::BlockArgument argument = comparedPosition(term, 2, graph.function()))
+      if (Value position = hostInput(call.getOperand(argument.getArgNumber()), call))
+        return position;
+    // Read from a mask over the keys (fused mode).
+    auto read = mlir::dyn_cast<mlir::BlockArgument>(term);
+    if (!read || read.getOwner() != prologue.getBlock())
+      continue;
+    mlir::OpOperand *input = prologue.getMatchingOpOperand(read);
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+    if (argument && argument.getOwner() == &graph.function().getBody().front() &&
+        prologue.getMatchingIndexingMap(input) == keyOnly)
+      if (Value position = positionMaskSource(call.getOperand(argument.getArgNumber()), call, symbols))
+        return position;
+  }
+  return {};
 }
 
 int matchCausalMaskInput(Softmax &softmax, const FusionGraph &graph,

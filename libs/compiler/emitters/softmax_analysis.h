@@ -53,6 +53,17 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
 // written by nothing else.
 mlir::func::FuncOp causalMaskWriter(mlir::Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols);
 
+// A decode step's mask past a run-time position: where the softmax's
+// prologue (called by `call`) adds select(key > p, big, 0), big at most
+// -1e9, with p a scalar loaded from memory, computed in its body
+// (sublayer mode) or read from a mask over the keys that a fusion called
+// before it computes that way (fused mode), and p comes from an argument
+// of the host function (never written): that host value, the position.
+// Keys after it then have exact-zero weights as long as key 0 does not
+// (p >= 0). Null otherwise.
+mlir::Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                            mlir::SymbolTable &symbols);
+
 // For a softmax whose prologue does not compute the penalty itself: the
 // fusion argument that the prologue adds at [query, key] and that
 // `holdsCausalMask` says holds the causal penalty (causalMaskWriter, asked
