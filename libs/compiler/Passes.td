@@ -422,6 +422,24 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
              %bias : memref<2304xf32>, %x : memref<1x768xf32>, %gamma : memref<768xf32>, ...)
     ```
 
+    Likewise the split-key attention's combining kernel (a decode step's),
+    where only the GEMV right after it reads its row and that GEMV is one
+    launch (kSplitCombineIntoGemv): every block of the GEMV combines the
+    row from the partials itself, reading only the splits up to the
+    run-time position when the attention is bounded by one.
+
+    ```mlir
+    gpu.launch_func @attn_attention_combine::@attn_attention_combine ...
+        args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>, %position : memref<i32>)
+    call @attn_c_proj_matmul(%o, %w, %x, %bias, %y) : (memref<12x1x64xf32>, ...) -> ()
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @attn_c_proj_matmul::@attn_c_proj_matmul blocks in (%c48, %c1, %c1) ...
+        args(..., %part : memref<12x1x32x68xf32>, %position : memref<i32>)
+    memref.dealloc %part : memref<12x1x32x68xf32>
+    ```
+
     A causally masked softmax (its penalty computed in its prologue, or read
     from a mask that a fusion called before it computes from its indices)
     whose rows fit the registers reads only the chunks of keys up to each

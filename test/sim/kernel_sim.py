@@ -408,6 +408,13 @@ def run_block(block, env, thread):
             if len(op.results) > 1:
                 env[op.results[1]] = True
             continue
+        if name == "memref.extract_strided_metadata":
+            # The base (the buffer from its start), offset, sizes, strides.
+            m = args[0]
+            base = MemRef(m.buf, 0, [], [], m.element_bytes)
+            for r, value in zip(op.results, [base, m.offset] + list(m.sizes) + list(m.strides)):
+                env[r] = value
+            continue
         results = execute(op, args, thread)
         if op.results:
             env[op.results[0]] = results

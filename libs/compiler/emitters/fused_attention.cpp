@@ -42,6 +42,7 @@
 #include "compiler/emitters/hero_analysis.h"
 #include "compiler/emitters/kernel_factory.h"
 #include "compiler/emitters/softmax_analysis.h"
+#include "compiler/emitters/split_combine.h"
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -509,45 +510,26 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   return mlir::success();
 }
 
-// The kernel that combines split keys: one thread per element (h, i, d)
-// of the output. Arguments: partials ([H, Tq, S, partialStride]), out
-// ([H, Tq, D]).
-//   M = max_s m_s,  L = sum_s l_s exp(m_s - M),  out = sum_s acc_s exp(m_s - M) / L
-// A split whose keys are all masked with -inf (m_s = -inf, l_s = 0,
-// acc_s = 0) adds nothing.
+// The kernel that combines split keys (split_combine.h): one thread per
+// element (h, i, d) of the output. Arguments: partials ([H, Tq, S,
+// partialStride]), out ([H, Tq, D]) and, where keys past a run-time
+// position are not read, that position.
 mlir::LogicalResult buildCombine(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg) {
   mlir::Location loc = f.getLoc();
   Builder x{b, loc};
   Value partials = f.getArgument(0), out = f.getArgument(1);
-  mlir::Type element = cfg.element;
-  const int64_t D = cfg.headSize, S = cfg.splits;
+  Value position = cfg.positionArgument >= 0 ? f.getArgument(2) : Value();
+  const int64_t D = cfg.headSize;
   int64_t total = cfg.heads * cfg.length * D;
+  f->setAttr(kSplitCombineAttrName, b.getI64IntegerAttr(cfg.tilesPerSplit * cfg.keysPerTile));
   Value linear = x.add(x.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
   Value valid = total % kCombineThreads != 0 ? x.lt(linear, total) : Value();
   x.guarded(valid, [&] {
     Value d = x.rem(linear, D);
     Value row = x.rem(x.div(linear, D), cfg.length);
     Value head = x.div(linear, D * cfg.length);
-    Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
-    Value zero = x.fconst(element, 0.0);
-    llvm::SmallVector<Value> maxima;
-    Value overall = negInf;
-    for (int64_t s = 0; s < S; ++s) {
-      maxima.push_back(mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D)}));
-      overall = mlir::arith::MaximumFOp::create(b, loc, overall, maxima.back());
-    }
-    Value sum = zero, value = zero;
-    for (int64_t s = 0; s < S; ++s) {
-      Value empty = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, maxima[s], negInf);
-      Value scale = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, maxima[s], overall));
-      scale = mlir::arith::SelectOp::create(b, loc, empty, zero, scale);
-      Value l = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), x.c(D + 1)});
-      Value acc = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{head, row, x.c(s), d});
-      sum = mlir::arith::AddFOp::create(b, loc, sum, mlir::arith::MulFOp::create(b, loc, l, scale));
-      value = mlir::arith::AddFOp::create(b, loc, value, mlir::arith::MulFOp::create(b, loc, acc, scale));
-    }
-    mlir::memref::StoreOp::create(b, loc, mlir::arith::DivFOp::create(b, loc, value, sum), out,
-                                  mlir::ValueRange{head, row, d});
+    Value value = combineSplits(b, loc, partials, position, D, cfg.tilesPerSplit * cfg.keysPerTile, head, row, d);
+    mlir::memref::StoreOp::create(b, loc, value, out, mlir::ValueRange{head, row, d});
   });
   return mlir::success();
 }
@@ -885,6 +867,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       KernelSignature combining;
       combining.name = name + "_combine";
       combining.arguments = {partialsType, oType};
+      if (position)
+        combining.arguments.push_back(position.getType());
       combining.bytesMoved = partialBytes + rowBytes * cfg.length;
       combining.blockSize = {static_cast<int32_t>(kCombineThreads), 1, 1};
       combine = kernels.tryBuild(combining,
@@ -921,7 +905,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       LaunchDims combineDims;
       combineDims.grid = {ceilDiv(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};
       combineDims.block = {kCombineThreads, 1, 1};
-      kernels.launch(host, valuesCall.getLoc(), *combine, combineDims, {partials, oHost});
+      llvm::SmallVector<Value> combineOperands{partials, oHost};
+      if (position)
+        combineOperands.push_back(position);
+      kernels.launch(host, valuesCall.getLoc(), *combine, combineDims, combineOperands);
       mlir::memref::DeallocOp::create(host, valuesCall.getLoc(), partials);
     }
     // The three calls go; the temporaries they shared with nobody else too.
