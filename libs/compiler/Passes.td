@@ -347,7 +347,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     of the host function (computed in the prologue, or by a fusion writing
     the mask), the kernel takes p too and reads only the tiles of keys up
     to p's (kSkipKeysAfterThePosition): a split past it writes an empty
-    partial (max -inf, sum 0), which the combining kernel adds nothing for.
+    partial (max -inf, sum 0), which the combining kernel, given p too,
+    neither reads nor weighs.
     ```mlir
     %p = memref.load %position[] : memref<i32>
     %tiles = arith.minsi %split_end, %tiles_up_to_p : index
@@ -420,24 +421,6 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     gpu.launch_func @attn_c_attn_matmul::@attn_c_attn_matmul blocks in (%c144, %c1, %c1) ...
         args(%h : memref<1x768xf32>, %w : memref<768x2304xf32>, %qkv : memref<1x2304xf32>,
              %bias : memref<2304xf32>, %x : memref<1x768xf32>, %gamma : memref<768xf32>, ...)
-    ```
-
-    Likewise the split-key attention's combining kernel (a decode step's),
-    where only the GEMV right after it reads its row and that GEMV is one
-    launch (kSplitCombineIntoGemv): every block of the GEMV combines the
-    row from the partials itself, reading only the splits up to the
-    run-time position when the attention is bounded by one.
-
-    ```mlir
-    gpu.launch_func @attn_attention_combine::@attn_attention_combine ...
-        args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>, %position : memref<i32>)
-    call @attn_c_proj_matmul(%o, %w, %x, %bias, %y) : (memref<12x1x64xf32>, ...) -> ()
-    ```
-    becomes
-    ```mlir
-    gpu.launch_func @attn_c_proj_matmul::@attn_c_proj_matmul blocks in (%c48, %c1, %c1) ...
-        args(..., %part : memref<12x1x32x68xf32>, %position : memref<i32>)
-    memref.dealloc %part : memref<12x1x32x68xf32>
     ```
 
     A causally masked softmax (its penalty computed in its prologue, or read

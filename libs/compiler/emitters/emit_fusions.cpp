@@ -12,7 +12,6 @@
 #include "compiler/debug.h"
 #include "compiler/emitters/fusion_emitter.h"
 #include "compiler/emitters/softmax_analysis.h"
-#include "compiler/emitters/split_combine.h"
 #include "compiler/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -44,15 +43,6 @@ mlir::Value rootOf(mlir::Value value) { return rootBuffer(value); }
 // row in each of its blocks: where the GEMV is one launch of the skinny
 // kernel, the row reduction goes into it (emitMatmulWithRowPrologue).
 constexpr bool kRowReductionIntoGemv = true;
-
-// The split-key attention's combining kernel (a decode step's) whose row
-// only the GEMV right after it reads costs a launch and the gap before the
-// GEMV, more than the GEMV's blocks take to combine the row themselves
-// from the partials (a few kilobytes while the run-time position is within
-// the first splits, under a hundred at the end of a 1024-key cache): where
-// the GEMV is one launch, the combination goes into it
-// (emitMatmulWithSplitCombine).
-constexpr bool kSplitCombineIntoGemv = true;
 
 bool isFusionCall(mlir::Operation *op, mlir::SymbolTable &symbols, FusionKind kind) {
   auto call = mlir::dyn_cast<mlir::func::CallOp>(op);
@@ -112,28 +102,6 @@ llvm::DenseMap<mlir::Operation *, unsigned> causalMaskArguments(llvm::ArrayRef<m
   return found;
 }
 
-// The launch of the split-key attention's combining kernel whose output
-// `matmul` (a matmul fusion's call) may combine itself: the launch just
-// before it (nothing between but allocations, deallocations, views and
-// constants), whose row nothing but `matmul` reads.
-mlir::gpu::LaunchFuncOp combineProducerOf(mlir::func::CallOp matmul) {
-  mlir::Operation *previous = matmul->getPrevNode();
-  while (previous && (mlir::isa<mlir::memref::AllocOp, mlir::memref::DeallocOp, mlir::arith::ConstantOp>(previous) ||
-                      isViewOp(previous)))
-    previous = previous->getPrevNode();
-  auto launch = mlir::dyn_cast_or_null<mlir::gpu::LaunchFuncOp>(previous);
-  if (!launch || launch.getKernelOperands().size() < 2)
-    return {};
-  auto kernel = mlir::SymbolTable::lookupNearestSymbolFrom<mlir::gpu::GPUFuncOp>(launch, launch.getKernel());
-  if (!kernel || !kernel->hasAttr(kSplitCombineAttrName))
-    return {};
-  mlir::Value combined = launch.getKernelOperands()[1];
-  for (mlir::Operation *user : combined.getUsers())
-    if (user != launch.getOperation() && user != matmul.getOperation() && !mlir::isa<mlir::memref::DeallocOp>(user))
-      return {};
-  return launch;
-}
-
 struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
   using EmitFusionsPassBase::EmitFusionsPassBase;
 
@@ -185,10 +153,6 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
         if (mlir::failed(emitCall(row, kernels, options, /*depth=*/0)))
           return signalPassFailure();
       }
-      if (kSplitCombineIntoGemv && isFusionCall(call, symbols, FusionKind::Matmul))
-        if (mlir::gpu::LaunchFuncOp combine = combineProducerOf(call))
-          if (succeeded(emitWithCombine(call, combine, kernels, options)))
-            continue;
       if (mlir::failed(emitCall(call, kernels, options, /*depth=*/0)))
         return signalPassFailure();
     }
@@ -216,21 +180,6 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       return mlir::success();
     MLPIPE_DEBUG(kDebugEmitters, os << matmulFusion.getName() << ": @" << rowFusion.getName()
                                     << " stays a kernel of its own: " << why << "\n");
-    return mlir::failure();
-  }
-
-  // The matmul fusion `call` with the split combination `combine` computed
-  // in its blocks; fails, changing nothing, where that cannot be done.
-  mlir::LogicalResult emitWithCombine(mlir::func::CallOp call, mlir::gpu::LaunchFuncOp combine, KernelFactory &kernels,
-                                      const EmitterOptions &options) {
-    auto matmulFusion = symbols_->lookup<mlir::func::FuncOp>(call.getCallee());
-    std::string why;
-    auto matmulGraph = FusionGraph::analyze(matmulFusion, why);
-    if (mlir::succeeded(matmulGraph) &&
-        mlir::succeeded(emitMatmulWithSplitCombine(*matmulGraph, call, combine, options, kernels, why)))
-      return mlir::success();
-    MLPIPE_DEBUG(kDebugEmitters,
-                 os << matmulFusion.getName() << ": the split combination stays a kernel: " << why << "\n");
     return mlir::failure();
   }
 

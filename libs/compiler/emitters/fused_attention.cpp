@@ -521,7 +521,6 @@ mlir::LogicalResult buildCombine(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, con
   Value position = cfg.positionArgument >= 0 ? f.getArgument(2) : Value();
   const int64_t D = cfg.headSize;
   int64_t total = cfg.heads * cfg.length * D;
-  f->setAttr(kSplitCombineAttrName, b.getI64IntegerAttr(cfg.tilesPerSplit * cfg.keysPerTile));
   Value linear = x.add(x.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
   Value valid = total % kCombineThreads != 0 ? x.lt(linear, total) : Value();
   x.guarded(valid, [&] {

@@ -22,7 +22,6 @@
 #include "compiler/emitters/kernel_factory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -76,16 +75,6 @@ std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const
 mlir::LogicalResult emitMatmulWithRowPrologue(const FusionGraph &matmul, mlir::func::CallOp call,
                                               const FusionGraph &row, mlir::func::CallOp rowCall,
                                               const EmitterOptions &options, KernelFactory &kernels, std::string &why);
-
-// The matmul fusion `call` whose A is all of the row that `combine` (a
-// launch of the split-key attention's combining kernel, split_combine.h,
-// just before it) writes: one launch of the skinny kernel in which every
-// block combines the row from the partials itself; the combining launch
-// and the combined row's buffer go. Fails, changing nothing, where the
-// product is not one launch's (skinnyIsOneLaunch) or A is not that row.
-mlir::LogicalResult emitMatmulWithSplitCombine(const FusionGraph &matmul, mlir::func::CallOp call,
-                                               mlir::gpu::LaunchFuncOp combine, const EmitterOptions &options,
-                                               KernelFactory &kernels, std::string &why);
 
 // The classifier: the emitter for a fusion of `kind` (its mlpipe.fusion
 // attribute), checked against the graph's heroes; null when no emitter

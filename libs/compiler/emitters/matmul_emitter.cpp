@@ -9,13 +9,9 @@
 #include "compiler/debug.h"
 #include "compiler/emitters/fusion_emitter.h"
 #include "compiler/emitters/matmul_kernel.h"
-#include "compiler/emitters/split_combine.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Diagnostics.h"
 
 #include "llvm/ADT/SetVector.h"
@@ -35,10 +31,6 @@ public:
     rowGraph_ = graph;
     rowCall_ = call;
   }
-  // A's row is the output of this launch of the split-key attention's
-  // combining kernel (split_combine.h), combined by every block of the
-  // kernel from the partials (emitMatmulWithSplitCombine).
-  void setCombineProducer(mlir::gpu::LaunchFuncOp launch) { combineLaunch_ = launch; }
 
   mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
     int matmul = -1;
@@ -181,68 +173,12 @@ public:
         return result;
       };
     }
-    if (combineLaunch_) {
-      auto kernel =
-          mlir::SymbolTable::lookupNearestSymbolFrom<mlir::gpu::GPUFuncOp>(combineLaunch_, combineLaunch_.getKernel());
-      auto keysPerSplit = kernel ? kernel->getAttrOfType<mlir::IntegerAttr>(kSplitCombineAttrName) : nullptr;
-      mlir::ValueRange combineOperands = combineLaunch_.getKernelOperands();
-      if (!keysPerSplit || combineOperands.size() < 2)
-        return giveUp("the launch before it is not a split combination");
-      mlir::Value partials = combineOperands[0], combined = combineOperands[1];
-      mlir::Value position = combineOperands.size() > 2 ? combineOperands[2] : mlir::Value();
-      auto aType = mlir::cast<mlir::MemRefType>(operands.a.getType());
-      auto combinedType = mlir::cast<mlir::MemRefType>(combined.getType());
-      int64_t elementBytes = aType.getElementType().isF64() ? 8 : 4;
-      // A must be the combined [H, 1, D] row as it lies in memory.
-      if (rootBuffer(operands.a) != combined || !aType.getLayout().isIdentity() || aType.getRank() != 2 ||
-          aType.getDimSize(0) != 1 || aType.getNumElements() != combinedType.getNumElements() ||
-          !combinedType.getLayout().isIdentity() || combinedType.getRank() != 3 || combinedType.getDimSize(1) != 1 ||
-          accumulate || !skinnyIsOneLaunch(1, aType.getDimSize(1), elementBytes))
-        return giveUp("A is not the whole combined row of the split attention before it, or not one launch's");
-      if (rootBuffer(operands.c) == rootBuffer(partials))
-        return giveUp("C is the split attention's partials");
-      prologue.hostOperands.push_back(partials);
-      if (position)
-        prologue.hostOperands.push_back(position);
-      prologue.build = [&, headSize = combinedType.getDimSize(2), elements = combinedType.getNumElements(),
-                        keys = keysPerSplit.getInt(), withPosition = static_cast<bool>(position)](
-                           mlir::OpBuilder &builder, mlir::Location loc, mlir::ValueRange kernelOperands, mlir::Value,
-                           int64_t threads,
-                           const std::function<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> &store) {
-        auto index = [&](int64_t v) -> mlir::Value { return mlir::arith::ConstantIndexOp::create(builder, loc, v); };
-        mlir::Value tid = mlir::gpu::ThreadIdOp::create(builder, loc, mlir::gpu::Dimension::x);
-        // Element k = start + tid is out[k / D, 0, k % D].
-        for (int64_t start = 0; start < elements; start += threads) {
-          mlir::Value k = mlir::arith::AddIOp::create(builder, loc, tid, index(start));
-          auto combineOne = [&] {
-            mlir::Value head = mlir::arith::DivUIOp::create(builder, loc, k, index(headSize));
-            mlir::Value d = mlir::arith::RemUIOp::create(builder, loc, k, index(headSize));
-            mlir::Value value =
-                combineSplits(builder, loc, kernelOperands[0], withPosition ? kernelOperands[1] : nullptr, headSize,
-                              keys, head, index(0), d);
-            store(k, {value});
-          };
-          if (start + threads <= elements) {
-            combineOne();
-            continue;
-          }
-          mlir::Value inRow =
-              mlir::arith::CmpIOp::create(builder, loc, mlir::arith::CmpIPredicate::ult, k, index(elements));
-          auto guard = mlir::scf::IfOp::create(builder, loc, inRow, /*withElseRegion=*/false);
-          mlir::OpBuilder::InsertionGuard insertion(builder);
-          builder.setInsertionPoint(guard.thenBlock()->getTerminator());
-          combineOne();
-        }
-        return mlir::success();
-      };
-    }
     std::string name = kernelName(graph_);
-    bool withPrologue = rowCall_ || combineLaunch_;
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), operands, accumulate, hasEpilogue ? &epilogue : nullptr,
-                                         kernels, *options_.device, name, {}, withPrologue ? &prologue : nullptr))) {
+                                         kernels, *options_.device, name, {}, rowCall_ ? &prologue : nullptr))) {
       mlir::LogicalResult refused =
-          giveUp(withPrologue ? "the generated matmul kernel could not compute A's row in its blocks"
-                              : "the generated matmul kernel does not take this product");
+          giveUp(rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
+                          : "the generated matmul kernel does not take this product");
       if (!prologueFailure.empty())
         why += ": " + prologueFailure;
       return refused;
@@ -258,9 +194,6 @@ public:
                     << (rowCall_ ? ", A's row computed by every block from @" + rowGraph_->function().getName().str() +
                                        " (one launch: skinnyIsOneLaunch)"
                                  : std::string())
-                    << (combineLaunch_ ? ", A's row combined by every block from the split attention's partials "
-                                         "(one launch: skinnyIsOneLaunch)"
-                                       : "")
                     << "\n");
     call.erase();
     if (rowCall_)
@@ -271,7 +204,6 @@ public:
 private:
   const FusionGraph *rowGraph_ = nullptr;
   mlir::func::CallOp rowCall_;
-  mlir::gpu::LaunchFuncOp combineLaunch_;
 
   // The fusion's arguments the epilogue reads: what the ops after the
   // matmul take as inputs or read of their outputs' old values (through any
@@ -321,41 +253,6 @@ mlir::LogicalResult emitMatmulWithRowPrologue(const FusionGraph &matmul, mlir::f
     return mlir::success();
   });
   return emitter.emit(call, kernels, why);
-}
-
-mlir::LogicalResult emitMatmulWithSplitCombine(const FusionGraph &matmul, mlir::func::CallOp call,
-                                               mlir::gpu::LaunchFuncOp combine, const EmitterOptions &options,
-                                               KernelFactory &kernels, std::string &why) {
-  mlir::Value partials = combine.getKernelOperands()[0], combined = combine.getKernelOperands()[1];
-  MatmulEmitter emitter(matmul, options);
-  emitter.setCombineProducer(combine);
-  {
-    // A refusal here is not an error: the combining kernel then stays.
-    mlir::ScopedDiagnosticHandler quiet(call.getContext(), [&](mlir::Diagnostic &diagnostic) {
-      why = diagnostic.str();
-      return mlir::success();
-    });
-    if (mlir::failed(emitter.emit(call, kernels, why)))
-      return mlir::failure();
-  }
-  // The GEMV's launch reads the partials now: their deallocation moves
-  // after it; the combined row, which nothing reads any more, goes.
-  combine.erase();
-  mlir::Operation *lastReader = nullptr;
-  for (mlir::Operation *user : partials.getUsers())
-    if (mlir::isa<mlir::gpu::LaunchFuncOp>(user) && (!lastReader || lastReader->isBeforeInBlock(user)))
-      lastReader = user;
-  for (mlir::Operation *user : llvm::make_early_inc_range(partials.getUsers()))
-    if (mlir::isa<mlir::memref::DeallocOp>(user) && lastReader && user->isBeforeInBlock(lastReader))
-      user->moveAfter(lastReader);
-  if (llvm::all_of(combined.getUsers(),
-                   [](mlir::Operation *user) { return mlir::isa<mlir::memref::DeallocOp>(user); }) &&
-      combined.getDefiningOp<mlir::memref::AllocOp>()) {
-    for (mlir::Operation *user : llvm::make_early_inc_range(combined.getUsers()))
-      user->erase();
-    combined.getDefiningOp()->erase();
-  }
-  return mlir::success();
 }
 
 } // namespace mlpipe::emitters

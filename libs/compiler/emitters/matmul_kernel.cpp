@@ -1369,15 +1369,15 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
       dims.block = {cfg.threads(), 1, 1};
       if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
         return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
-      MLPIPE_DEBUG(kDebugEmitters, os << name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
-                                      << p.k << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x "
-                                      << cfg.blockN << " columns per block (" << cfg.lanesN
-                                      << " lanes per B row segment, kSkinnyMinSegmentBytes), " << cfg.threads()
-                                      << " threads, B vectors " << cfg.vectorN << " along N, split-K " << cfg.splitK
-                                      << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight
-                                      << " in flight per thread), C " << (cVector ? "vectors" : "scalars") << ", grid ("
-                                      << dims.grid[0] << ", " << dims.grid[1] << ", " << dims.grid[2] << "), " << shared
-                                      << " B shared" << (prologue ? ", A's row computed by every block" : "") << "\n");
+      MLPIPE_DEBUG(kDebugEmitters,
+                   os << name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                      << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x " << cfg.blockN
+                      << " columns per block (" << cfg.lanesN << " lanes per B row segment, kSkinnyMinSegmentBytes), "
+                      << cfg.threads() << " threads, B vectors " << cfg.vectorN << " along N, split-K " << cfg.splitK
+                      << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
+                      << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+                      << dims.grid[2] << "), " << shared << " B shared"
+                      << (prologue ? ", A's row computed by every block (a row reduction before it)" : "") << "\n");
       return launchAll(cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
         return buildSkinnyBody(b, f, q, cfg, cVector);
       });

@@ -6,22 +6,12 @@
 //   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
 //
 // where an empty split (m_s = -inf, l_s = 0, acc_s = 0: every key masked,
-// or past the run-time position) adds nothing. Built by the combining
-// kernel, and by the GEMV that reads the combined row, where emit-fusions
-// folds the combining kernel into it.
+// or past the run-time position) adds nothing.
 #pragma once
 
 #include "mlir/IR/Builders.h"
 
-#include "llvm/ADT/StringRef.h"
-
 namespace mlpipe::emitters {
-
-// The attribute marking the combining kernel (a gpu.func whose arguments
-// are partials [H, Tq, S, stride] (acc in [0, D), m at D, l at D + 1), out
-// [H, Tq, D] and, where the keys are masked past a run-time position, that
-// position as memref<i32>); its value is the keys each split covers.
-inline constexpr llvm::StringLiteral kSplitCombineAttrName = "mlpipe.split_combine";
 
 // The combined element out[head, row, d] of `partials`, whose rows have
 // `headSize` values. With a `position` (a memref<i32> of the run-time
