@@ -913,6 +913,8 @@ def main():
     options = parser.parse_args()
     for setting in options.set:
         name, _, value = setting.partition("=")
+        if not name or not re.fullmatch(r"-?\d+", value):
+            parser.error("--set takes NAME=INTEGER, not %r" % setting)
         INTEGER_INPUTS[name] = int(value)
     try:
         stats = {"launches": 0, "threads": 0, "barriers": 0}

@@ -93,11 +93,8 @@ llvm::DenseMap<mlir::Operation *, unsigned> causalMaskArguments(llvm::ArrayRef<m
     auto softmax = matchSoftmax(*graph, ignored, looksLikeSoftmax);
     if (mlir::failed(softmax) || softmax->causal)
       continue;
-    int argument = matchCausalMaskInput(*softmax, *graph, [&](unsigned argument) {
-      return static_cast<bool>(causalMaskWriter(call.getOperand(argument), call, symbols));
-    });
-    if (argument >= 0)
-      found[call] = static_cast<unsigned>(argument);
+    if (matchCausalMaskWriter(*softmax, *graph, call, symbols))
+      found[call] = static_cast<unsigned>(softmax->maskArgument);
   }
   return found;
 }

@@ -357,11 +357,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   if (cfg.positionArgument >= 0) {
     // Keys after the position p are masked to exact zeros while key 0 is
     // not (p >= 0): the tiles up to p's, all of them for a p outside the keys.
-    Value p = mlir::memref::LoadOp::create(b, loc, f.getArgument(cfg.positionArgument), mlir::ValueRange{});
-    p = mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), p);
-    Value negative = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, p, x.c(0));
-    Value keysUsed = mlir::arith::SelectOp::create(b, loc, negative, x.c(TK), x.min(x.add(p, 1), TK));
-    Value tilesUsed = x.div(x.add(keysUsed, BK - 1), BK);
+    Value tilesUsed = unitsUpToPosition(b, loc, f.getArgument(cfg.positionArgument), BK, cfg.keyTiles);
     tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, tilesUsed);
   }
 
@@ -637,17 +633,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         return why = "the softmax reads its own buffers twice", mlir::failure();
     // A mask read from memory, added to the scaled scores at [query, key].
     mlir::func::FuncOp maskWriter;
-    if (!softmax->causal) {
-      auto writerOf = [&](unsigned argument) {
-        return causalMaskWriter(softmaxCall.getOperand(argument), softmaxCall, symbols);
-      };
-      int argument = matchCausalMaskInput(*softmax, *softmaxGraph,
-                                          [&](unsigned argument) { return static_cast<bool>(writerOf(argument)); });
-      if (argument >= 0) {
-        maskWriter = writerOf(argument);
-        masks_.insert(softmaxCall.getOperand(argument));
-      }
-    }
+    if (!softmax->causal && (maskWriter = matchCausalMaskWriter(*softmax, *softmaxGraph, softmaxCall, symbols)))
+      masks_.insert(softmaxCall.getOperand(softmax->maskArgument));
     // A decode step's mask past a run-time position.
     Value position = !softmax->causal && kSkipKeysAfterThePosition
                          ? maskingPosition(*softmax, *softmaxGraph, softmaxCall, symbols)

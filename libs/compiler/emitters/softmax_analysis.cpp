@@ -294,13 +294,17 @@ mlir::BlockArgument comparedPosition(Value value, unsigned keyDim, mlir::func::F
   return argument;
 }
 
-// `value` when it is an argument of the host function holding `call`
-// (its inputs are never written), else null.
+// `value` when it is one of the inputs of the host function holding
+// `call` (its mlpipe.inputs) that is not in-out: never written. Else null.
 Value hostInput(Value value, mlir::func::CallOp call) {
   auto argument = mlir::dyn_cast<mlir::BlockArgument>(value);
   auto host = call->getParentOfType<mlir::func::FuncOp>();
-  if (!argument || !host || argument.getOwner() != &host.getBody().front() ||
-      host.getArgAttr(argument.getArgNumber(), "bufferize.result"))
+  auto inputs = host ? host->getAttrOfType<mlir::ArrayAttr>("mlpipe.inputs") : nullptr;
+  if (!argument || !inputs || argument.getOwner() != &host.getBody().front() ||
+      argument.getArgNumber() >= inputs.size())
+    return {};
+  auto input = mlir::dyn_cast<mlir::DictionaryAttr>(inputs[argument.getArgNumber()]);
+  if (!input || input.contains("inout"))
     return {};
   return value;
 }
@@ -364,6 +368,16 @@ int matchCausalMaskInput(Softmax &softmax, const FusionGraph &graph,
     return softmax.maskArgument;
   }
   return -1;
+}
+
+mlir::func::FuncOp matchCausalMaskWriter(Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                                         mlir::SymbolTable &symbols) {
+  mlir::func::FuncOp writer;
+  matchCausalMaskInput(softmax, graph, [&](unsigned argument) {
+    writer = causalMaskWriter(call.getOperand(argument), call, symbols);
+    return static_cast<bool>(writer);
+  });
+  return writer;
 }
 
 } // namespace mlpipe::emitters

@@ -73,4 +73,9 @@ mlir::Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, ml
 int matchCausalMaskInput(Softmax &softmax, const FusionGraph &graph,
                          llvm::function_ref<bool(unsigned argument)> holdsCausalMask);
 
+// matchCausalMaskInput asking causalMaskWriter about the arguments `call`
+// passes: the mask's writer, or null (the softmax unchanged).
+mlir::func::FuncOp matchCausalMaskWriter(Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                                         mlir::SymbolTable &symbols);
+
 } // namespace mlpipe::emitters

@@ -11,6 +11,20 @@
 
 namespace mlpipe::emitters {
 
+mlir::Value unitsUpToPosition(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position, int64_t keysPerUnit,
+                              int64_t units) {
+  auto index = [&](int64_t v) -> mlir::Value { return mlir::arith::ConstantIndexOp::create(b, loc, v); };
+  // ceil(min(p + 1, units * keysPerUnit) / keysPerUnit), or all for p < 0.
+  mlir::Value p = mlir::memref::LoadOp::create(b, loc, position, mlir::ValueRange{});
+  p = mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), p);
+  mlir::Value keys = mlir::arith::MinSIOp::create(b, loc, mlir::arith::AddIOp::create(b, loc, p, index(1)),
+                                                  index(units * keysPerUnit));
+  mlir::Value used = mlir::arith::DivUIOp::create(
+      b, loc, mlir::arith::AddIOp::create(b, loc, keys, index(keysPerUnit - 1)), index(keysPerUnit));
+  mlir::Value negative = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::slt, p, index(0));
+  return mlir::arith::SelectOp::create(b, loc, negative, index(units), used);
+}
+
 namespace {
 
 // The pieces of the combination, built at the builder's insertion point.
@@ -26,33 +40,22 @@ public:
     splits_ = type.getDimSize(2);
     negInf_ = constant(-std::numeric_limits<double>::infinity());
     zero_ = constant(0.0);
-    if (position) {
-      // ceil(min(p + 1, S * keysPerSplit) / keysPerSplit), or S for p < 0.
-      mlir::Value p = mlir::memref::LoadOp::create(b, loc, position, mlir::ValueRange{});
-      p = mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), p);
-      mlir::Value keys = mlir::arith::MinSIOp::create(b, loc, mlir::arith::AddIOp::create(b, loc, p, index(1)),
-                                                      index(splits_ * keysPerSplit));
-      mlir::Value splits = mlir::arith::DivUIOp::create(
-          b, loc, mlir::arith::AddIOp::create(b, loc, keys, index(keysPerSplit - 1)), index(keysPerSplit));
-      mlir::Value negative = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::slt, p, index(0));
-      used_ = mlir::arith::SelectOp::create(b, loc, negative, index(splits_), splits);
-    }
+    if (position)
+      used_ = unitsUpToPosition(b, loc, position, keysPerSplit, splits_);
   }
 
   mlir::Value index(int64_t v) { return mlir::arith::ConstantIndexOp::create(b_, loc_, v); }
   mlir::Value constant(double v) {
     return mlir::arith::ConstantOp::create(b_, loc_, element_, b_.getFloatAttr(element_, v));
   }
-  int64_t splits() const { return splits_; }
-  mlir::Type element() const { return element_; }
 
   // Split s's element `at` (of the row [head, row, s, :]), or `otherwise`
   // where s is not in use. All such loads are issued before any is used.
   llvm::SmallVector<mlir::Value> load(mlir::Value head, mlir::Value row, mlir::Value at, mlir::Value otherwise) {
     llvm::SmallVector<mlir::Value> values;
     for (int64_t s = 0; s < splits_; ++s) {
-      guarded(s, {otherwise}, [&] { return llvm::SmallVector<mlir::Value>{read(head, row, s, at)}; });
-      values.push_back(last_.front());
+      values.push_back(
+          guarded(s, {otherwise}, [&] { return llvm::SmallVector<mlir::Value>{read(head, row, s, at)}; }).front());
     }
     return values;
   }
@@ -68,7 +71,7 @@ public:
     llvm::SmallVector<mlir::Value> scale;
     mlir::Value total = zero_;
     for (int64_t s = 0; s < splits_; ++s) {
-      guarded(s, {zero_, total}, [&] {
+      llvm::SmallVector<mlir::Value> share = guarded(s, {zero_, total}, [&] {
         mlir::Value empty = mlir::arith::CmpFOp::create(b_, loc_, mlir::arith::CmpFPredicate::OEQ, maxima[s], negInf_);
         mlir::Value x = mlir::math::ExpOp::create(b_, loc_, mlir::arith::SubFOp::create(b_, loc_, maxima[s], overall));
         x = mlir::arith::SelectOp::create(b_, loc_, empty, zero_, x);
@@ -76,8 +79,8 @@ public:
             mlir::arith::AddFOp::create(b_, loc_, total, mlir::arith::MulFOp::create(b_, loc_, sums[s], x));
         return llvm::SmallVector<mlir::Value>{x, next};
       });
-      scale.push_back(last_[0]);
-      total = last_[1];
+      scale.push_back(share[0]);
+      total = share[1];
     }
     return {scale, total};
   }
@@ -88,11 +91,10 @@ public:
     llvm::SmallVector<mlir::Value> acc = load(head, row, d, zero_);
     mlir::Value value = zero_;
     for (int64_t s = 0; s < splits_; ++s) {
-      guarded(s, {value}, [&] {
-        return llvm::SmallVector<mlir::Value>{
-            mlir::arith::AddFOp::create(b_, loc_, value, mlir::arith::MulFOp::create(b_, loc_, acc[s], scale[s]))};
-      });
-      value = last_.front();
+      value = guarded(s, {value}, [&] {
+                return llvm::SmallVector<mlir::Value>{mlir::arith::AddFOp::create(
+                    b_, loc_, value, mlir::arith::MulFOp::create(b_, loc_, acc[s], scale[s]))};
+              }).front();
     }
     return mlir::arith::DivFOp::create(b_, loc_, value, total);
   }
@@ -103,13 +105,11 @@ private:
   }
 
   // `then`'s values where split s is in use (always for split 0, or with
-  // no position), else `otherwise`; left in last_.
-  void guarded(int64_t s, llvm::SmallVector<mlir::Value> otherwise,
-               const std::function<llvm::SmallVector<mlir::Value>()> &then) {
-    if (!used_ || s == 0) {
-      last_ = then();
-      return;
-    }
+  // no position), else `otherwise`.
+  llvm::SmallVector<mlir::Value> guarded(int64_t s, llvm::SmallVector<mlir::Value> otherwise,
+                                         const std::function<llvm::SmallVector<mlir::Value>()> &then) {
+    if (!used_ || s == 0)
+      return then();
     mlir::Value inUse = mlir::arith::CmpIOp::create(b_, loc_, mlir::arith::CmpIPredicate::slt, index(s), used_);
     llvm::SmallVector<mlir::Type> types;
     for (mlir::Value v : otherwise)
@@ -122,7 +122,7 @@ private:
       b_.setInsertionPointToStart(branch.elseBlock());
       mlir::scf::YieldOp::create(b_, loc_, otherwise);
     }
-    last_.assign(branch.getResults().begin(), branch.getResults().end());
+    return llvm::SmallVector<mlir::Value>(branch.getResults());
   }
 
   mlir::OpBuilder &b_;
@@ -132,7 +132,6 @@ private:
   mlir::Type element_;
   int64_t splits_ = 1;
   mlir::Value negInf_, zero_, used_;
-  llvm::SmallVector<mlir::Value> last_;
 };
 
 } // namespace

@@ -21,4 +21,11 @@ namespace mlpipe::emitters {
 mlir::Value combineSplits(mlir::OpBuilder &b, mlir::Location loc, mlir::Value partials, mlir::Value position,
                           int64_t headSize, int64_t keysPerSplit, mlir::Value head, mlir::Value row, mlir::Value d);
 
+// Of `units` consecutive runs of `keysPerUnit` keys (key tiles, splits),
+// how many hold a key up to the run-time position p loaded from
+// `position` (a memref<i32>): keys after p are masked to exact zeros while
+// key 0 is not (p >= 0); all of them for p < 0.
+mlir::Value unitsUpToPosition(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position, int64_t keysPerUnit,
+                              int64_t units);
+
 } // namespace mlpipe::emitters
