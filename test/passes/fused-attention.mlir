@@ -299,6 +299,9 @@ module {
 // idle, so the keys are split over blocks: each writes its partial max,
 // sum and weighted values to a temporary, and a second kernel combines
 // them. 300 keys make 10 tiles of 32 (the last cut short), one per split.
+// The one query row of a head gets the whole warp (kWholeWarpForALoneRow):
+// 32 lanes of one element of the head each, a butterfly of 5 shuffles per
+// key, where a row of 7 queries gets 2 lanes of 16 elements.
 // CHECK-LABEL: func.func @decode(
 // CHECK: %[[PARTIALS:.*]] = memref.alloc() {alignment = 16 : i64} : memref<2x1x10x36xf32>
 // CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention blocks in (%c20, %c1, %c1) threads in (%c32, %c1, %c1) args({{.*}}, %[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<300xf32>)
@@ -309,6 +312,9 @@ module {
 // The split's tiles: from split to min(split + 1, 10).
 // CHECK: %[[SPLIT:.*]] = arith.remui %{{.*}}, %c10 : index
 // CHECK: scf.for %{{.*}} = %[[SPLIT]] to %{{.*}} step %c1
+// A key's dot product, summed over the warp from 16 lanes apart down.
+// CHECK: gpu.shuffle{{ +}}xor %{{.*}}, %c16_i32
+// CHECK: gpu.shuffle{{ +}}xor %{{.*}}, %c1_i32
 // The max and the sum go after the values, by lane 0 of the row.
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c32] : memref<2x1x10x36xf32>
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c33] : memref<2x1x10x36xf32>
@@ -316,7 +322,7 @@ module {
 // CHECK-COUNT-10: arith.maximumf
 // CHECK-COUNT-10: math.exp
 // CHECK: arith.divf
-// DEBUG: attention_attention: fused attention, 2 heads of 1 queries x 300 keys x 32, not causal (every tile), {{.*}}, 20 blocks x 32 threads, keys split 10 ways (1 tiles each
+// DEBUG: attention_attention: fused attention, 2 heads of 1 queries x 300 keys x 32, not causal (every tile), 1 query rows per block, 32 lanes per row holding 1 chunks of 1, {{.*}}, 20 blocks x 32 threads, keys split 10 ways (1 tiles each
 
 #map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #map1 = affine_map<(d0, d1, d2) -> (d0, d1)>

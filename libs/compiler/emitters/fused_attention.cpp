@@ -87,6 +87,13 @@ constexpr int64_t kMinKeysPerTile = 8;
 // accumulator): beyond this the lane group grows, so that q, the
 // accumulator and a tile's scores fit the registers without spilling.
 constexpr int64_t kHeadElementsPerLane = 16;
+// A query row alone per head (a decode step) is alone in its block, whose
+// other lanes would idle: it gets a whole warp's lanes (as many as divide
+// the head size), so each key's dot product is a few instructions per lane
+// and a butterfly, not a long chain of fused multiply-adds on four lanes.
+// The split block's single warp runs latency-bound, one instruction at a
+// time, so fewer instructions on its path are what shortens it.
+constexpr bool kWholeWarpForALoneRow = true;
 // The widest vector access, in bytes.
 constexpr int64_t kVectorBytes = 16;
 // Longest sequence fused by default. The kernel gives each query row a
@@ -721,7 +728,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
 
     // The launch configuration, from the device description.
     cfg.lanes = 1;
-    while (cfg.lanes < device.warpSize && cfg.headSize / cfg.lanes > kHeadElementsPerLane &&
+    bool aloneRow = kWholeWarpForALoneRow && cfg.length == 1;
+    while (cfg.lanes < device.warpSize && (aloneRow || cfg.headSize / cfg.lanes > kHeadElementsPerLane) &&
            cfg.headSize % (cfg.lanes * 2) == 0)
       cfg.lanes *= 2;
     cfg.width = kVectorBytes / cfg.elementBytes;
