@@ -354,6 +354,34 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     %tiles = arith.minsi %split_end, %tiles_up_to_p : index
     scf.for %t = %split_begin to %tiles step %c1 iter_args(...) { ... }
     ```
+
+    A decode step's keys and values reach the cache through a host copy
+    just before the attention (at a key computed from the position). Where
+    that copy writes exactly row `key` of K and V for every head, and
+    nothing between it and the attention touches the cache or the copy's
+    source, the kernel does the copy (kWriteTheCacheInTheAttention): it is
+    given the source and recomputes the key from the position; the block
+    whose split holds the key writes its head's row of K and of V first,
+    then stages its tiles (the barrier before each tile orders the writes
+    before the reads; no other block reads that key). One launch a layer
+    fewer:
+    ```mlir
+    %key = arith.minsi (arith.maxsi (index_cast (memref.load %position[])), 0), 1023
+    %row = memref.subview %cache[0, 0, 0, %key, 0] [1, 2, 12, 1, 64] [1, 1, 1, 1, 1]
+    linalg.copy ins(%new_kv : memref<1x2x12x1x64xf32, ...>) outs(%row : ...)
+    ... the three calls ...
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @attn_attention::@attn_attention ...
+        args(..., %position : memref<i32>, %new_kv : memref<1x2x12x1x64xf32, ...>)
+    // in the kernel, before the loop over tiles:
+    scf.if %split_holds_key {
+      %k_new = memref.load %new_kv[%c0, %c0, %head, %c0, %d]
+      memref.store %k_new, %k[%head, %key, %d]
+      ... and the value row ...
+    }
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",

@@ -262,27 +262,45 @@ class SharedLog:
 
 
 class GlobalLog:
-    """Accesses to global memory within one launch."""
+    """Accesses to global memory within one launch. A write is the writing
+    thread's own until a barrier of its block, then its block's: a read or
+    write by another thread before that barrier, or by another block at
+    all, is a race."""
 
     def __init__(self):
         self.writer = {}
+        self.pending = {}  # block -> keys its threads wrote since its last barrier
+        self.published = {}  # key -> the block whose barrier made the write its block's
         self.atomic = set()
 
     def read(self, key, thread, op):
         w = self.writer.get(key)
         if w is not None and w != thread:
             raise SimError("line %d: global race: %s reads what %s wrote in the same launch" % (op.line, thread, w))
+        block = self.published.get(key)
+        if block is not None and block != thread[0]:
+            raise SimError("line %d: global race: %s reads what block %s wrote in the same launch" %
+                           (op.line, thread, block))
         if key in self.atomic:
             raise SimError("line %d: global race: %s reads an element being added to atomically" % (op.line, thread))
 
     def write(self, key, thread, op):
         w = self.writer.get(key)
-        if (w is not None and w != thread) or key in self.atomic:
-            raise SimError("line %d: global race: %s and %s both write one element in a launch" % (op.line, w, thread))
+        block = self.published.get(key)
+        if (w is not None and w != thread) or (block is not None and block != thread[0]) or key in self.atomic:
+            raise SimError("line %d: global race: %s and %s both write one element in a launch" %
+                           (op.line, w if w is not None else block, thread))
         self.writer[key] = thread
+        self.pending.setdefault(thread[0], []).append(key)
+
+    def barrier(self, block):
+        """The block's threads passed a barrier: what they wrote is the block's."""
+        for key in self.pending.pop(block, []):
+            if self.writer.pop(key, None) is not None:
+                self.published[key] = block
 
     def add(self, key, thread, op):
-        if key in self.writer:
+        if key in self.writer or key in self.published:
             raise SimError("line %d: global race: atomic add to an element written plainly" % op.line)
         self.atomic.add(key)
 
@@ -687,6 +705,7 @@ def launch(module_ops, op, args, stats):
                     stats["barriers"] += 1 if still else 0
                     shared_log.writer.clear()
                     shared_log.readers.clear()
+                    global_log.barrier((bx, by, bz))
                     live = still
 
 

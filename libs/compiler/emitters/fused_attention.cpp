@@ -34,6 +34,9 @@
 // GPU: its keys are split over blocks, each block's (m, l, acc) go to a
 // temporary, and a second kernel combines them exactly:
 //   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
+// The step's own keys and values, which the host copied into the cache
+// just before, are written there by the block whose split holds their key,
+// before it reads the cache (matchCacheWrite).
 #include "compiler/debug.h"
 #include "compiler/device_description.h"
 #include "compiler/emitters/elemental_emitter.h"
@@ -120,6 +123,13 @@ constexpr int64_t kMinKeyTilesPerSplit = 1;
 // sum 0), which the combining kernel skips. A step early in a long cache
 // then reads the keys it has, not the whole cache.
 constexpr bool kSkipKeysAfterThePosition = true;
+// A decode step writes its token's keys and values into the cache with a
+// copy just before the attention reads the cache: a kernel of its own, a
+// launch a layer on a step's critical path. The attention kernel does it
+// instead: the block whose split holds the key the copy writes copies the
+// step's keys and values for its head into the cache first, then reads
+// the cache as before; no other block reads that key.
+constexpr bool kWriteTheCacheInTheAttention = true;
 // Threads per block of the kernel that combines the splits (one thread
 // per output element).
 constexpr int64_t kCombineThreads = 256;
@@ -150,6 +160,149 @@ int plainBatchMatmul(const FusionGraph &graph) {
   return product;
 }
 
+// ---- A decode step's cache write ---------------------------------------------
+
+// What a source dimension of the cache write indexes.
+enum CacheDim : int { kUnitDim = -1, kKeyOrValueDim = 0, kHeadDim = 1, kHeadElementDim = 2 };
+
+// A host copy of the step's keys and values into the cache at a run-time
+// key, just before the attention (kWriteTheCacheInTheAttention).
+struct CacheWrite {
+  mlir::linalg::CopyOp copy;
+  Value source;                   // shaped as the destination
+  Value key;                      // the key (an index) the rows go to
+  llvm::SmallVector<int, 5> dims; // per source dimension: a CacheDim
+  // How the key is computed on the host: pure ops and loads of host
+  // arguments (the position), in order. The kernel computes it again, as
+  // the host must not read device memory.
+  llvm::SmallVector<mlir::Operation *> keyOps;
+  llvm::SmallVector<Value> keyInputs; // the host arguments the loads read
+};
+
+// The ops `value` is computed from, in order, if they are pure or loads of
+// arguments of the host function, with those arguments; else false.
+bool recomputable(Value value, llvm::SetVector<mlir::Operation *> &ops, llvm::SetVector<Value> &inputs) {
+  mlir::Operation *definer = value.getDefiningOp();
+  if (!definer)
+    return false;
+  if (ops.contains(definer))
+    return true;
+  if (auto load = mlir::dyn_cast<mlir::memref::LoadOp>(definer)) {
+    if (!mlir::isa<mlir::BlockArgument>(load.getMemRef()))
+      return false;
+    inputs.insert(load.getMemRef());
+    for (Value index : load.getIndices())
+      if (!recomputable(index, ops, inputs))
+        return false;
+  } else if (!mlir::isPure(definer) || definer->getNumRegions() != 0) {
+    return false;
+  } else {
+    for (Value operand : definer->getOperands())
+      if (!recomputable(operand, ops, inputs))
+        return false;
+  }
+  ops.insert(definer);
+  return true;
+}
+
+// The static strides and offset of a memref type, or false.
+bool staticLayout(mlir::Type type, llvm::SmallVector<int64_t> &strides, int64_t &offset) {
+  auto memref = mlir::dyn_cast<mlir::MemRefType>(type);
+  if (!memref || !memref.hasStaticShape() || mlir::failed(memref.getStridesAndOffset(strides, offset)))
+    return false;
+  return offset != mlir::ShapedType::kDynamic &&
+         llvm::none_of(strides, [](int64_t s) { return s == mlir::ShapedType::kDynamic; });
+}
+
+// The copy before `scoresCall` that writes, at one run-time key, exactly
+// the elements k[h, key, d] and v[h, key, d] of the cache that `k` and `v`
+// ([H, Tk, D] views) view, for every head h and element d; nothing but the
+// calls being fused touching the cache or the copy's source between the
+// copy and `valuesCall`. Else none.
+std::optional<CacheWrite> matchCacheWrite(mlir::func::CallOp scoresCall, mlir::func::CallOp softmaxCall,
+                                          mlir::func::CallOp valuesCall, Value k, Value v, int64_t heads,
+                                          int64_t headSize, mlir::Type element) {
+  Value root = rootBuffer(k);
+  if (rootBuffer(v) != root || !mlir::isa<mlir::BlockArgument>(root))
+    return std::nullopt;
+  mlir::linalg::CopyOp copy;
+  for (mlir::Operation *op = scoresCall->getPrevNode(); op && !copy; op = op->getPrevNode())
+    if (auto candidate = mlir::dyn_cast<mlir::linalg::CopyOp>(op);
+        candidate && candidate.getOutputs().size() == 1 && rootBuffer(candidate.getOutputs()[0]) == root)
+      copy = candidate;
+  if (!copy || !copy.hasPureBufferSemantics())
+    return std::nullopt;
+  auto destination = copy.getOutputs()[0].getDefiningOp<mlir::memref::SubViewOp>();
+  llvm::SmallVector<int64_t> rootStrides, kStrides, vStrides;
+  int64_t rootOffset = 0, kOffset = 0, vOffset = 0;
+  if (!destination || destination.getSource() != root || !staticLayout(root.getType(), rootStrides, rootOffset) ||
+      !staticLayout(k.getType(), kStrides, kOffset) || !staticLayout(v.getType(), vStrides, vOffset) ||
+      llvm::any_of(destination.getStaticStrides(), [](int64_t s) { return s != 1; }))
+    return std::nullopt;
+  // One dynamic offset, the key's; the rest adds up to where k's slice starts.
+  CacheWrite write;
+  write.copy = copy;
+  write.source = copy.getInputs()[0];
+  int keyDim = -1;
+  int64_t base = rootOffset;
+  for (auto [i, offset] : llvm::enumerate(destination.getMixedOffsets())) {
+    if (auto attribute = mlir::dyn_cast<mlir::Attribute>(offset)) {
+      base += mlir::cast<mlir::IntegerAttr>(attribute).getInt() * rootStrides[i];
+    } else if (keyDim < 0) {
+      keyDim = static_cast<int>(i);
+      write.key = mlir::cast<Value>(offset);
+      llvm::SetVector<mlir::Operation *> ops;
+      llvm::SetVector<Value> inputs;
+      if (!recomputable(write.key, ops, inputs))
+        return std::nullopt;
+      write.keyOps.assign(ops.begin(), ops.end());
+      write.keyInputs.assign(inputs.begin(), inputs.end());
+    } else {
+      return std::nullopt;
+    }
+  }
+  llvm::ArrayRef<int64_t> sizes = destination.getStaticSizes();
+  if (keyDim < 0 || sizes[keyDim] != 1 || rootStrides[keyDim] != kStrides[1] || rootStrides[keyDim] != vStrides[1] ||
+      base != kOffset || kStrides[0] != vStrides[0] || kStrides[2] != vStrides[2])
+    return std::nullopt;
+  int seen[3] = {0, 0, 0};
+  for (auto [i, size] : llvm::enumerate(sizes)) {
+    int64_t stride = rootStrides[i];
+    int dim = kUnitDim;
+    if (static_cast<int>(i) == keyDim || size == 1)
+      dim = kUnitDim;
+    else if (size == 2 && base + stride == vOffset)
+      dim = kKeyOrValueDim;
+    else if (size == heads && stride == kStrides[0])
+      dim = kHeadDim;
+    else if (size == headSize && stride == kStrides[2])
+      dim = kHeadElementDim;
+    else
+      return std::nullopt;
+    if (dim != kUnitDim)
+      ++seen[dim];
+    write.dims.push_back(dim);
+  }
+  auto sourceType = mlir::dyn_cast<mlir::MemRefType>(write.source.getType());
+  if (seen[0] != 1 || seen[1] != 1 || seen[2] != 1 || !sourceType || sourceType.getShape() != sizes ||
+      sourceType.getElementType() != element)
+    return std::nullopt;
+  // Moving the copy to the attention kernel moves it past everything in
+  // between: none of it may touch the cache or the copy's source.
+  Value sourceRoot = rootBuffer(write.source);
+  for (mlir::Operation *op = copy->getNextNode(); op != valuesCall.getOperation(); op = op->getNextNode()) {
+    if (!op)
+      return std::nullopt;
+    if (op == scoresCall.getOperation() || op == softmaxCall.getOperation() || isViewOp(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (mlir::isa<mlir::MemRefType>(operand.getType()) &&
+          (rootBuffer(operand) == root || rootBuffer(operand) == sourceRoot))
+        return std::nullopt;
+  }
+  return write;
+}
+
 // ---- The kernel ------------------------------------------------------------
 
 struct Config {
@@ -173,6 +326,17 @@ struct Config {
   // A decode step's keys past a run-time position are masked: the kernel
   // argument holding that position, -1 if none.
   int64_t positionArgument = -1;
+  // The step's keys and values the kernel writes into the cache first
+  // (kWriteTheCacheInTheAttention): the kernel arguments of the source
+  // and of the key it goes to, -1 if none; per source dimension, what it
+  // indexes (CacheWrite).
+  int64_t cacheSourceArgument = -1;
+  llvm::SmallVector<int, 5> cacheSourceDims;
+  // The key's computation on the host, redone in the kernel: its ops, the
+  // host value they give, and the kernel argument of each host input.
+  llvm::SmallVector<mlir::Operation *> cacheKeyOps;
+  Value cacheKey;
+  llvm::SmallVector<std::pair<Value, int64_t>> cacheKeyInputs;
 };
 
 // The widest vector (at most `maxElements`) along the last dimension of a
@@ -366,6 +530,43 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
     // not (p >= 0): the tiles up to p's, all of them for a p outside the keys.
     Value tilesUsed = unitsUpToPosition(b, loc, f.getArgument(cfg.positionArgument), BK, cfg.keyTiles);
     tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, tilesUsed);
+  }
+
+  // The step's keys and values into the cache, by the block whose split
+  // holds the key they go to (kWriteTheCacheInTheAttention), before it
+  // stages its first tile: the barrier at each tile's start orders them.
+  if (cfg.cacheSourceArgument >= 0) {
+    Value source = f.getArgument(cfg.cacheSourceArgument);
+    mlir::IRMapping keyMapping;
+    for (auto [input, argument] : cfg.cacheKeyInputs)
+      keyMapping.map(input, f.getArgument(argument));
+    for (mlir::Operation *op : cfg.cacheKeyOps)
+      b.clone(*op, keyMapping);
+    Value key = keyMapping.lookup(cfg.cacheKey);
+    Value splitFirstTile = cfg.splits > 1 ? x.mul(split, cfg.tilesPerSplit) : x.c(0);
+    Value splitEndTile =
+        cfg.splits > 1 ? x.min(x.add(splitFirstTile, cfg.tilesPerSplit), cfg.keyTiles) : x.c(cfg.keyTiles);
+    Value holds = b.createOrFold<mlir::arith::AndIOp>(
+        loc, b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::uge, key, x.mul(splitFirstTile, BK)),
+        b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::ult, key, x.mul(splitEndTile, BK)));
+    x.guarded(holds, [&] {
+      for (int64_t start = 0; start < D; start += cfg.threads) {
+        Value d = x.add(tid, start);
+        Value valid = start + cfg.threads > D ? x.lt(d, D) : Value();
+        x.guarded(valid, [&] {
+          for (int64_t kv = 0; kv < 2; ++kv) {
+            llvm::SmallVector<Value> at;
+            for (int dim : cfg.cacheSourceDims)
+              at.push_back(dim == kKeyOrValueDim    ? x.c(kv)
+                           : dim == kHeadDim        ? head
+                           : dim == kHeadElementDim ? d
+                                                    : x.c(0));
+            Value value = mlir::memref::LoadOp::create(b, loc, source, at);
+            mlir::memref::StoreOp::create(b, loc, value, kv == 0 ? k : v, mlir::ValueRange{head, key, d});
+          }
+        });
+      }
+    });
   }
 
   // Cooperative staging of one tile of K and V rows into shared memory:
@@ -841,13 +1042,35 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         launchOperands.push_back(position);
       }
     }
+    // A decode step's cache write, done by the kernel.
+    std::optional<CacheWrite> cacheWrite;
+    if (kWriteTheCacheInTheAttention && position && !cfg.causal && cfg.queryTiles == 1)
+      cacheWrite = matchCacheWrite(scoresCall, softmaxCall, valuesCall, kHost, vHost, cfg.heads, cfg.headSize, element);
+    if (cacheWrite) {
+      cfg.cacheSourceArgument = static_cast<int64_t>(launchOperands.size());
+      cfg.cacheSourceDims = cacheWrite->dims;
+      signature.arguments.push_back(cacheWrite->source.getType());
+      launchOperands.push_back(cacheWrite->source);
+      // The position the key is computed from is often an argument already.
+      for (Value input : cacheWrite->keyInputs) {
+        auto known = llvm::find(launchOperands, input);
+        cfg.cacheKeyInputs.push_back({input, known - launchOperands.begin()});
+        if (known == launchOperands.end()) {
+          signature.arguments.push_back(input.getType());
+          launchOperands.push_back(input);
+        }
+      }
+      cfg.cacheKeyOps = cacheWrite->keyOps;
+      cfg.cacheKey = cacheWrite->key;
+    }
     auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto tileType =
         mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
     signature.workgroupBuffers = {tileType, tileType};
     int64_t rowBytes = cfg.heads * cfg.headSize * cfg.elementBytes;
     int64_t partialBytes = cfg.splits > 1 ? partialsType.getNumElements() * cfg.elementBytes : 0;
-    signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) + (partials ? partialBytes : rowBytes * cfg.length);
+    signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) + (partials ? partialBytes : rowBytes * cfg.length) +
+                           (cacheWrite ? 4 * rowBytes : 0);
     int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.keys;
     signature.flops = 4 * pairs * cfg.headSize;
     signature.blockSize = {static_cast<int32_t>(cfg.threads), 1, 1};
@@ -890,7 +1113,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                     << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
                     << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
                     << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles * cfg.splits
-                    << " blocks x " << cfg.threads << " threads" << splitText << "\n");
+                    << " blocks x " << cfg.threads << " threads" << splitText
+                    << (cacheWrite ? ", writing the step's keys and values into the cache first "
+                                     "(kWriteTheCacheInTheAttention)"
+                                   : "")
+                    << "\n");
     LaunchDims dims;
     dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};
@@ -905,7 +1132,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       kernels.launch(host, valuesCall.getLoc(), *combine, combineDims, combineOperands);
       mlir::memref::DeallocOp::create(host, valuesCall.getLoc(), partials);
     }
-    // The three calls go; the temporaries they shared with nobody else too.
+    // The three calls go (and the cache write the kernel does); the
+    // temporaries they shared with nobody else too.
+    if (cacheWrite)
+      cacheWrite->copy.erase();
     valuesCall.erase();
     softmaxCall.erase();
     scoresCall.erase();
