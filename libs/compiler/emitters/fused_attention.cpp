@@ -253,7 +253,10 @@ std::optional<CacheWrite> matchCacheWrite(mlir::func::CallOp scoresCall, mlir::f
       write.key = mlir::cast<Value>(offset);
       llvm::SetVector<mlir::Operation *> ops;
       llvm::SetVector<Value> inputs;
-      if (!recomputable(write.key, ops, inputs))
+      // Its inputs (the position) must never be written, so that the
+      // kernel reads what the host would have.
+      if (!recomputable(write.key, ops, inputs) ||
+          llvm::any_of(inputs, [&](Value input) { return !hostInput(input, scoresCall); }))
         return std::nullopt;
       write.keyOps.assign(ops.begin(), ops.end());
       write.keyInputs.assign(inputs.begin(), inputs.end());

@@ -294,21 +294,6 @@ mlir::BlockArgument comparedPosition(Value value, unsigned keyDim, mlir::func::F
   return argument;
 }
 
-// `value` when it is one of the inputs of the host function holding
-// `call` (its mlpipe.inputs) that is not in-out: never written. Else null.
-Value hostInput(Value value, mlir::func::CallOp call) {
-  auto argument = mlir::dyn_cast<mlir::BlockArgument>(value);
-  auto host = call->getParentOfType<mlir::func::FuncOp>();
-  auto inputs = host ? host->getAttrOfType<mlir::ArrayAttr>("mlpipe.inputs") : nullptr;
-  if (!argument || !inputs || argument.getOwner() != &host.getBody().front() ||
-      argument.getArgNumber() >= inputs.size())
-    return {};
-  auto input = mlir::dyn_cast<mlir::DictionaryAttr>(inputs[argument.getArgNumber()]);
-  if (!input || input.contains("inout"))
-    return {};
-  return value;
-}
-
 // A mask over keys written by a fusion before `reader`: the host value of
 // the position it compares keys with, or null.
 Value positionMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
@@ -321,6 +306,19 @@ Value positionMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTabl
 }
 
 } // namespace
+
+Value hostInput(Value value, mlir::func::CallOp call) {
+  auto argument = mlir::dyn_cast<mlir::BlockArgument>(value);
+  auto host = call->getParentOfType<mlir::func::FuncOp>();
+  auto inputs = host ? host->getAttrOfType<mlir::ArrayAttr>("mlpipe.inputs") : nullptr;
+  if (!argument || !inputs || argument.getOwner() != &host.getBody().front() ||
+      argument.getArgNumber() >= inputs.size())
+    return {};
+  auto input = mlir::dyn_cast<mlir::DictionaryAttr>(inputs[argument.getArgNumber()]);
+  if (!input || input.contains("inout"))
+    return {};
+  return value;
+}
 
 Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
                       mlir::SymbolTable &symbols) {

@@ -53,6 +53,10 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
 // written by nothing else.
 mlir::func::FuncOp causalMaskWriter(mlir::Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols);
 
+// `value` when it is one of the inputs of the host function holding
+// `call` (its mlpipe.inputs) that is not in-out: never written. Else null.
+mlir::Value hostInput(mlir::Value value, mlir::func::CallOp call);
+
 // A decode step's mask past a run-time position: where the softmax's
 // prologue (called by `call`) adds select(key > p, big, 0), big at most
 // -1e9, with p a scalar loaded from memory, computed in its body
