@@ -296,12 +296,19 @@ std::optional<CacheWrite> matchCacheWrite(mlir::func::CallOp scoresCall, mlir::f
   for (mlir::Operation *op = copy->getNextNode(); op != valuesCall.getOperation(); op = op->getNextNode()) {
     if (!op)
       return std::nullopt;
-    if (op == scoresCall.getOperation() || op == softmaxCall.getOperation() || isViewOp(op))
+    if (op == scoresCall.getOperation() || op == softmaxCall.getOperation())
       continue;
-    for (Value operand : op->getOperands())
-      if (mlir::isa<mlir::MemRefType>(operand.getType()) &&
-          (rootBuffer(operand) == root || rootBuffer(operand) == sourceRoot))
-        return std::nullopt;
+    auto touches = op->walk([&](mlir::Operation *inner) {
+      if (isViewOp(inner))
+        return mlir::WalkResult::advance();
+      for (Value operand : inner->getOperands())
+        if (mlir::isa<mlir::MemRefType>(operand.getType()) &&
+            (rootBuffer(operand) == root || rootBuffer(operand) == sourceRoot))
+          return mlir::WalkResult::interrupt();
+      return mlir::WalkResult::advance();
+    });
+    if (touches.wasInterrupted())
+      return std::nullopt;
   }
   return write;
 }
@@ -330,16 +337,11 @@ struct Config {
   // argument holding that position, -1 if none.
   int64_t positionArgument = -1;
   // The step's keys and values the kernel writes into the cache first
-  // (kWriteTheCacheInTheAttention): the kernel arguments of the source
-  // and of the key it goes to, -1 if none; per source dimension, what it
-  // indexes (CacheWrite).
+  // (kWriteTheCacheInTheAttention), or null; the kernel argument of its
+  // source, and of each of its key's inputs (CacheWrite::keyInputs).
+  const CacheWrite *cacheWrite = nullptr;
   int64_t cacheSourceArgument = -1;
-  llvm::SmallVector<int, 5> cacheSourceDims;
-  // The key's computation on the host, redone in the kernel: its ops, the
-  // host value they give, and the kernel argument of each host input.
-  llvm::SmallVector<mlir::Operation *> cacheKeyOps;
-  Value cacheKey;
-  llvm::SmallVector<std::pair<Value, int64_t>> cacheKeyInputs;
+  llvm::SmallVector<int64_t> cacheKeyInputArguments;
 };
 
 // The widest vector (at most `maxElements`) along the last dimension of a
@@ -538,14 +540,14 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
   // The step's keys and values into the cache, by the block whose split
   // holds the key they go to (kWriteTheCacheInTheAttention), before it
   // stages its first tile: the barrier at each tile's start orders them.
-  if (cfg.cacheSourceArgument >= 0) {
+  if (const CacheWrite *write = cfg.cacheWrite) {
     Value source = f.getArgument(cfg.cacheSourceArgument);
     mlir::IRMapping keyMapping;
-    for (auto [input, argument] : cfg.cacheKeyInputs)
+    for (auto [input, argument] : llvm::zip_equal(write->keyInputs, cfg.cacheKeyInputArguments))
       keyMapping.map(input, f.getArgument(argument));
-    for (mlir::Operation *op : cfg.cacheKeyOps)
+    for (mlir::Operation *op : write->keyOps)
       b.clone(*op, keyMapping);
-    Value key = keyMapping.lookup(cfg.cacheKey);
+    Value key = keyMapping.lookup(write->key);
     Value splitFirstTile = cfg.splits > 1 ? x.mul(split, cfg.tilesPerSplit) : x.c(0);
     Value splitEndTile =
         cfg.splits > 1 ? x.min(x.add(splitFirstTile, cfg.tilesPerSplit), cfg.keyTiles) : x.c(cfg.keyTiles);
@@ -559,7 +561,7 @@ mlir::LogicalResult buildBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const 
         x.guarded(valid, [&] {
           for (int64_t kv = 0; kv < 2; ++kv) {
             llvm::SmallVector<Value> at;
-            for (int dim : cfg.cacheSourceDims)
+            for (int dim : write->dims)
               at.push_back(dim == kKeyOrValueDim    ? x.c(kv)
                            : dim == kHeadDim        ? head
                            : dim == kHeadElementDim ? d
@@ -1050,21 +1052,19 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     if (kWriteTheCacheInTheAttention && position && !cfg.causal && cfg.queryTiles == 1)
       cacheWrite = matchCacheWrite(scoresCall, softmaxCall, valuesCall, kHost, vHost, cfg.heads, cfg.headSize, element);
     if (cacheWrite) {
+      cfg.cacheWrite = &*cacheWrite;
       cfg.cacheSourceArgument = static_cast<int64_t>(launchOperands.size());
-      cfg.cacheSourceDims = cacheWrite->dims;
       signature.arguments.push_back(cacheWrite->source.getType());
       launchOperands.push_back(cacheWrite->source);
       // The position the key is computed from is often an argument already.
       for (Value input : cacheWrite->keyInputs) {
         auto known = llvm::find(launchOperands, input);
-        cfg.cacheKeyInputs.push_back({input, known - launchOperands.begin()});
+        cfg.cacheKeyInputArguments.push_back(known - launchOperands.begin());
         if (known == launchOperands.end()) {
           signature.arguments.push_back(input.getType());
           launchOperands.push_back(input);
         }
       }
-      cfg.cacheKeyOps = cacheWrite->keyOps;
-      cfg.cacheKey = cacheWrite->key;
     }
     auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto tileType =
