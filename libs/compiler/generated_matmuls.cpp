@@ -157,13 +157,9 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
 
   void runOnOperation() final {
     mlir::ModuleOp module = getOperation();
-    const DeviceDescription *device = nullptr;
-    try {
-      device = &deviceDescription(chip);
-    } catch (const Error &error) {
-      module.emitError("mlpipe-generated-matmuls: ") << error.what();
+    const DeviceDescription *device = passDeviceDescription(module, chip, "mlpipe-generated-matmuls: ");
+    if (!device)
       return signalPassFailure();
-    }
     emitters::GeneratedMatmulOptions options;
     options.form = form;
     if (!blockTile.empty()) {

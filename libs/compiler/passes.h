@@ -16,4 +16,10 @@ namespace mlpipe {
 // Registers every pass of Passes.td (once; later calls do nothing).
 void registerMlpipePasses();
 
+struct DeviceDescription;
+// The device description of `chip` for a pass running on `op`; null after
+// an error on `op` (`prefix` first) that names the chips mlpipe knows.
+const DeviceDescription *passDeviceDescription(mlir::Operation *op, const std::string &chip,
+                                               const std::string &prefix = "");
+
 } // namespace mlpipe

@@ -28,13 +28,9 @@ struct ProgrammaticLaunchPass : impl::ProgrammaticLaunchPassBase<ProgrammaticLau
   using ProgrammaticLaunchPassBase::ProgrammaticLaunchPassBase;
 
   void runOnOperation() final {
-    const DeviceDescription *device = nullptr;
-    try {
-      device = &deviceDescription(chip);
-    } catch (const std::exception &e) {
-      getOperation().emitError() << e.what();
+    const DeviceDescription *device = passDeviceDescription(getOperation(), chip);
+    if (!device)
       return signalPassFailure();
-    }
     int kernels = 0;
     if (device->programmaticDependentLaunch)
       for (auto module : getOperation().getOps<mlir::gpu::GPUModuleOp>())

@@ -3,6 +3,7 @@
 // check what the stage promises about its output.
 #include "compiler/compiler.h"
 #include "compiler/debug.h"
+#include "compiler/device_description.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
 #include "compiler/ptx.h"
@@ -41,6 +42,16 @@ namespace {
 void registerMlpipePasses() {
   static std::once_flag once;
   std::call_once(once, [] { registerMlpipeCompilerPasses(); });
+}
+
+const DeviceDescription *passDeviceDescription(mlir::Operation *op, const std::string &chip,
+                                               const std::string &prefix) {
+  try {
+    return &deviceDescription(chip);
+  } catch (const std::exception &error) {
+    op->emitError(prefix + error.what());
+    return nullptr;
+  }
 }
 
 const char *stageToolName(StageTool tool) {

@@ -105,12 +105,9 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
   void runOnOperation() final {
     mlir::ModuleOp module = getOperation();
     EmitterOptions options;
-    try {
-      options.device = &deviceDescription(chip);
-    } catch (const std::exception &error) {
-      module.emitError(error.what());
+    options.device = passDeviceDescription(module, chip);
+    if (!options.device)
       return signalPassFailure();
-    }
     options.matmul = matmul == "cublas" ? MatmulBackend::Cublas : MatmulBackend::Generated;
     KernelFactory kernels(module);
     mlir::SymbolTable symbols(module);

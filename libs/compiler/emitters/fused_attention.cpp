@@ -749,13 +749,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
 
   void runOnOperation() final {
     mlir::ModuleOp module = getOperation();
-    const DeviceDescription *device;
-    try {
-      device = &deviceDescription(chip);
-    } catch (const std::exception &error) {
-      module.emitError(error.what());
+    const DeviceDescription *device = passDeviceDescription(module, chip);
+    if (!device)
       return signalPassFailure();
-    }
     mlir::SymbolTable symbols(module);
     KernelFactory kernels(module);
     llvm::SmallVector<mlir::func::CallOp> softmaxCalls;
