@@ -48,3 +48,38 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// Modules with an atomic load of a global (a persistent kernel's grid
+// barrier) are compared too: the detached copy printed for the comparison
+// is not verified (the atomic load's verifier looks for the data layout in
+// a parent module, and crashed).
+// CHECK-LABEL: func.func @atomics
+// CHECK: gpu.launch_func @counted::@counted
+// CHECK: gpu.launch_func @counted::@counted
+// CHECK-NOT: gpu.module @counted_0
+module attributes {gpu.container_module} {
+  func.func @atomics() {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @counted::@counted blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+    gpu.launch_func @counted_0::@counted blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+    return
+  }
+  gpu.module @counted {
+    llvm.mlir.global external @count(0 : i64) {addr_space = 1 : i32} : i64
+    gpu.func @counted() kernel {
+      %p = llvm.mlir.addressof @count : !llvm.ptr<1>
+      %v = llvm.load %p atomic syncscope("device") acquire {alignment = 8 : i64} : !llvm.ptr<1> -> i64
+      gpu.return
+    }
+  }
+  gpu.module @counted_0 {
+    llvm.mlir.global external @count(0 : i64) {addr_space = 1 : i32} : i64
+    gpu.func @counted() kernel {
+      %p = llvm.mlir.addressof @count : !llvm.ptr<1>
+      %v = llvm.load %p atomic syncscope("device") acquire {alignment = 8 : i64} : !llvm.ptr<1> -> i64
+      gpu.return
+    }
+  }
+}
