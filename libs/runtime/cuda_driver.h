@@ -41,6 +41,7 @@ namespace mlpipe::gpu {
   X(cuModuleGetFunction)                                                                                               \
   X(cuLaunchKernel)                                                                                                    \
   X(cuFuncSetAttribute)                                                                                                \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                                       \
   X(cuStreamCreate)                                                                                                    \
   X(cuStreamDestroy)                                                                                                   \
   X(cuStreamSynchronize)                                                                                               \

@@ -35,11 +35,21 @@ struct KernelInfo {
   // holds kProgrammaticLaunchMarker), so it may be launched while that one
   // finishes.
   bool programmaticLaunch = false;
+  // A persistent kernel (its module holds kGridBarrierMarker): its blocks
+  // wait for each other, so its whole grid must be resident at once.
+  bool gridSynchronized = false;
+  // The largest grid (for one block size and shared memory size) found to
+  // be resident at once, so repeated launches skip the occupancy query.
+  intptr_t residentGridChecked = 0;
 };
 
 // The global mlpipe-programmatic-launch puts in every module whose kernels
 // wait for their predecessors before touching memory.
 constexpr const char *kProgrammaticLaunchMarker = "mlpipe_programmatic_launch";
+
+// The global mlpipe-persistent-kernels puts in the module of a kernel whose
+// blocks meet at grid-wide barriers (their arrival count).
+constexpr const char *kGridBarrierMarker = "mlpipe_grid_barrier";
 
 // MLPIPE_PROGRAMMATIC_LAUNCH=0 launches every kernel after the one before it
 // has finished, as on chips before sm_90 (to measure what overlapping gains).
@@ -392,6 +402,32 @@ std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &progr
   return name;
 }
 
+// A kernel whose blocks wait for each other deadlocks unless its whole grid
+// is resident at once: its launch fails instead, in one sentence, where this
+// GPU holds fewer of its blocks than the grid has (a chip with fewer SMs
+// than the one it was compiled for, or another kernel's registers).
+void checkGridResident(CudaDriver &d, CUfunction f, const std::string &name, const intptr_t (&dims)[6], int32_t smem) {
+  Registry &reg = registry();
+  intptr_t grid = dims[0] * dims[1] * dims[2];
+  {
+    std::lock_guard lock(reg.mutex);
+    auto it = reg.kernels.find(f);
+    if (it == reg.kernels.end() || !it->second.gridSynchronized || grid <= it->second.residentGridChecked)
+      return;
+  }
+  int perSm = 0, sms = 0;
+  check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, f, int(dims[3] * dims[4] * dims[5]), size_t(smem)),
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor", name);
+  check(d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device()), "cuDeviceGetAttribute");
+  if (intptr_t(perSm) * sms < grid)
+    fail("kernel '{}' synchronizes its whole grid of {} blocks, but this GPU holds only {} of them at once "
+         "({} an SM on {} SMs): compile for this GPU's chip, or with MLPIPE_PERSISTENT_KERNELS=0",
+         name, grid, intptr_t(perSm) * sms, perSm, sms);
+  std::lock_guard lock(reg.mutex);
+  if (auto it = reg.kernels.find(f); it != reg.kernels.end())
+    it->second.residentGridChecked = grid;
+}
+
 void noteLaunch(CUstream stream, const std::string &name) {
   Registry &reg = registry();
   std::lock_guard lock(reg.mutex);
@@ -456,6 +492,7 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
   bool programmatic = false;
   std::string name = prepareLaunch(d, f, smem, programmatic);
   checkLaunchShape(name, dims, smem);
+  checkGridResident(d, f, name, dims, smem);
   ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
   ProfiledLaunch timed;
   bool bracketed = profiler && profiler->replays == 0;
@@ -628,6 +665,8 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
     size_t markerBytes = 0;
     info.programmaticLaunch = programmaticLaunchAllowed() && d.cuLaunchKernelEx && d.cuModuleGetGlobal &&
                               d.cuModuleGetGlobal(&marker, &markerBytes, m, kProgrammaticLaunchMarker) == CUDA_SUCCESS;
+    info.gridSynchronized =
+        d.cuModuleGetGlobal && d.cuModuleGetGlobal(&marker, &markerBytes, m, kGridBarrierMarker) == CUDA_SUCCESS;
     std::lock_guard lock(reg.mutex);
     reg.moduleFunctions[m].emplace(owned, f);
     reg.kernels.try_emplace(f, std::move(info));
