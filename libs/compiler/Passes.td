@@ -665,6 +665,100 @@ def MergeIdenticalKernelsPass : Pass<"mlpipe-merge-identical-kernels", "mlir::Mo
   }];
 }
 
+def PersistentKernelsPass : Pass<"mlpipe-persistent-kernels", "mlir::ModuleOp"> {
+  let summary = "Run a chain of small launches as the phases of one kernel whose blocks stay resident";
+  let description = [{
+    A GPT-2 decode step is seventy-odd dependent kernels of a few
+    microseconds each, and each pays its launch, the ramp of its blocks and
+    the drain of its last one: about half of every kernel's time. This pass
+    makes such a chain one kernel. Its blocks stay resident, run the
+    launches' bodies one after another as phases, and wait for each other
+    between two phases at a barrier across the whole grid. lower-nvvm runs
+    it only with MLPIPE_PERSISTENT_KERNELS=1: on the H200 a decode step is
+    slower so (BENCHMARKS.md, "Persistent kernels").
+
+    A run is a maximal sequence of `gpu.launch_func` in one host block with
+    nothing between them that touches memory (views and constants may sit
+    between; a library call or a copy ends the run). A launch joins a run
+    when its grid and block are constant and one-dimensional, it is
+    synchronous, without dynamic shared memory, and its kernel is one block
+    that uses only thread and block ids and sizes, barriers and shuffles of
+    the `gpu` dialect. The kernel's grid is the fewest blocks of the widest
+    phase's threads that run every phase in one round, at most
+    `kResidentBlocksPerSm` blocks on each SM of `chip`'s device description,
+    so the whole grid is resident at once (the runtime checks this before
+    it launches, `mlpipe_grid_barrier` marks the module). In each phase
+
+      - block b runs the phase's virtual block b; a phase of narrower blocks
+        runs several virtual blocks side by side in one block, each a
+        subgroup of whole warps (virtual block `subgroup * grid + b`), whose
+        `gpu.barrier` becomes the subgroup's named barrier;
+      - thread and block ids and sizes become the virtual block's;
+      - the phase's workgroup buffers become views of the kernel's dynamic
+        shared memory, one copy per subgroup, reused by every phase.
+
+    A memref of static shape, strides and offset is passed as its aligned
+    pointer (an i64) and the kernel rebuilds its descriptor from the type:
+    a GPT-2 124M step's 160 descriptors would pass PTX's 4352 bytes of
+    parameters.
+
+    The grid barrier between phases: the block's threads meet at a block
+    barrier; thread 0 counts its block in with a releasing atomic add it
+    does not wait for, and spins with acquiring loads until the count
+    reaches the grid's size times the barriers passed in this launch, past
+    the count it read when the launch started; a block barrier follows. The
+    count (64 bits, never reset) is a global of the kernel's module, zero
+    when it loads; each launch adds the grid's size per barrier, so a launch
+    starts at a multiple of it.
+
+    A phase's body sees its block id clamped to its grid, the same inside
+    the phase. The loads of memory no phase writes (weights: no phase
+    writes through any view of the same host buffer) at the top of a
+    phase's body move above the barrier ahead of the phase, with the
+    arithmetic their addresses need: every block issues them, clamped to a
+    real block's addresses, and they are in flight while the grid waits.
+
+    Kernel modules no launch names any more go.
+    `--debug-only=mlpipe-persistent` prints every run, and why a launch ended
+    one. `enabled=false` leaves every launch as it is; `barriers-only` keeps
+    the barriers and drops the phases' bodies, to time the barriers alone.
+
+    ```mlir
+    gpu.launch_func @scale::@scale blocks in (%c2, %c1, %c1) threads in (%c64, %c1, %c1) args(%x : memref<128xf32>)
+    gpu.launch_func @shift::@shift blocks in (%c1, %c1, %c1) threads in (%c32, %c1, %c1) args(%x : memref<128xf32>, %y : memref<32xf32>)
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @persistent_scale_2_phases_module::@persistent_scale_2_phases
+        blocks in (%c2, %c1, %c1) threads in (%c64, %c1, %c1) args(%x_address : i64, %y_address : i64)
+    gpu.module @persistent_scale_2_phases_module {
+      llvm.mlir.global external @mlpipe_grid_barrier(0 : i64) {addr_space = 1 : i32} : i64
+      gpu.func @persistent_scale_2_phases(%x: i64, %y: i64) kernel
+          attributes {known_block_size = array<i32: 64, 1, 1>, mlpipe.phases = ["scale", "shift"], nvvm.minctasm = 1 : i32} {
+        %xm, %ym = descriptors of memref<128xf32>, memref<32xf32> rebuilt from the addresses
+        %tid = gpu.thread_id x
+        %bid = gpu.block_id x
+        scf.if %bid < 2 { SCALE'S BODY }
+        GRID BARRIER
+        %subgroup = %tid / 32, %vtid = %tid % 32, %vbid = %subgroup * 2 + %bid
+        scf.if %vbid < 1 { SHIFT'S BODY on %vtid, %vbid; gpu.barrier -> nvvm.barrier id 1 + %subgroup, 32 threads }
+        gpu.return
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The chip whose SM count and shared memory size the grid is planned for">,
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Make persistent kernels (false leaves every launch as it is)">,
+    Option<"barriersOnly", "barriers-only", "bool", /*default=*/"false",
+           "Keep the grid barriers but drop the phases' bodies: what the barriers alone cost (computes nothing)">,
+  ];
+  let dependentDialects = ["mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
 def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"> {
   let summary = "Let each kernel's launch overlap the end of the kernel before it (sm_90 and later)";
   let description = [{

@@ -203,11 +203,14 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
       fail("--opt must be 0, 1, 2 or 3, not {}", options.optLevel);
     if (options.format != "isa" && options.format != "bin" && options.format != "fatbin")
       fail("--format must be isa, bin or fatbin, not '{}'", options.format);
+    std::string persistent = persistentKernels();
     values = {{"chip", options.chip},
               {"opt", std::to_string(options.optLevel)},
               {"format", options.format},
               {"toolkit", checkedToolkit(options)},
-              {"cache", kernelCacheDirectory()}};
+              {"cache", kernelCacheDirectory()},
+              {"persistent", persistent == "0" ? "false" : "true"},
+              {"barriers-only", persistent == "barriers-only" ? "true" : "false"}};
   }
   return fillOptions(stripComments(text), values);
 }
@@ -299,6 +302,14 @@ void runStage(StageTool tool, MlirModule &module, const StageOptions &options, s
     checkHostCodeIsOutlined(module);
   if (tool == StageTool::LowerNvvm)
     checkLoweredForGpu(module);
+}
+
+std::string persistentKernels() {
+  const char *value = std::getenv("MLPIPE_PERSISTENT_KERNELS");
+  std::string mode = value && *value ? value : "0";
+  if (mode != "0" && mode != "1" && mode != "barriers-only")
+    fail("MLPIPE_PERSISTENT_KERNELS must be 0, 1 or barriers-only, not '{}'", mode);
+  return mode;
 }
 
 } // namespace mlpipe
