@@ -421,7 +421,7 @@ void checkGridResident(CudaDriver &d, CUfunction f, const std::string &name, con
   check(d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device()), "cuDeviceGetAttribute");
   if (intptr_t(perSm) * sms < grid)
     fail("kernel '{}' synchronizes its whole grid of {} blocks, but this GPU holds only {} of them at once "
-         "({} an SM on {} SMs): compile for this GPU's chip, or with MLPIPE_PERSISTENT_KERNELS=0",
+         "({} an SM on {} SMs): compile for this GPU's chip, or without MLPIPE_PERSISTENT_KERNELS=1",
          name, grid, intptr_t(perSm) * sms, perSm, sms);
   std::lock_guard lock(reg.mutex);
   if (auto it = reg.kernels.find(f); it != reg.kernels.end())
