@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace mlpipe::gpu {
 namespace {
@@ -75,6 +76,8 @@ struct Registry {
   std::mutex mutex;
   std::unordered_map<CUfunction, KernelInfo> kernels;
   std::unordered_map<CUmodule, FunctionsByName> moduleFunctions;
+  // Modules whose image defines kGridBarrierMarker.
+  std::unordered_set<CUmodule> gridSynchronizedModules;
   std::unordered_map<CUstream, std::string> lastKernelOnStream;
   std::unordered_map<CUevent, std::string> kernelBeforeEvent;
   std::string lastKernel;
@@ -345,6 +348,18 @@ CUmodule loadModule(const void *image, size_t bytes, const int *optLevel) {
   }
   CUmodule module = nullptr;
   CUresult r = d.cuModuleLoadDataEx(&module, image, count, options, values);
+  // A persistent kernel's module defines the grid barrier's count. Its name
+  // is looked for in the image (PTX, cubin or fatbin all hold it verbatim)
+  // rather than asked of the driver: asking every other module fails, which
+  // compute-sanitizer reports as an error.
+  if (r == CUDA_SUCCESS) {
+    const char *text = static_cast<const char *>(image);
+    if (std::string_view(text, bytes ? bytes : std::strlen(text)).find(kGridBarrierMarker) != std::string_view::npos) {
+      Registry &reg = registry();
+      std::lock_guard lock(reg.mutex);
+      reg.gridSynchronizedModules.insert(module);
+    }
+  }
   if (r != CUDA_SUCCESS) {
     if (r == CUDA_ERROR_NO_BINARY_FOR_GPU && !cubin.empty())
       throw Error(wrongChipMessage(cubin, d, device));
@@ -638,6 +653,7 @@ void mgpuModuleUnload(void *module) {
           reg.kernels.erase(f);
         reg.moduleFunctions.erase(it);
       }
+      reg.gridSynchronizedModules.erase(m);
     }
     checkRelease(driver().cuModuleUnload(m), "cuModuleUnload");
   });
@@ -665,9 +681,8 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
     size_t markerBytes = 0;
     info.programmaticLaunch = programmaticLaunchAllowed() && d.cuLaunchKernelEx && d.cuModuleGetGlobal &&
                               d.cuModuleGetGlobal(&marker, &markerBytes, m, kProgrammaticLaunchMarker) == CUDA_SUCCESS;
-    info.gridSynchronized =
-        d.cuModuleGetGlobal && d.cuModuleGetGlobal(&marker, &markerBytes, m, kGridBarrierMarker) == CUDA_SUCCESS;
     std::lock_guard lock(reg.mutex);
+    info.gridSynchronized = reg.gridSynchronizedModules.count(m) != 0;
     reg.moduleFunctions[m].emplace(owned, f);
     reg.kernels.try_emplace(f, std::move(info));
     return static_cast<void *>(f);
