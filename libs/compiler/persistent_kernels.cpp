@@ -453,7 +453,6 @@ struct PersistentKernelsPass : impl::PersistentKernelsPassBase<PersistentKernels
 
 private:
   const DeviceDescription *device_ = nullptr;
-  int kernelsBuilt_ = 0;
   llvm::SmallVector<mlir::gpu::GPUModuleOp> touchedModules_;
 
   // Splits the block's launches into runs, each ended by an op that touches
@@ -636,7 +635,6 @@ private:
       touchedModules_.push_back(phase.kernel->getParentOfType<gpu::GPUModuleOp>());
       phase.launch.erase();
     }
-    ++kernelsBuilt_;
     MLPIPE_DEBUG(kDebugPersistent, os << name << ": " << phases.size() << " launches as phases of one kernel, "
                                       << p.residentBlocks << " blocks of " << p.blockThreads << " threads ("
                                       << p.blocksPerSm << " an SM of " << device_->smCount << "), " << p.sharedBytes
