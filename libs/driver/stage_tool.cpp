@@ -30,8 +30,12 @@ void runStageTool(StageTool tool, const std::string &input, const std::string &o
 int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, const char *example) {
   const char *name = stageToolName(tool);
   CLI::App app{summary};
-  app.footer(fmt::format("Example:\n  {}\n\nThe pass pipeline is pipelines/{}.pipeline; --pipeline FILE runs another.",
-                         example, name));
+  std::string footer = fmt::format(
+      "Example:\n  {}\n\nThe pass pipeline is pipelines/{}.pipeline; --pipeline FILE runs another.", example, name);
+  if (tool == StageTool::LowerNvvm)
+    footer += "\nMLPIPE_PERSISTENT_KERNELS=1 runs chains of launches as the phases of persistent kernels (off by "
+              "default: slower today); barriers-only keeps their grid barriers alone, to time them.";
+  app.footer(footer);
   std::string input = "-", output = "-", matmul;
   StageOptions options;
   app.add_option("input", input, "MLIR file, or - for stdin")->capture_default_str();
