@@ -45,6 +45,9 @@ constexpr int64_t kResidentBlocksPerSm = 2;
 constexpr size_t kMinLaunchesPerKernel = 2;
 // Shared memory the hardware keeps back per resident block (sm_80 and later).
 constexpr int64_t kSharedMemoryReservedPerBlock = 1024;
+// Named barriers a block has for subgroups: 16, less barrier 0 (the whole
+// block's). Virtual blocks side by side in one block are at most this many.
+constexpr int64_t kSubgroupBarriers = 15;
 // Each phase's workgroup buffers start at this alignment in the dynamic
 // shared memory the phases share (the emitters align them to 16 bytes).
 constexpr int64_t kWorkgroupAlignment = 16;
@@ -151,6 +154,10 @@ std::string plan(llvm::MutableArrayRef<Phase> phases, const DeviceDescription &d
   for (const Phase &phase : phases) {
     if (phase.threads != p.blockThreads && phase.threads % device.warpSize != 0)
       return "a block of " + std::to_string(phase.threads) + " threads is not whole warps";
+    if (phase.threads != p.blockThreads && p.blockThreads / phase.threads > kSubgroupBarriers)
+      return std::to_string(p.blockThreads / phase.threads) + " blocks of " + std::to_string(phase.threads) +
+             " threads side by side need more named barriers than the " + std::to_string(kSubgroupBarriers) +
+             " there are";
     p.residentBlocks = std::max(p.residentBlocks,
                                 (phase.blocks + p.blockThreads / phase.threads - 1) / (p.blockThreads / phase.threads));
   }

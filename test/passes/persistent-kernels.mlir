@@ -33,10 +33,19 @@
 // CHECK: gpu.launch_func @scale::@scale
 // CHECK: gpu.launch_func @wide::@wide
 
+// @too_many_subgroups: beside a block of 1024 threads, 32-thread blocks
+// would run 32 side by side, but a block has 15 named barriers for them;
+// each launch stays alone.
+// CHECK-LABEL: func.func @too_many_subgroups
+// CHECK: gpu.launch_func @wide_block::@wide_block
+// CHECK: gpu.launch_func @lanes::@lanes
+
 // The modules of merged launches that nothing else launches go; scale is
 // still launched elsewhere.
-// CHECK-NOT: gpu.module @shift
 // CHECK: gpu.module @scale
+// CHECK-NOT: gpu.module @shift
+// CHECK: gpu.module @wide_block
+// CHECK: gpu.module @lanes
 // CHECK: gpu.module @wide
 // CHECK-LABEL: gpu.module @persistent_scale_2_phases_module
 // CHECK: llvm.mlir.global external @mlpipe_grid_barrier(0 : i64) {addr_space = 1 : i32
@@ -99,6 +108,7 @@
 
 // DEBUG: [mlpipe-persistent] persistent_scale_2_phases: 2 launches as phases of one kernel, 2 blocks of 64 threads (1 an SM of 132), 256 bytes of shared memory, 1 read-only loads issued ahead of their phase's barrier
 // DEBUG: [mlpipe-persistent] wide: ends a run: 1000 blocks are needed, more than the 264 that stay resident
+// DEBUG: [mlpipe-persistent] lanes: ends a run: 32 blocks of 32 threads side by side need more named barriers than the 15 there are
 
 // OFF-NOT: persistent
 // OFF: gpu.launch_func @scale::@scale
@@ -141,6 +151,16 @@ module attributes {gpu.container_module} {
     return
   }
 
+  func.func @too_many_subgroups(%y: memref<96xf32>, %w: memref<32xf32>) {
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c32 = arith.constant 32 : index
+    %c1024 = arith.constant 1024 : index
+    gpu.launch_func @wide_block::@wide_block blocks in (%c1, %c1, %c1) threads in (%c1024, %c1, %c1) args(%w : memref<32xf32>)
+    gpu.launch_func @lanes::@lanes blocks in (%c3, %c1, %c1) threads in (%c32, %c1, %c1) args(%y : memref<96xf32>)
+    return
+  }
+
   // Each of the 2 blocks doubles its 64 elements through a shared buffer.
   gpu.module @scale {
     gpu.func @scale(%x: memref<128xf32>) workgroup(%tile : memref<64xf32, #gpu.address_space<workgroup>>) kernel
@@ -179,6 +199,27 @@ module attributes {gpu.container_module} {
       %i = arith.addi %base, %tid : index
       %v = memref.load %lanes[%tid] : memref<32xf32, #gpu.address_space<workgroup>>
       memref.store %v, %y[%i] : memref<96xf32, strided<[1]>>
+      gpu.return
+    }
+  }
+
+  gpu.module @wide_block {
+    gpu.func @wide_block(%w: memref<32xf32>) kernel {
+      gpu.return
+    }
+  }
+
+  // Each of the 3 blocks of 32 threads writes its lanes after a barrier.
+  gpu.module @lanes {
+    gpu.func @lanes(%y: memref<96xf32>) kernel {
+      gpu.barrier
+      %tid = gpu.thread_id x
+      %bid = gpu.block_id x
+      %c32 = arith.constant 32 : index
+      %base = arith.muli %bid, %c32 : index
+      %i = arith.addi %base, %tid : index
+      %one = arith.constant 1.0 : f32
+      memref.store %one, %y[%i] : memref<96xf32>
       gpu.return
     }
   }
