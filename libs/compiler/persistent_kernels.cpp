@@ -70,7 +70,6 @@ struct Phase {
   int64_t threads = 0;        // threads per virtual block
   int64_t workgroupBytes = 0; // shared memory of one virtual block
   llvm::SmallVector<int64_t> workgroupOffsets;
-  int64_t subgroups = 1; // virtual blocks one resident block runs side by side
 };
 
 // The shape of the persistent kernel a run of phases becomes.
@@ -145,7 +144,7 @@ std::string unsupported(mlir::gpu::LaunchFuncOp launch, Phase &phase) {
 
 // The persistent kernel for `phases`, or why there is none: every phase runs
 // in one round of a grid that is resident at once.
-std::string plan(llvm::MutableArrayRef<Phase> phases, const DeviceDescription &device, Plan &result) {
+std::string plan(llvm::ArrayRef<Phase> phases, const DeviceDescription &device, Plan &result) {
   Plan p;
   for (const Phase &phase : phases)
     p.blockThreads = std::max(p.blockThreads, phase.threads);
@@ -169,9 +168,11 @@ std::string plan(llvm::MutableArrayRef<Phase> phases, const DeviceDescription &d
   if (p.blockThreads * p.blocksPerSm > device.maxThreadsPerSm)
     return "blocks of " + std::to_string(p.blockThreads) + " threads do not fit " + std::to_string(p.blocksPerSm) +
            " to an SM";
-  for (Phase &phase : phases) {
-    phase.subgroups = (phase.blocks + p.residentBlocks - 1) / p.residentBlocks;
-    p.sharedBytes = std::max(p.sharedBytes, phase.subgroups * phase.workgroupBytes);
+  // A phase runs its virtual blocks in ceil(blocks / grid) subgroups, each
+  // with its own copy of the phase's workgroup buffers.
+  for (const Phase &phase : phases) {
+    int64_t subgroups = (phase.blocks + p.residentBlocks - 1) / p.residentBlocks;
+    p.sharedBytes = std::max(p.sharedBytes, subgroups * phase.workgroupBytes);
   }
   int64_t sharedBudget = (device.sharedMemoryPerBlockOptIn + kSharedMemoryReservedPerBlock) / p.blocksPerSm -
                          kSharedMemoryReservedPerBlock;
@@ -518,11 +519,11 @@ private:
     for (auto [index, argument] : llvm::enumerate(arguments))
       argumentIndex[argument] = index;
 
-    std::string name =
+    const std::string base =
         "persistent_" + phases.front().kernel.getName().str() + "_" + std::to_string(phases.size()) + "_phases";
+    std::string name = base;
     for (int suffix = 1; module.lookupSymbol(name + "_module"); ++suffix)
-      name = "persistent_" + phases.front().kernel.getName().str() + "_" + std::to_string(phases.size()) + "_phases_" +
-             std::to_string(suffix);
+      name = base + "_" + std::to_string(suffix);
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     auto kernelModule = gpu::GPUModuleOp::create(b, loc, name + "_module");
     b.setInsertionPointToStart(kernelModule.getBody());

@@ -39,8 +39,9 @@ struct KernelInfo {
   // A persistent kernel (its module holds kGridBarrierMarker): its blocks
   // wait for each other, so its whole grid must be resident at once.
   bool gridSynchronized = false;
-  // The largest grid (for one block size and shared memory size) found to
-  // be resident at once, so repeated launches skip the occupancy query.
+  // The largest grid found to be resident at once, so repeated launches
+  // skip the occupancy query (a persistent kernel is always launched with
+  // one block size and one shared memory size).
   intptr_t residentGridChecked = 0;
 };
 
@@ -348,18 +349,6 @@ CUmodule loadModule(const void *image, size_t bytes, const int *optLevel) {
   }
   CUmodule module = nullptr;
   CUresult r = d.cuModuleLoadDataEx(&module, image, count, options, values);
-  // A persistent kernel's module defines the grid barrier's count. Its name
-  // is looked for in the image (PTX, cubin or fatbin all hold it verbatim)
-  // rather than asked of the driver: asking every other module fails, which
-  // compute-sanitizer reports as an error.
-  if (r == CUDA_SUCCESS) {
-    const char *text = static_cast<const char *>(image);
-    if (std::string_view(text, bytes ? bytes : std::strlen(text)).find(kGridBarrierMarker) != std::string_view::npos) {
-      Registry &reg = registry();
-      std::lock_guard lock(reg.mutex);
-      reg.gridSynchronizedModules.insert(module);
-    }
-  }
   if (r != CUDA_SUCCESS) {
     if (r == CUDA_ERROR_NO_BINARY_FOR_GPU && !cubin.empty())
       throw Error(wrongChipMessage(cubin, d, device));
@@ -367,6 +356,16 @@ CUmodule loadModule(const void *image, size_t bytes, const int *optLevel) {
     if (std::string log = oneLine(errorLog); !log.empty())
       message += "; JIT log: " + log;
     throw Error(message);
+  }
+  // A persistent kernel's module defines the grid barrier's count. Its name
+  // is looked for in the image (PTX, cubin or fatbin all hold it verbatim)
+  // rather than asked of the driver: asking every other module fails, which
+  // compute-sanitizer reports as an error.
+  const char *text = static_cast<const char *>(image);
+  if (std::string_view(text, bytes ? bytes : std::strlen(text)).find(kGridBarrierMarker) != std::string_view::npos) {
+    Registry &reg = registry();
+    std::lock_guard lock(reg.mutex);
+    reg.gridSynchronizedModules.insert(module);
   }
   return module;
 }
@@ -391,18 +390,22 @@ void checkLaunchShape(std::string_view name, const intptr_t (&dims)[6], int32_t 
 // allowed, and remembered so repeated launches skip the call.
 // The kernel's name, after opting it into `smem` bytes of dynamic shared
 // memory where it needs more than before; `programmatic` says whether it may
-// be launched programmatically (KernelInfo).
-std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &programmatic) {
+// be launched programmatically (KernelInfo), and `residentGrid` the largest
+// grid of a persistent kernel found resident so far (-1: not one).
+std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &programmatic, intptr_t &residentGrid) {
   Registry &reg = registry();
   std::string name;
   bool raise = false;
   programmatic = false;
+  residentGrid = -1;
   {
     std::lock_guard lock(reg.mutex);
     auto it = reg.kernels.find(f);
     if (it != reg.kernels.end()) {
       name = it->second.name;
       programmatic = it->second.programmaticLaunch;
+      if (it->second.gridSynchronized)
+        residentGrid = it->second.residentGridChecked;
       raise = smem > it->second.dynamicSharedAllowed;
     } else {
       raise = smem > 0;
@@ -421,26 +424,23 @@ std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &progr
 // is resident at once: its launch fails instead, in one sentence, where this
 // GPU holds fewer of its blocks than the grid has (a chip with fewer SMs
 // than the one it was compiled for, or another kernel's registers).
-void checkGridResident(CudaDriver &d, CUfunction f, const std::string &name, const intptr_t (&dims)[6], int32_t smem) {
-  Registry &reg = registry();
-  intptr_t grid = dims[0] * dims[1] * dims[2];
-  {
-    std::lock_guard lock(reg.mutex);
-    auto it = reg.kernels.find(f);
-    if (it == reg.kernels.end() || !it->second.gridSynchronized || grid <= it->second.residentGridChecked)
-      return;
-  }
+void checkGridResident(CudaDriver &d, CUfunction f, const std::string &name, const intptr_t (&dims)[6], int32_t smem,
+                       intptr_t residentGrid) {
+  uintmax_t grid = uintmax_t(dims[0]) * uintmax_t(dims[1]) * uintmax_t(dims[2]);
+  if (grid <= uintmax_t(residentGrid))
+    return;
   int perSm = 0, sms = 0;
   check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, f, int(dims[3] * dims[4] * dims[5]), size_t(smem)),
         "cuOccupancyMaxActiveBlocksPerMultiprocessor", name);
   check(d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device()), "cuDeviceGetAttribute");
-  if (intptr_t(perSm) * sms < grid)
+  if (uintmax_t(perSm) * uintmax_t(sms) < grid)
     fail("kernel '{}' synchronizes its whole grid of {} blocks, but this GPU holds only {} of them at once "
          "({} an SM on {} SMs): compile for this GPU's chip, or without MLPIPE_PERSISTENT_KERNELS=1",
          name, grid, intptr_t(perSm) * sms, perSm, sms);
+  Registry &reg = registry();
   std::lock_guard lock(reg.mutex);
   if (auto it = reg.kernels.find(f); it != reg.kernels.end())
-    it->second.residentGridChecked = grid;
+    it->second.residentGridChecked = intptr_t(grid);
 }
 
 void noteLaunch(CUstream stream, const std::string &name) {
@@ -505,9 +505,11 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
             size_t paramsCount) {
   CudaDriver &d = driver();
   bool programmatic = false;
-  std::string name = prepareLaunch(d, f, smem, programmatic);
+  intptr_t residentGrid = -1;
+  std::string name = prepareLaunch(d, f, smem, programmatic, residentGrid);
   checkLaunchShape(name, dims, smem);
-  checkGridResident(d, f, name, dims, smem);
+  if (residentGrid >= 0)
+    checkGridResident(d, f, name, dims, smem, residentGrid);
   ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
   ProfiledLaunch timed;
   bool bracketed = profiler && profiler->replays == 0;
