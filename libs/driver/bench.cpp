@@ -79,14 +79,14 @@ std::string csvField(const std::string &text) {
 
 } // namespace
 
-// KV-cache decoding, per mode: a prompt of kDecodePrompt tokens prefilled,
-// each decode step after it timed alone, and the whole job of
+// KV-cache decoding, per mode: a prompt of request.decodePrompt tokens
+// prefilled, each decode step after it timed alone, and the whole job of
 // kDecodeTokens tokens after the prompt (a prefill and kDecodeTokens - 1
 // decode steps) timed end to end; medians over `repeat`, after the
 // programs are compiled, run directly and captured.
 namespace {
 
-constexpr int64_t kDecodePrompt = 10, kDecodeTokens = 10;
+constexpr int64_t kDecodeTokens = 10;
 
 // --profile times each kernel over a graph of this many replays of its
 // launch (LaunchProfiler): bracketing one launch with events adds a few
@@ -96,17 +96,22 @@ constexpr int kProfileReplays = 20;
 void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
                    const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator,
                    std::vector<KernelRow> &kernelRows) {
-  if (config.nCtx < kDecodePrompt + kDecodeTokens)
+  const int64_t promptTokens = request.decodePrompt;
+  if (config.nCtx < promptTokens + kDecodeTokens) {
+    std::cout << fmt::format(
+        "\nKV-cache decoding: skipped: a prompt of {} tokens and {} more exceed the context of {}\n", promptTokens,
+        kDecodeTokens, config.nCtx);
     return;
+  }
   Target target = request.model.run.compile.target;
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
-  std::vector<int32_t> prompt(static_cast<size_t>(kDecodePrompt));
+  std::vector<int32_t> prompt(static_cast<size_t>(promptTokens));
   for (int32_t &id : prompt)
     id = token(generator);
   std::cout << fmt::format("\nKV-cache decoding: a prompt of {} tokens, then decode steps (median ms{})\n",
-                           kDecodePrompt, target == Target::Gpu ? ", GPU time" : "");
+                           promptTokens, target == Target::Gpu ? ", GPU time" : "");
   std::cout << fmt::format("{:<9} {:>10} {:>10} {:>10} {:>16} {:>10}\n", "mode", "prefill", "step", "step min",
-                           fmt::format("{} after {}", kDecodeTokens, kDecodePrompt), "tokens/s");
+                           fmt::format("{} after {}", kDecodeTokens, promptTokens), "tokens/s");
   for (Gpt2Mode mode : request.modes) {
     Gpt2RunOptions options = request.model.run;
     options.mode = mode;
@@ -143,7 +148,7 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
         launches = profiler.take();
       }
       runner->useGraphs(request.model.run.graphs);
-      for (KernelRow &row : aggregate(launches, std::string(modeName(mode)) + "-step", kDecodePrompt))
+      for (KernelRow &row : aggregate(launches, std::string(modeName(mode)) + "-step", promptTokens))
         kernelRows.push_back(std::move(row));
     }
   }
@@ -156,6 +161,8 @@ void benchGpt2(const BenchRequest &request) {
     fail("--repeat must be positive and --warmup not negative");
   if (!request.csv.empty() && !request.profile)
     fail("--csv writes the --profile table: give --profile too");
+  if (request.decodePrompt < 1)
+    fail("--decode-prompt must be at least 1 token, not {}", request.decodePrompt);
   Gpt2Weights weights = loadGpt2Weights(request.model.weights, request.model.config, request.model.seed);
   const Gpt2Config &config = weights.config();
   Target target = request.model.run.compile.target;

@@ -29,6 +29,7 @@ struct BenchRequest {
   int repeat = 20;
   bool profile = false; // one row per kernel, against the copy floor
   std::string csv;      // with profile: the rows as CSV (for make roofline)
+  int64_t decodePrompt = 10; // tokens prefilled before the decode steps are timed
 };
 
 void benchGpt2(const BenchRequest &request);

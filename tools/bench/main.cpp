@@ -15,14 +15,15 @@ int main(int argc, char **argv) {
                "launches per forward, the sum of the kernels' own times, the arena and peak device memory, and the\n"
                "compile time by stage. --profile adds one row per kernel against the copy floor measured in the\n"
                "same run. `bench kernels` times the unit kernels instead, `bench matmul` matmuls against cuBLAS."};
-  app.footer(
-      "Examples:\n"
-      "  bench --config 124M --modes sublayer,fused --seq 16,64,256,1024 --repeat 20\n"
-      "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
-      "  bench --config 124M --seq 1024 --matmul generated\n"
-      "  bench kernels                                  # gelu softmax layernorm transpose colsum matmul, reference shapes\n"
-      "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
-      "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas");
+  app.footer("Examples:\n"
+             "  bench --config 124M --modes sublayer,fused --seq 16,64,256,1024 --repeat 20\n"
+             "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
+             "  bench --config 124M --seq 1024 --matmul generated\n"
+             "  bench --config 124M --seq 16 --decode-prompt 1000        # decode steps late in the KV cache\n"
+             "  bench kernels                                  # gelu softmax layernorm transpose colsum matmul, "
+             "reference shapes\n"
+             "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
+             "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas");
   mlpipe::BenchRequest request;
   mlpipe::ModelFlags flags;
   std::vector<std::string> modes = {"sublayer", "fused"};
@@ -32,6 +33,9 @@ int main(int argc, char **argv) {
   app.add_option("--warmup", request.warmup, "Untimed passes first")->capture_default_str();
   app.add_flag("--profile", request.profile, "One row per kernel: calls, us, bytes moved, ratio to the copy floor");
   app.add_option("--csv", request.csv, "With --profile: write the per-kernel rows to this CSV file");
+  app.add_option("--decode-prompt", request.decodePrompt,
+                 "Tokens of the prompt the KV-cache decoding table prefills before its steps")
+      ->capture_default_str();
   mlpipe::addModelOptions(app, request.model, flags, /*withMode=*/false);
 
   mlpipe::KernelBenchRequest kernels;
