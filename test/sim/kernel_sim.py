@@ -669,44 +669,59 @@ def launch(module_ops, op, args, stats):
                             t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log)
                             threads.append(run_block(body, dict(env), t))
                 stats["threads"] += len(threads)
-                live = threads
-                answers = [None] * len(threads)
-                while live:
-                    stops = []
-                    still = []
-                    for gen, answer in zip(live, answers):
-                        try:
-                            stops.append(gen.send(answer))
-                            still.append(gen)
-                        except StopIteration:
-                            stops.append(None)
-                    first = stops[0]
-                    if isinstance(first, tuple):
-                        # gpu.shuffle xor: every thread of the block at the same one.
-                        if len(still) != len(threads) or any(not isinstance(s, tuple) or s[0] is not first[0]
-                                                             for s in stops):
-                            raise SimError("line %d: not every thread reaches the shuffle" % first[0].line)
-                        answers = []
-                        for t, stop in enumerate(stops):
-                            _, _, value, offset, width = stop
-                            partner = (t % 32) ^ offset
-                            if partner >= width:
-                                raise SimError("line %d: shuffle partner outside the width" % first[0].line)
-                            answers.append(stops[t - t % 32 + partner][2] if t - t % 32 + partner < len(stops)
-                                           else SimError)
-                            if answers[-1] is SimError:
-                                raise SimError("line %d: shuffle partner beyond the block" % first[0].line)
-                        live = still
-                        continue
-                    answers = [None] * len(still)
-                    if any(s is not stops[0] for s in stops):
-                        raise SimError("block %s: threads stop at different barriers (or some finished)" %
-                                       ((bx, by, bz),))
-                    stats["barriers"] += 1 if still else 0
-                    shared_log.writer.clear()
-                    shared_log.readers.clear()
-                    global_log.barrier((bx, by, bz))
-                    live = still
+                run_threads(threads, (bx, by, bz), stats, shared_log, global_log)
+
+
+def run_threads(threads, block_id, stats, shared_log, global_log):
+    """Runs a block's threads: each warp (32 consecutive threads) on its own
+    up to a shuffle, which every live thread of the warp must reach together
+    (it answers from the warp's lanes), or a barrier, which every thread of
+    the block must reach together."""
+    warps = [list(range(w, min(w + 32, len(threads)))) for w in range(0, len(threads), 32)]
+    live = set(range(len(threads)))
+    answers = [None] * len(threads)
+    while live:
+        at_barrier = {}
+        for lanes in warps:
+            running = [t for t in lanes if t in live]
+            while running:
+                stops = {}
+                for t in running:
+                    try:
+                        stops[t] = threads[t].send(answers[t])
+                    except StopIteration:
+                        stops[t] = None
+                        live.discard(t)
+                shuffles = [stops[t] for t in running if isinstance(stops[t], tuple)]
+                if shuffles:
+                    first = shuffles[0]
+                    # gpu.shuffle xor: every thread of the warp at the same one.
+                    if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
+                            len(running) != len(lanes):
+                        raise SimError("line %d: not every thread of a warp reaches the shuffle" % first[0].line)
+                    for t in running:
+                        _, _, value, offset, width = stops[t]
+                        partner = (t % 32) ^ offset
+                        if partner >= width:
+                            raise SimError("line %d: shuffle partner outside the width" % first[0].line)
+                        if t - t % 32 + partner >= len(threads):
+                            raise SimError("line %d: shuffle partner beyond the block" % first[0].line)
+                        answers[t] = stops[t - t % 32 + partner][2]
+                    continue
+                for t in running:
+                    answers[t] = None
+                    if stops[t] is not None:
+                        at_barrier[t] = stops[t]
+                running = []
+        if not live:
+            break
+        ops = set(id(op) for op in at_barrier.values())
+        if len(at_barrier) != len(threads) or len(ops) != 1:
+            raise SimError("block %s: threads stop at different barriers (or some finished)" % (block_id,))
+        stats["barriers"] += 1
+        shared_log.writer.clear()
+        shared_log.readers.clear()
+        global_log.barrier(block_id)
 
 
 # Integer arguments (token ids, a position) are drawn from [0, this).
