@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# This tree's build against other builds of mlpipe, alternated in one run
+# on the GPU host: GPT-2 124M's decode steps after a prompt of 10 tokens
+# and of 1000 (early and late in the KV cache), and the T=16 forward, with
+# each build, each with a compile cache of its own. Pack the others here
+# first, each under a name, with the libraries whose sources differ (the
+# tools are thin mains over them; the work tree and .device must stay
+# under 64 MiB):
+#   ci/pack-device.sh build
+#   ci/compare-builds.sh --pack NAME BUILD_DIR LIBRARY...   (e.g. libmlpipe_compiler.so)
+# then, on the GPU host:
+#   source .device/setup.sh && ci/compare-builds.sh [ROUNDS]     (default 2)
+# A packed build runs with its libraries ahead of this build's on the
+# library path. Output in $OUT (or /tmp/mlpipe-compare-builds).
+set -eu
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+if [[ ${1:-} == --pack ]]; then
+  name=${2:?--pack needs a name}
+  build=$(realpath "${3:?--pack needs the build directory}")
+  shift 3
+  (($# > 0)) || { echo "compare-builds: name the libraries that differ, e.g. libmlpipe_compiler.so" >&2; exit 2; }
+  [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "compare-builds: a name of letters, digits, . _ -, not '$name'" >&2; exit 2; }
+  rm -rf ".device/builds/$name" && mkdir -p ".device/builds/$name/lib"
+  for library in "$@"; do
+    [[ -f $build/lib/$library ]] || { echo "compare-builds: no $library in $build/lib" >&2; exit 2; }
+    cp "$build/lib/$library" ".device/builds/$name/lib/" && strip --strip-unneeded ".device/builds/$name/lib/$library"
+  done
+  echo "packed build '$name': $*"
+  exit 0
+fi
+names=()
+for dir in .device/builds/*/; do
+  [[ -d $dir ]] && names+=("$(basename "$dir")")
+done
+((${#names[@]} > 0)) || { echo "compare-builds: pack another build first (--pack NAME DIR LIBRARY...)" >&2; exit 2; }
+rounds=${1:-2}
+out=${OUT:-/tmp/mlpipe-compare-builds}
+mkdir -p "$out"
+declare -A caches
+for name in this "${names[@]}"; do
+  caches[$name]=$(mktemp -d)
+done
+# timed NAME PROMPT: one bench with build NAME ("this": this tree's).
+timed() {
+  local path=$LD_LIBRARY_PATH
+  [[ $1 != this ]] && path=$root/.device/builds/$1/lib:$path
+  echo "== $1, decode steps after a prompt of $2 tokens"
+  LD_LIBRARY_PATH=$path MLPIPE_CACHE_DIR=${caches[$1]} bench --config 124M --weights synthetic --target gpu \
+    --modes sublayer,fused --seq 16 --repeat 10 --warmup 2 --decode-prompt "$2" |
+    sed -n '/T  median/,/^$/p;/^KV-cache/,/^$/p'
+}
+for round in $(seq "$rounds"); do
+  for prompt in 10 1000; do
+    for name in this "${names[@]}"; do
+      echo "== round $round"
+      timed "$name" "$prompt"
+    done
+  done
+done 2>&1 | tee "$out/compare-builds.txt"
