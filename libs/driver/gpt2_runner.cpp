@@ -4,6 +4,7 @@
 #include "support/error.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -26,6 +27,39 @@ struct Step {
   const void *copyFrom = nullptr;
   size_t copyBytes = 0;
 };
+
+// Page-locked host memory, freed on destruction.
+class PinnedHost {
+public:
+  explicit PinnedHost(size_t bytes) : data_(gpu::allocatePinned(bytes)) {}
+  PinnedHost(const PinnedHost &) = delete;
+  PinnedHost &operator=(const PinnedHost &) = delete;
+  ~PinnedHost() {
+    try {
+      gpu::releasePinned(data_);
+    } catch (const Error &error) { // a destructor must not throw; say it
+      std::fprintf(stderr, "mlpipe: %s\n", error.what());
+    }
+  }
+  void *data() const { return data_; }
+
+private:
+  void *data_;
+};
+
+// A decode step's host side on the GPU: its token and position, and the
+// logits it returns, in page-locked memory. Copied by the GPU as steps of
+// the pass (in its graph with the kernels), the host neither stages them
+// nor waits between them; it waits once, for the logits.
+// The logits follow the header, 16-byte aligned.
+struct DecodeStaging {
+  int32_t position = 0;
+  int32_t id = 0;
+  static constexpr size_t kLogitsOffset = 16;
+  float *logits() { return reinterpret_cast<float *>(reinterpret_cast<char *>(this) + kLogitsOffset); }
+  static size_t bytes(int64_t vocabSize) { return kLogitsOffset + static_cast<size_t>(vocabSize) * sizeof(float); }
+};
+static_assert(sizeof(DecodeStaging) <= DecodeStaging::kLogitsOffset);
 
 // What both strategies share: weights on the target, one compiled module,
 // one set of activation buffers and one captured graph per padded length,
@@ -88,11 +122,13 @@ public:
       fail("the KV cache is full: {} tokens fill the model's context of {}", cachedTokens_, config_.nCtx);
     Compiled &module = compiled(Gpt2Phase::Decode, 1);
     auto start = std::chrono::steady_clock::now();
-    {
+    int32_t position = static_cast<int32_t>(cachedTokens_);
+    if (staged(module, capture, false)) {
+      decodeStaging()->position = position; // copied up as the pass's first steps
+    } else {
       // The position goes up on the stream, ahead of the calls (or the
       // graph) that read it.
       TargetStream::Scope current(stream_);
-      int32_t position = static_cast<int32_t>(cachedTokens_);
       positionBuffer().upload(&position, sizeof(position));
     }
     ForwardResult result = execute(module, {token}, /*everyRow=*/false, capture);
@@ -126,7 +162,12 @@ protected:
     // steps. Planning looks each of ~150 weights up by name; a decode step
     // that planned again took 20-40 us longer on the H200, the GPU idle
     // until its launches (BENCHMARKS.md).
-    std::optional<std::pair<bool, CacheBinding>> plannedFor;
+    struct PlanKey {
+      bool capture = false, staged = false;
+      CacheBinding cache;
+      bool operator==(const PlanKey &) const = default;
+    };
+    std::optional<PlanKey> plannedFor;
     std::vector<Step> planned;
     std::vector<void *> plannedBuffers; // every buffer the steps use, for the graph's check
   };
@@ -143,7 +184,11 @@ protected:
   // is captured once), and the results come down.
   ForwardResult execute(Compiled &module, const std::vector<int32_t> &tokens, bool everyRow, bool capture) {
     TargetStream::Scope current(stream_);
-    uploadIds(module, tokens, module.length);
+    const bool isStaged = staged(module, capture, everyRow);
+    if (isStaged)
+      decodeStaging()->id = tokens.front(); // copied up as the pass's first step
+    else
+      uploadIds(module, tokens, module.length);
     CacheBinding cache;
     if (module.phase != Gpt2Phase::Forward) {
       cache.cache = static_cast<char *>(kvCache().data());
@@ -151,9 +196,21 @@ protected:
     }
     if (module.phase == Gpt2Phase::Decode)
       cache.position = positionBuffer().data();
-    std::pair<bool, CacheBinding> planFor{capture, cache};
+    typename Compiled::PlanKey planFor{capture, isStaged, cache};
     if (module.plannedFor != planFor) {
       module.planned = plan(module, capture, cache);
+      if (isStaged) {
+        // The token and position up first, the logits down last.
+        DecodeStaging *staging = decodeStaging();
+        module.planned.insert(module.planned.begin(),
+                              {Step{nullptr, {}, ids(module, 1), &staging->id, sizeof(int32_t)},
+                               Step{nullptr, {}, cache.position, &staging->position, sizeof(int32_t)}});
+        module.planned.push_back(Step{nullptr,
+                                      {},
+                                      staging->logits(),
+                                      module.activations.at("logits").data(),
+                                      static_cast<size_t>(config_.vocabSize) * sizeof(float)});
+      }
       module.plannedBuffers.clear();
       for (const Step &step : module.planned) {
         module.plannedBuffers.insert(module.plannedBuffers.end(), step.buffers.begin(), step.buffers.end());
@@ -165,7 +222,26 @@ protected:
         stream_, module.executable, module.plannedBuffers, [&] { enqueue(module, module.planned); }, options_.graphs);
     timing_.graphCaptures += module.replay.captures() - module.capturesSeen;
     module.capturesSeen = module.replay.captures();
+    if (isStaged) {
+      gpu::waitForCurrentStream();
+      HostTensor logits(DType::f32, {1, config_.vocabSize});
+      std::memcpy(logits.data(), decodeStaging()->logits(), logits.byteSize());
+      return {std::move(logits), {}};
+    }
     return read(module, static_cast<int64_t>(tokens.size()), everyRow, capture);
+  }
+
+  // Whether a pass of `module` moves its token, position and logits
+  // through page-locked memory (DecodeStaging): a decode step on the GPU
+  // that returns only the logits.
+  bool staged(const Compiled &module, bool capture, bool everyRow) const {
+    return module.phase == Gpt2Phase::Decode && options_.compile.target == Target::Gpu && !capture && !everyRow;
+  }
+
+  DecodeStaging *decodeStaging() {
+    if (!decodeStaging_)
+      decodeStaging_.emplace(DecodeStaging::bytes(config_.vocabSize));
+    return static_cast<DecodeStaging *>(decodeStaging_->data());
   }
 
   // The KV cache, allocated once, the first time a program needs it, and
@@ -212,7 +288,8 @@ protected:
     timing_.compiledPrograms.push_back(phase == Gpt2Phase::Forward   ? std::to_string(length)
                                        : phase == Gpt2Phase::Prefill ? fmt::format("prefill {}", length)
                                                                      : std::string("decode"));
-    return modules_.emplace(std::make_pair(phase, length), Compiled{phase, length, std::move(executable), {}, {}, 0})
+    return modules_
+        .emplace(std::make_pair(phase, length), Compiled{phase, length, std::move(executable), {}, {}, 0, {}, {}, {}})
         .first->second;
   }
 
@@ -280,6 +357,9 @@ protected:
   std::map<std::pair<Gpt2Phase, int64_t>, Compiled> modules_;
   std::optional<TargetBuffer> kvCache_;  // [L, 2, H, n_ctx, D] f32
   std::optional<TargetBuffer> position_; // decode's position, rank-0 i32
+  // Destroyed before the modules whose graphs copy with it: they are never
+  // launched after.
+  std::optional<PinnedHost> decodeStaging_;
   int64_t cachedTokens_ = 0;
 };
 

@@ -957,6 +957,28 @@ void copyOnDevice(void *target, const void *source, size_t bytes) {
         "cuMemcpyAsync");
 }
 
+void *allocatePinned(size_t bytes) {
+  if (bytes == 0)
+    return nullptr;
+  constexpr size_t kPage = 4096;
+  size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+  void *ptr = std::aligned_alloc(kPage, rounded);
+  if (!ptr)
+    fail("cannot allocate {} bytes of host memory", bytes);
+  if (CUresult r = driver().cuMemHostRegister(ptr, rounded, 0); r != CUDA_SUCCESS) {
+    std::free(ptr);
+    check(r, "cuMemHostRegister");
+  }
+  return ptr;
+}
+
+void releasePinned(void *ptr) {
+  if (!ptr)
+    return;
+  checkRelease(driver().cuMemHostUnregister(ptr), "cuMemHostUnregister");
+  std::free(ptr);
+}
+
 void synchronize() { check(driver().cuCtxSynchronize(), "cuCtxSynchronize"); }
 
 void waitForCurrentStream() {

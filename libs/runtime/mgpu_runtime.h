@@ -159,7 +159,14 @@ void freeManaged(void *ptr);
 // before it), which is where a deferred kernel error is reported.
 void copyToDevice(void *device, const void *host, size_t bytes);
 void copyToHost(void *host, const void *device, size_t bytes);
+// Any copy the GPU does on its own, queued on the current stream (between
+// device buffers, or with pinned host memory): nothing waits.
 void copyOnDevice(void *target, const void *source, size_t bytes);
+// Page-locked host memory: copies to and from it run on the GPU without
+// the host staging them, and a CUDA graph may hold them. nullptr for 0
+// bytes; throws mlpipe::Error where it cannot be pinned.
+void *allocatePinned(size_t bytes);
+void releasePinned(void *ptr);
 
 // Waits for all GPU work (cuCtxSynchronize); throws naming the last kernel.
 void synchronize();

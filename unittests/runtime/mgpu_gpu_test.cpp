@@ -550,6 +550,44 @@ BOOST_AUTO_TEST_CASE(a_replayed_graph_gives_the_bits_of_direct_launches) {
   gpu::release(y);
 }
 
+// Page-locked host memory as a decode step uses it: a captured graph copies
+// its inputs up from it, runs a kernel, and copies the result back down to
+// it; replayed after the host wrote new inputs there, it computes with them.
+BOOST_AUTO_TEST_CASE(a_graph_copies_through_pinned_host_memory) {
+  const uint32_t n = 1000003; // not a multiple of a block or a page
+  const size_t bytes = n * sizeof(float);
+  Kernels k;
+  gpu::Stream stream;
+  gpu::StreamScope scope(stream);
+  auto *hostX = static_cast<float *>(gpu::allocatePinned(bytes));
+  auto *hostY = static_cast<float *>(gpu::allocatePinned(bytes));
+  BOOST_TEST(gpu::allocatePinned(0) == nullptr);
+  auto *x = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  auto *y = static_cast<float *>(gpu::allocate(bytes, gpu::Memory::Device));
+  const float a = randomNonZero();
+  auto pass = [&] {
+    gpu::copyOnDevice(x, hostX, bytes);
+    gpu::copyOnDevice(y, hostY, bytes);
+    launchSaxpy(k, x, y, a, n, mgpuStreamCreate());
+    gpu::copyOnDevice(hostY, y, bytes);
+  };
+  gpu::Graph graph;
+  graph.capture(stream, pass); // nothing runs
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> x0 = randomVector(n), y0 = randomVector(n);
+    std::memcpy(hostX, x0.data(), bytes);
+    std::memcpy(hostY, y0.data(), bytes);
+    graph.launch(stream);
+    gpu::waitForCurrentStream();
+    BOOST_TEST(saxpyMismatches(hostY, x0, y0, a) == 0u);
+  }
+  gpu::release(x);
+  gpu::release(y);
+  gpu::releasePinned(hostX);
+  gpu::releasePinned(hostY);
+  gpu::releasePinned(nullptr);
+}
+
 // saxpy again, for sm_90, as mlpipe-programmatic-launch compiles kernels: it
 // first waits for the kernel before it, then lets the next launch be
 // scheduled, and its module carries the runtime's marker.
