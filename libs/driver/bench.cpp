@@ -206,7 +206,9 @@ void benchGpt2(const BenchRequest &request) {
       std::vector<int32_t> tokens(static_cast<size_t>(length));
       for (int32_t &id : tokens)
         id = token(generator);
-      ShapeReport report{modeName(mode), length};
+      ShapeReport report;
+      report.mode = modeName(mode);
+      report.length = length;
       CompileTimings before = runner->timing().stages;
       runner->prepare(length);
       report.compile = runner->timing().stages;
