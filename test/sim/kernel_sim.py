@@ -700,7 +700,7 @@ def run_threads(threads, block_id, stats, shared_log, global_log):
                             len(running) != len(lanes):
                         raise SimError("line %d: not every thread of a warp reaches the shuffle" % first[0].line)
                     for t in running:
-                        _, _, value, offset, width = stops[t]
+                        _, _, _, offset, width = stops[t]
                         partner = (t % 32) ^ offset
                         if partner >= width:
                             raise SimError("line %d: shuffle partner outside the width" % first[0].line)
@@ -712,7 +712,7 @@ def run_threads(threads, block_id, stats, shared_log, global_log):
                     answers[t] = None
                     if stops[t] is not None:
                         at_barrier[t] = stops[t]
-                running = []
+                break
         if not live:
             break
         ops = set(id(op) for op in at_barrier.values())
