@@ -83,6 +83,13 @@ void runModule(const RunRequest &request) {
   for (const TensorSpec &spec : entry.inputs)
     if (!inputPaths.count(spec.name))
       fail("missing --input {}=@FILE: {} takes {}", spec.name, entry.name, names(entry.inputs));
+  // Every output file is checked before the run and written after it, all
+  // or none.
+  OutputFiles outputFiles;
+  std::map<std::string, size_t> outputIndex;
+  for (const TensorSpec &spec : entry.outputs)
+    if (auto path = outputPaths.find(spec.name); path != outputPaths.end())
+      outputIndex[spec.name] = outputFiles.add(path->second);
   std::vector<HostTensor> inputs;
   for (const TensorSpec &spec : entry.inputs)
     inputs.push_back(readInputFor(spec, inputPaths.at(spec.name), entry.name));
@@ -139,8 +146,9 @@ void runModule(const RunRequest &request) {
   if (gpu::liveAllocationCount() != liveBefore)
     fail("{} GPU allocations were not freed", gpu::liveAllocationCount() - liveBefore);
   for (size_t i = 0; i < entry.outputs.size(); ++i)
-    if (auto path = outputPaths.find(entry.outputs[i].name); path != outputPaths.end())
-      writeNpy(path->second, results[i]);
+    if (auto index = outputIndex.find(entry.outputs[i].name); index != outputIndex.end())
+      outputFiles.write(index->second, serializeNpy(results[i]));
+  outputFiles.commit();
 }
 
 } // namespace mlpipe

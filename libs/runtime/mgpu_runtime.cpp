@@ -8,6 +8,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/fatal_error.h"
 #include "support/error.h"
+#include "support/memory.h"
 
 #include <algorithm>
 #include <atomic>
@@ -223,17 +224,6 @@ void checkWait(CUresult r, const char *call, CUstream stream) {
     if (std::string last = lastKernelAnywhere(); !last.empty())
       message += ", most likely from kernel '" + last + "', launched earlier";
   throw Error(message);
-}
-
-// "1.50 GiB"
-std::string humanBytes(double bytes) {
-  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 6) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{:.0f} bytes", bytes) : fmt::format("{:.2f} {}", bytes, units[unit]);
 }
 
 void *allocateOn(size_t bytes, bool managed) {

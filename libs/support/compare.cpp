@@ -27,10 +27,11 @@ struct ElementError {
 // numpy.isclose for one pair, plus the error measures defined in compare.h.
 // Non-finite values are compared for equality only, as numpy does: without
 // that, an expected infinity would allow any finite actual value.
-ElementError compareElement(double actual, double expected, double rtol, double atol) {
+ElementError compareElement(double actual, double expected, double rtol, double atol, bool equalNan) {
   ElementError e;
   if (!std::isfinite(actual) || !std::isfinite(expected)) {
-    e.pass = actual == expected; // false for NaN, even against NaN
+    // false for NaN, even against NaN, unless equalNan
+    e.pass = actual == expected || (equalNan && std::isnan(actual) && std::isnan(expected));
     e.absolute = e.relative = e.pass ? 0 : kInfinity;
     e.excess = e.pass ? -kInfinity : kInfinity;
     return e;
@@ -105,7 +106,8 @@ std::string formatPosition(const Shape &position) {
 
 } // namespace
 
-Comparison compareTensors(const HostTensor &actual, const HostTensor &expected, double rtol, double atol) {
+Comparison compareTensors(const HostTensor &actual, const HostTensor &expected, double rtol, double atol,
+                          bool equalNan) {
   if (actual.shape() != expected.shape())
     fail("cannot compare actual {} with expected {}: their shapes differ", actual.describe(), expected.describe());
   if (!(rtol >= 0) || !(atol >= 0))
@@ -118,7 +120,7 @@ Comparison compareTensors(const HostTensor &actual, const HostTensor &expected, 
   int64_t worstFailing = -1, largestErrorIndex = -1;
   for (int64_t i = 0; i < expected.numel(); ++i) {
     double a = actual.at(i), b = expected.at(i);
-    ElementError e = compareElement(a, b, rtol, atol);
+    ElementError e = compareElement(a, b, rtol, atol, equalNan);
     c.maxAbsError = std::max(c.maxAbsError, e.absolute);
     c.maxRelError = std::max(c.maxRelError, e.relative);
     errorNorm.add(e.absolute);

@@ -3,8 +3,9 @@
 //
 // An element passes when it is close by numpy's allclose rule:
 //   |actual - expected| <= atol + rtol * |expected|
-// except that NaN never passes (not even against NaN) and an infinity passes
-// only against the same infinity, as in numpy.isclose.
+// except that NaN never passes (not even against NaN, unless equalNan asks
+// for it, as numpy's equal_nan) and an infinity passes only against the same
+// infinity, as in numpy.isclose.
 #pragma once
 
 #include "support/host_tensor.h"
@@ -42,7 +43,10 @@ struct Comparison {
 // against f64, or integers against floats); i64 values beyond 2^53 lose
 // precision in the conversion. Throws mlpipe::Error when the shapes differ
 // or a tolerance is negative or NaN.
-Comparison compareTensors(const HostTensor &actual, const HostTensor &expected, double rtol, double atol);
+// With `equalNan`, NaN against NaN is a match (error 0), as where a program
+// and its reference both leave a function's domain.
+Comparison compareTensors(const HostTensor &actual, const HostTensor &expected, double rtol, double atol,
+                          bool equalNan = false);
 
 // A short report for people: shape, max abs and rel error, relative L2, the
 // worst element with both values, the mismatch count, and a last line that

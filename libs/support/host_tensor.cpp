@@ -2,6 +2,7 @@
 
 #include "support/error.h"
 #include "support/float16.h"
+#include "support/memory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +11,14 @@
 namespace mlpipe {
 
 HostTensor::HostTensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)),
-      bytes_(static_cast<size_t>(mlpipe::byteSize(shape_, dtype_)), 0) {}
+    : dtype_(dtype), shape_(std::move(shape)), numel_(numElements(shape_)) {
+  int64_t bytes = mlpipe::byteSize(shape_, dtype_);
+  try {
+    bytes_.assign(static_cast<size_t>(bytes), 0);
+  } catch (const std::bad_alloc &) {
+    fail("out of host memory: a {} tensor needs {}", describe(), humanBytes(double(bytes)));
+  }
+}
 
 double HostTensor::at(int64_t i) const {
   switch (dtype_) {
@@ -89,31 +96,58 @@ std::string HostTensor::describe() const {
 }
 
 namespace {
+
+// Integer and i1 elements: this byte in every byte.
 constexpr unsigned char kPoisonByte = 0xA5;
+
+// Float elements: a signalling NaN with a payload. Arithmetic never makes
+// one (it returns quiet NaNs), so a NaN a program computes is told apart
+// from an element it never wrote.
+constexpr uint64_t kPoisonF64 = 0x7FF5A5A5A5A5A5A5ull;
+constexpr uint32_t kPoisonF32 = 0x7FA5A5A5u;
+constexpr uint16_t kPoisonF16 = 0x7CA5u;
+constexpr uint16_t kPoisonBf16 = 0x7FA5u;
+
+// The poison's bytes for one element of `dtype`.
+std::vector<unsigned char> poisonElement(DType dtype) {
+  std::vector<unsigned char> bytes(dtypeSize(dtype), kPoisonByte);
+  auto copy = [&](auto bits) { std::memcpy(bytes.data(), &bits, sizeof(bits)); };
+  switch (dtype) {
+  case DType::f64:
+    copy(kPoisonF64);
+    break;
+  case DType::f32:
+    copy(kPoisonF32);
+    break;
+  case DType::f16:
+    copy(kPoisonF16);
+    break;
+  case DType::bf16:
+    copy(kPoisonBf16);
+    break;
+  default:
+    break;
+  }
+  return bytes;
 }
+
+} // namespace
 
 HostTensor poisonedTensor(DType dtype, Shape shape) {
   HostTensor tensor(dtype, std::move(shape));
-  if (isFloat(dtype)) {
-    for (int64_t i = 0; i < tensor.numel(); ++i)
-      tensor.set(i, std::numeric_limits<double>::quiet_NaN());
-  } else if (tensor.byteSize() > 0) {
-    std::memset(tensor.data(), kPoisonByte, tensor.byteSize());
-  }
+  std::vector<unsigned char> element = poisonElement(dtype);
+  auto *bytes = static_cast<unsigned char *>(tensor.data());
+  for (int64_t i = 0; i < tensor.numel(); ++i)
+    std::memcpy(bytes + i * element.size(), element.data(), element.size());
   return tensor;
 }
 
 int64_t countPoisoned(const HostTensor &tensor) {
+  std::vector<unsigned char> element = poisonElement(tensor.dtype());
+  const auto *bytes = static_cast<const unsigned char *>(tensor.data());
   int64_t count = 0;
-  size_t size = dtypeSize(tensor.dtype());
-  for (int64_t i = 0; i < tensor.numel(); ++i) {
-    if (isFloat(tensor.dtype())) {
-      count += std::isnan(tensor.at(i)) ? 1 : 0;
-      continue;
-    }
-    const auto *bytes = static_cast<const unsigned char *>(tensor.data()) + i * size;
-    count += std::all_of(bytes, bytes + size, [](unsigned char byte) { return byte == kPoisonByte; }) ? 1 : 0;
-  }
+  for (int64_t i = 0; i < tensor.numel(); ++i)
+    count += std::memcmp(bytes + i * element.size(), element.data(), element.size()) == 0 ? 1 : 0;
   return count;
 }
 

@@ -50,8 +50,9 @@ private:
 };
 
 // A tensor of values no program writes by accident, to fill outputs before a
-// run so that an element it never writes shows: NaN for floats, the byte
-// 0xA5 in every byte of an integer or i1 element.
+// run so that an element it never writes shows: a signalling NaN with a
+// payload for floats (arithmetic only makes quiet NaNs, so a computed NaN is
+// not counted), the byte 0xA5 in every byte of an integer or i1 element.
 HostTensor poisonedTensor(DType dtype, Shape shape);
 // How many elements of `tensor` still hold that poison.
 int64_t countPoisoned(const HostTensor &tensor);

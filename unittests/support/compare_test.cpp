@@ -116,6 +116,21 @@ BOOST_AUTO_TEST_CASE(nan_never_passes_and_infinities_must_match) {
   BOOST_TEST(same.relativeL2 == 0);
 }
 
+BOOST_AUTO_TEST_CASE(equal_nan_matches_nan_against_nan_only) {
+  // As where a program and its reference both leave a function's domain.
+  Comparison both = compareTensors(vector({kNaN, 2, -kInf}), vector({kNaN, 2, -kInf}), 0, 0, /*equalNan=*/true);
+  BOOST_TEST(both.pass);
+  BOOST_TEST(both.maxAbsError == 0);
+  BOOST_TEST(both.relativeL2 == 0);
+  // NaN against a number, or a number against NaN, still fails.
+  Comparison one = compareTensors(vector({kNaN, 2}), vector({1, kNaN}), 1, 1, /*equalNan=*/true);
+  BOOST_TEST(!one.pass);
+  BOOST_TEST(one.mismatches == 2);
+  BOOST_TEST(one.relativeL2 == kInf);
+  // Without it, numpy's default: NaN never passes.
+  BOOST_TEST(!compareTensors(vector({kNaN}), vector({kNaN}), 1, 1).pass);
+}
+
 BOOST_AUTO_TEST_CASE(reports_the_element_furthest_outside_tolerance) {
   HostTensor expected = randomTensor(DType::f32, {3, 4});
   HostTensor actual = expected;

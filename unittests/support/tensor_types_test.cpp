@@ -122,6 +122,13 @@ BOOST_AUTO_TEST_CASE(poison_shows_unwritten_elements_of_every_type) {
       poisoned.set(2, 1.0);
       poisoned.set(4, 0.0);
       BOOST_TEST(countPoisoned(poisoned) == 3);
+      // A NaN a program computes (a quiet one) is a value, not the poison.
+      if (isFloat(dtype)) {
+        poisoned.set(0, std::numeric_limits<double>::quiet_NaN());
+        poisoned.set(1, -std::numeric_limits<double>::quiet_NaN());
+        BOOST_TEST(countPoisoned(poisoned) == 1);
+        BOOST_TEST(std::isnan(poisonedTensor(dtype, {1}).at(0)));
+      }
     }
   }
 }
