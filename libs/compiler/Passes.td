@@ -809,6 +809,34 @@ def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"
   let dependentDialects = ["mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect"];
 }
 
+def RecordEntrySignaturePass : Pass<"mlpipe-record-entry-signature", "mlir::ModuleOp"> {
+  let summary = "Record each entry's argument types before lowering erases them, checked against its signature";
+  let description = [{
+    `run` binds `.npy` files to an entry's buffers by the `mlpipe.inputs`
+    and `mlpipe.outputs` attributes trace wrote, and sizes each buffer from
+    them. Lowering to LLVM expands every memref into a descriptor and keeps
+    no shape, so before it this pass checks that those attributes describe
+    the function's arguments exactly (inputs, then outputs, then the arena
+    when the entry has one) and records the argument types as
+    `mlpipe.argument_types`, which the runtime checks the attributes
+    against again before it runs the lowered entry. A function whose
+    attributes disagree with its arguments is an error here.
+
+    ```mlir
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) attributes {
+        mlpipe.inputs = [{name = "x", type = tensor<64x256xf32>} ],
+        mlpipe.outputs = [{name = "y", type = tensor<64x256xf32>} ]} { ... }
+    ```
+    gains
+    ```mlir
+        mlpipe.argument_types = [memref<64x256xf32>, memref<64x256xf32>]
+    ```
+    while `mlpipe.outputs = [{name = "y", type = tensor<1xf32>} ]` is refused:
+    "@gelu declares 'y' in mlpipe.outputs as tensor<1xf32>, but its argument
+    1 is memref<64x256xf32>".
+  }];
+}
+
 def KernelCostsPass : Pass<"mlpipe-kernel-costs", "mlir::ModuleOp"> {
   let summary = "Record each kernel's bytes moved and flops on the module, for the runtime's profiler";
   let description = [{

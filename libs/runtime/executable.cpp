@@ -3,6 +3,7 @@
 // _mlir__mlir_ciface_<entry> wrappers with memref descriptors.
 #include "runtime/executable.h"
 
+#include "compiler/entry_signature.h"
 #include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/blas.h"
@@ -128,10 +129,15 @@ std::vector<int64_t> denseDescriptor(void *data, const Shape &shape) {
 
 std::vector<EntrySignature> entrySignatures(const MlirModule &module) {
   std::vector<EntrySignature> entries;
+  bool lowered = module.stage() == Stage::GpuBinary || module.stage() == Stage::CpuLowered;
   module.op().walk([&](mlir::Operation *op) {
     auto symbol = op->getAttrOfType<mlir::StringAttr>(mlir::SymbolTable::getSymbolAttrName());
     if (!symbol || !op->hasAttr("mlpipe.inputs") || symbol.getValue().starts_with("_mlir_ciface_"))
       return;
+    // The attributes size every buffer a caller passes to a lowered entry:
+    // they must describe the function's real arguments.
+    if (std::string mismatch = lowered ? loweredEntrySignatureMismatch(op) : ""; !mismatch.empty())
+      fail("the module's entry signature does not match its function: {}", mismatch);
     entries.push_back({symbol.str(), readSpecs(op, "mlpipe.inputs"), readSpecs(op, "mlpipe.outputs"), readArena(op)});
   });
   return entries;
