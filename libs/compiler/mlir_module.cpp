@@ -21,6 +21,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string_view>
+#include <unordered_set>
+
 namespace mlpipe {
 
 namespace {
@@ -92,28 +95,41 @@ MlirModule MlirModule::parse(std::string_view text, const std::string &bufferNam
 namespace {
 
 // Drops " loc(unknown)", " loc(#A)" for every alias #A of loc(unknown), and
-// those aliases' definitions, so printed locations show names alone.
+// those aliases' definitions, so printed locations show names alone. Linear
+// in the text: two passes, each copying every kept byte once.
 std::string withoutUnknownLocations(const std::string &text) {
-  std::vector<std::string> unknownAliases;
-  std::string kept;
-  size_t start = 0;
-  while (start < text.size()) {
+  std::unordered_set<std::string_view> unknownAliases;
+  for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
     end = end == std::string::npos ? text.size() : end + 1;
-    std::string line = text.substr(start, end - start);
+    std::string_view line(text.data() + start, end - start);
+    if (line.starts_with("#loc") && line.find(" = loc(unknown)") != std::string_view::npos)
+      unknownAliases.insert(line.substr(0, line.find(' ')));
     start = end;
-    if (line.rfind("#loc", 0) == 0 && line.find(" = loc(unknown)") != std::string::npos) {
-      unknownAliases.push_back(line.substr(0, line.find(' ')));
-      continue;
-    }
-    kept += line;
   }
-  std::vector<std::string> patterns = {" loc(unknown)"};
-  for (const std::string &alias : unknownAliases)
-    patterns.push_back(" loc(" + alias + ")");
-  for (const std::string &pattern : patterns)
-    for (size_t at = kept.find(pattern); at != std::string::npos; at = kept.find(pattern, at))
-      kept.erase(at, pattern.size());
+  std::string kept;
+  kept.reserve(text.size());
+  constexpr std::string_view kOpen = " loc(";
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string_view line(text.data() + start, end - start);
+    start = end;
+    if (line.starts_with("#loc") && unknownAliases.count(line.substr(0, line.find(' '))))
+      continue;
+    size_t copied = 0;
+    for (size_t at = line.find(kOpen); at != std::string_view::npos; at = line.find(kOpen, at + 1)) {
+      size_t close = line.find(')', at + kOpen.size());
+      if (close == std::string_view::npos)
+        break;
+      std::string_view inside = line.substr(at + kOpen.size(), close - at - kOpen.size());
+      if (inside != "unknown" && !unknownAliases.count(inside))
+        continue;
+      kept.append(line.substr(copied, at - copied));
+      copied = close + 1;
+    }
+    kept.append(line.substr(copied));
+  }
   return kept;
 }
 

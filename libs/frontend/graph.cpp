@@ -3,6 +3,7 @@
 #include "frontend/graph.h"
 
 #include "support/error.h"
+#include "support/memory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -88,7 +89,21 @@ Graph::Scope::Scope(Graph &graph, const std::string &name) : graph_(graph) {
 
 Graph::Scope::~Scope() { graph_.scopes_.pop_back(); }
 
+namespace {
+
+// The most bytes one tensor of a program may take: 64 TiB, hundreds of times
+// any GPU's memory, and small enough that every byte count the compiler
+// sums over a kernel's tensors stays far inside int64.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 46;
+
+} // namespace
+
 Tensor Graph::add(Node node) {
+  int64_t bytes = byteSize(node.shape, node.dtype);
+  if (bytes > kMaxTensorBytes)
+    fail("{} of shape {} ({}) would take {}, more than the {} one tensor may take",
+         node.name.empty() ? std::string("a tensor") : "tensor '" + node.name + "'", formatShape(node.shape),
+         dtypeName(node.dtype), humanBytes(double(bytes)), humanBytes(double(kMaxTensorBytes)));
   if (node.scope.empty() && !scopes_.empty())
     node.scope = scopes_.back();
   nodes_.push_back(std::move(node));

@@ -49,7 +49,11 @@ namespace {
 // Limits that keep hostile input from exhausting the stack or memory.
 constexpr int kMaxNesting = 64;                    // tuple shapes, calls within calls
 constexpr size_t kMaxRank = 32;                    // dimensions of one shape
-constexpr size_t kMaxGraphNodes = size_t(1) << 18; // recorded ops, after inlining
+// Recorded ops, after inlining every call and fusion: trace, verify and the
+// stages after them take seconds at this size (a real transformer's module
+// records a few thousand), while calls that double at each level could
+// otherwise expand a few kilobytes of text into millions of ops.
+constexpr size_t kMaxGraphNodes = size_t(1) << 16;
 constexpr size_t kMaxQuoted = 40;                  // characters of the input echoed in a message
 
 struct Location {
@@ -747,6 +751,30 @@ bool hasDefaultLayout(const ShapeText &shape) {
   return *shape.minorToMajor == standard;
 }
 
+// Two written shapes are the same but for their layouts.
+bool sameShape(const ShapeText &a, const ShapeText &b) {
+  if (a.tuple != b.tuple)
+    return false;
+  if (a.tuple)
+    return a.elements.size() == b.elements.size() &&
+           std::equal(a.elements.begin(), a.elements.end(), b.elements.begin(), sameShape);
+  return a.typeName == b.typeName && a.dims == b.dims;
+}
+
+// A written shape without its layout: "f32[2,3]", "(f32[2], s32[])".
+std::string shapeWithoutLayout(const ShapeText &shape) {
+  if (shape.tuple) {
+    std::string text = "(";
+    for (size_t i = 0; i < shape.elements.size(); ++i)
+      text += (i ? ", " : "") + shapeWithoutLayout(shape.elements[i]);
+    return text + ")";
+  }
+  std::string dims;
+  for (size_t i = 0; i < shape.dims.size(); ++i)
+    dims += (i ? "," : "") + std::to_string(shape.dims[i]);
+  return printable(shape.typeName) + "[" + dims + "]";
+}
+
 // A value: one tensor, or a tuple of values.
 struct Value {
   std::optional<Tensor> tensor;
@@ -890,7 +918,7 @@ public:
     Program program;
     graph_ = &program.addFunction(functionName(module_.name), DType::f32);
     const Computation &entry = module_.computations[module_.entry];
-    checkEntryLayout();
+    checkEntryLayout(entry);
     createInputs(entry);
     Value root = evaluate(module_.entry, {}, 0, entry.loc);
     const Instruction &rootInstruction = entry.instructions[entry.root];
@@ -957,7 +985,7 @@ private:
     return *ins.shape;
   }
 
-  void checkEntryLayout() const {
+  void checkEntryLayout(const Computation &entry) const {
     if (!module_.entryLayout)
       return;
     const Attribute &attribute = *module_.entryLayout;
@@ -970,6 +998,27 @@ private:
     in.expect('>', "'->' in entry_computation_layout");
     ShapeText result = parseShape(in);
     in.expect('}', "'}' closing entry_computation_layout");
+    // The layout restates the entry's signature: it must agree with it.
+    std::map<int64_t, const Instruction *> declared;
+    for (const Instruction &ins : entry.instructions)
+      if (ins.opcode == "parameter")
+        declared[ins.parameterNumber] = &ins;
+    if (parameters.elements.size() != declared.size())
+      fail(parameters.loc, fmt::format("entry_computation_layout lists {} parameters, but the ENTRY computation has {}",
+                                       parameters.elements.size(), declared.size()));
+    for (size_t i = 0; i < parameters.elements.size(); ++i) {
+      auto found = declared.find(static_cast<int64_t>(i));
+      if (found != declared.end() && found->second->shape && !sameShape(parameters.elements[i], *found->second->shape))
+        fail(parameters.elements[i].loc,
+             fmt::format("entry_computation_layout gives parameter {} the shape {}, but the ENTRY's %{} is {}", i,
+                         shapeWithoutLayout(parameters.elements[i]), found->second->name,
+                         shapeWithoutLayout(*found->second->shape)));
+    }
+    const Instruction &root = entry.instructions[entry.root];
+    if (root.shape && !sameShape(result, *root.shape))
+      fail(result.loc, fmt::format("entry_computation_layout gives the result the shape {}, but the ENTRY's ROOT %{} "
+                                   "is {}",
+                                   shapeWithoutLayout(result), root.name, shapeWithoutLayout(*root.shape)));
     for (size_t i = 0; i < parameters.elements.size(); ++i)
       if (!hasDefaultLayout(parameters.elements[i]))
         fail(parameters.elements[i].loc,
@@ -1255,10 +1304,8 @@ private:
     if (op == "constant") {
       const ShapeText &shape = arrayShape(ins);
       DType dtype = elementType(shape);
-      if (!isFloat(dtype))
-        for (double v : ins.literal)
-          if (v != std::trunc(v) || !std::isfinite(v) || (dtype == DType::i1 && v != 0 && v != 1))
-            failOp(ins, fmt::format("{} is not a value of {}", v, hloTypeName(dtype)));
+      for (double v : ins.literal)
+        checkLiteralValue(ins, v, dtype);
       if (shape.dims.empty())
         return tensorValue(g.constant(ins.literal.front(), dtype));
       return tensorValue(g.literal(shape.dims, dtype, ins.literal));
@@ -1471,10 +1518,55 @@ private:
     return graph_->pad(x, value, low, high, interior);
   }
 
+  // A constant's element must be a value of its type, as XLA's parser
+  // demands ("out of range for literal's primitive type"): nothing wraps,
+  // saturates or overflows to infinity.
+  void checkLiteralValue(const Instruction &ins, double v, DType dtype) const {
+    if (isFloat(dtype)) {
+      if (std::isfinite(v) && !std::isfinite(storedValue(dtype, v)))
+        failOp(ins, fmt::format("{} is out of range for {}: its largest finite value is {:.9g}", v, hloTypeName(dtype),
+                                largestFinite(dtype)));
+      return;
+    }
+    if (v != std::trunc(v) || !std::isfinite(v) || (dtype == DType::i1 && v != 0 && v != 1))
+      failOp(ins, fmt::format("{} is not a value of {}", v, hloTypeName(dtype)));
+    // 2^31 and 2^63 are exact doubles: the bounds compare exactly.
+    double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
+    if (dtype != DType::i1 && (v < -limit || v >= limit))
+      failOp(ins, fmt::format("{:.0f} is out of range for {}", v, hloTypeName(dtype)));
+  }
+
+  static double largestFinite(DType dtype) {
+    switch (dtype) {
+    case DType::f16:
+      return 65504.0;
+    case DType::bf16:
+      return 3.3895313892515355e38;
+    case DType::f32:
+      return std::numeric_limits<float>::max();
+    default:
+      return std::numeric_limits<double>::max();
+    }
+  }
+
   // The reduction a to_apply computation performs: an add, maximum, minimum
-  // or multiply of its two parameters.
-  ReduceFn reduction(const Instruction &ins, const Attribute &toApply) const {
+  // or multiply of its two parameters, each a scalar of the reduced type
+  // `dtype`, as its result.
+  ReduceFn reduction(const Instruction &ins, const Attribute &toApply, DType dtype) const {
     const Computation &region = module_.computations[computationNamed(toApply)];
+    for (const Instruction &member : region.instructions) {
+      bool typed = member.opcode == "parameter" || &member == &region.instructions[region.root];
+      if (!typed || !member.shape)
+        continue;
+      if (member.shape->tuple || !member.shape->dims.empty() || elementType(*member.shape) != dtype)
+        failOp(ins, fmt::format("to_apply=%{} takes or returns {} (%{}), but the reduce's input is {}; the reducer "
+                                "must take and return scalars of the input's type",
+                                region.name,
+                                member.shape->tuple ? std::string("a tuple")
+                                                    : printable(member.shape->typeName) +
+                                                          (member.shape->dims.empty() ? "[]" : "[...]"),
+                                member.name, hloTypeName(dtype)));
+    }
     const Instruction &root = region.instructions[region.root];
     static const std::map<std::string_view, ReduceFn> kinds = {
         {"add", ReduceFn::Sum}, {"maximum", ReduceFn::Max}, {"minimum", ReduceFn::Min}, {"multiply", ReduceFn::Prod}};
@@ -1521,7 +1613,7 @@ private:
     if (init.dtype() != x.dtype())
       failOp(ins, fmt::format("the initial value is {} but the input is {}", hloTypeName(init.dtype()),
                               hloTypeName(x.dtype())));
-    ReduceFn fn = reduction(ins, attribute(ins, "to_apply"));
+    ReduceFn fn = reduction(ins, attribute(ins, "to_apply"), x.dtype());
     std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
     std::sort(dimensions.begin(), dimensions.end());
     if (std::adjacent_find(dimensions.begin(), dimensions.end()) != dimensions.end())

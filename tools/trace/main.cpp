@@ -1,4 +1,5 @@
 // trace: print a program as linalg-on-tensors MLIR.
+#include "driver/cli_checks.h"
 #include "driver/trace.h"
 #include "support/error.h"
 #include "support/output_file.h"
@@ -9,7 +10,8 @@
 int main(int argc, char **argv) {
   CLI::App app{"Trace a tensor program to linalg-on-tensors MLIR.\n"
                "Programs: gelu softmax layernorm matmul gather attention transpose colsum, gpt2, or an XLA HLO\n"
-               "module FILE.hlo (its ENTRY computation; inputs named after its parameters, outputs y or y0, y1, ...)."};
+               "module (FILE.hlo, any file holding one, or - for stdin; its ENTRY computation; inputs named after\n"
+               "its parameters, outputs y or y0, y1, ...)."};
   app.footer("Examples:\n"
              "  trace gelu | fuse | bufferize | outline | lower-nvvm --chip sm_90 > gelu.mlir\n"
              "  trace matmul --shape 64x128 --shape 128x32 --batch 4\n"
@@ -24,7 +26,7 @@ int main(int argc, char **argv) {
   app.add_option("program", request.program, "What to trace: a kernel, gpt2 or FILE.hlo")->required();
   app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
   app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)");
+  app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)")->check(mlpipe::kPositive);
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
   app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a stored transposed ([K, M]), read as a view");
   app.add_flag("--transpose-b", request.kernel.transposeB, "matmul: b stored transposed ([N, K]), read as a view");
@@ -32,17 +34,15 @@ int main(int argc, char **argv) {
                  "matmul: none, bias, bias-gelu, bias-residual or bias-tanh after a @ b")
       ->capture_default_str();
   app.add_option("--mode", request.mode,
-                 "gpt2: fused (one function) or sublayer (embed, attend, feedforward, project); decode or prefill "
-                 "are the fused program in that --phase")
-      ->check(CLI::IsMember({"fused", "sublayer", "decode", "prefill"}))
-      ->capture_default_str();
+                 "gpt2: fused (one function; the default) or sublayer (embed, attend, feedforward, project); "
+                 "decode or prefill are the fused program in that --phase")
+      ->check(CLI::IsMember({"fused", "sublayer", "decode", "prefill"}));
   app.add_option("--phase", request.phase,
-                 "gpt2: forward, prefill (also writes the KV cache) or decode (one token at a run-time position, "
-                 "attending over the KV cache)")
-      ->check(CLI::IsMember({"forward", "prefill", "decode"}))
-      ->capture_default_str();
-  app.add_option("--config", request.config, "gpt2: tiny, 124M or a config.json")->capture_default_str();
-  app.add_option("--seq", request.seq, "gpt2: token positions")->capture_default_str();
+                 "gpt2: forward (the default), prefill (also writes the KV cache) or decode (one token at a "
+                 "run-time position, attending over the KV cache)")
+      ->check(CLI::IsMember({"forward", "prefill", "decode"}));
+  app.add_option("--config", request.config, "gpt2: tiny, 124M or a config.json (default: 124M)");
+  app.add_option("--seq", request.seq, "gpt2: token positions (default: 16)")->check(mlpipe::kPositive);
   app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return mlpipe::runTool("trace", [&] {

@@ -305,7 +305,7 @@ BOOST_AUTO_TEST_CASE(long_chains_deep_nesting_and_blowups_are_bounded) {
   doubling +=
       "ENTRY %e (x: f32[2]) -> f32[2] {\n  %x = f32[2] parameter(0)\n  ROOT %r = f32[2] call(%x), to_apply=%c0\n}\n";
   std::string message = messageOf([&] { readHlo(doubling, "d.hlo"); });
-  BOOST_TEST(message.find("records more than 262144 operations once calls and fusions are inlined") !=
+  BOOST_TEST(message.find("records more than 65536 operations once calls and fusions are inlined") !=
              std::string::npos);
 
   BOOST_TEST(messageOf([&] {
