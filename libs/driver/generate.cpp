@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <iostream>
 
 namespace mlpipe {
 
@@ -45,6 +46,9 @@ void generate(const GenerateRequest &request, std::ostream &out) {
   Gpt2Weights weights = loadGpt2Weights(request.weights, request.config, request.seed);
   Gpt2Tokenizer tokenizer = Gpt2Tokenizer::fromDirectory(Gpt2Tokenizer::defaultDirectory());
   std::vector<int32_t> tokens = promptTokens(request.prompt, request.tokens, weights.config(), tokenizer);
+  if (auto [tensor, count] = weights.nonFiniteValues(); count > 0)
+    std::cerr << fmt::format("generate: warning: {} holds {} NaN or infinite value{}: the tokens below mean nothing\n",
+                             tensor, count, count == 1 ? "" : "s");
   double loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, request.run);

@@ -1,7 +1,9 @@
 #include "driver/model_options.h"
 
+#include "driver/cli_checks.h"
 #include "driver/matmul_choice.h"
 
+#include "compiler/compiler.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
 
@@ -12,7 +14,9 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
       ->capture_default_str();
   app.add_option("--config", request.config,
                  "tiny, 124M or a config.json (default: 124M, or the config.json beside --weights)");
-  app.add_option("--seed", request.seed, "Seed of the synthetic weights")->capture_default_str();
+  app.add_option("--seed", request.seed, "Seed of the synthetic weights")
+      ->check(kNonNegative)
+      ->capture_default_str();
   app.add_option("--target", flags.target, "gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.run.compile.chip, "GPU to compile for")->capture_default_str();
@@ -37,6 +41,7 @@ Target resolveTarget(const std::string &target) {
 }
 
 void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
+  checkChip(request.run.compile.chip); // an unknown --chip is refused on every target
   request.run.mode = parseGpt2Mode(flags.mode);
   request.run.compile.target = resolveTarget(flags.target);
   request.run.compile.diskCache = true;

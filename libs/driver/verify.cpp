@@ -6,7 +6,9 @@
 #include "reference/evaluator.h"
 #include "support/compare.h"
 #include "support/error.h"
+#include "support/memory.h"
 #include "support/npy.h"
+#include "support/output_file.h"
 
 #include <fmt/format.h>
 
@@ -116,11 +118,35 @@ std::string labelFor(const std::string &what) {
   return isHloFile(what) ? std::filesystem::path(what).stem().string() : what;
 }
 
+// Refuses, before anything is computed, a program whose inputs, outputs and
+// float64 reference would not fit in the host memory available: the
+// reference holds every node's value as doubles.
+void checkFitsInMemory(const fe::Graph &graph, const std::string &what) {
+  int64_t bytes = 0, largestBytes = -1;
+  const fe::Node *largest = nullptr;
+  for (const fe::Node &node : graph.nodes()) {
+    int64_t size = byteSize(node.shape, node.dtype);
+    bytes += numElements(node.shape) * int64_t(sizeof(double)) + size;
+    if (size > largestBytes) {
+      largestBytes = size;
+      largest = &node;
+    }
+  }
+  if (largest)
+    checkHostMemory(fmt::format("checking {} against its float64 reference (its largest tensor{} is {}{})", what,
+                                largest->name.empty() ? "" : " " + largest->name, formatShape(largest->shape),
+                                "x" + std::string(dtypeName(largest->dtype))),
+                    bytes);
+}
+
+// Checks one kernel or HLO module; with --save, its inputs, outputs and
+// reference outputs join `saved` (written all together, or not at all).
 std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerifyRequest &request, uint64_t seed,
-                                     std::string &inputText) {
+                                     std::string &inputText, OutputFiles &saved) {
   fe::Program program = programFor(what, request.options);
   const fe::Graph &graph = *program.functions.front();
   std::string name = graph.name();
+  checkFitsInMemory(graph, labelFor(what));
   inputText = describeInputs(graph);
   auto inputs = randomInputs(graph, seed, request.inputOffset, request.inputScale);
 
@@ -161,12 +187,9 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerify
       request.precision == "tf32" && request.options.dtype != DType::f64 ? kTf32Tolerance : defaultTolerance(graph));
   std::string saveTo = request.saveDirectory.empty() ? "" : request.saveDirectory + "/" + labelFor(what);
   if (!saveTo.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(saveTo, error);
-    if (error)
-      fail("cannot create {}: {}", saveTo, error.message());
+    saved.createDirectories(saveTo);
     for (auto &[input, tensor] : inputs)
-      writeNpy(saveTo + "/" + input + ".npy", tensor);
+      saved.write(saveTo + "/" + input + ".npy", serializeNpy(tensor));
   }
   std::vector<OutputCheck> checks;
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
@@ -175,10 +198,12 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerify
     buffers[inputs.size() + i].download(actual.data(), actual.byteSize());
     HostTensor reference = ref::toHost(*expected.at(spec.name), DType::f64);
     if (!saveTo.empty()) {
-      writeNpy(saveTo + "/" + spec.name + ".npy", actual);
-      writeNpy(saveTo + "/" + spec.name + ".reference.npy", reference);
+      saved.write(saveTo + "/" + spec.name + ".npy", serializeNpy(actual));
+      saved.write(saveTo + "/" + spec.name + ".reference.npy", serializeNpy(reference));
     }
-    Comparison comparison = compareTensors(actual, reference, 0.0, 0.0);
+    // NaN where the reference has NaN (a log or sqrt of a negative input) is
+    // a match; an element never written still holds the poison.
+    Comparison comparison = compareTensors(actual, reference, 0.0, 0.0, /*equalNan=*/true);
     int64_t unwritten = countPoisoned(actual);
     bool pass = unwritten == 0 && std::isfinite(comparison.relativeL2) && comparison.relativeL2 < tolerance;
     checks.push_back({spec.name, comparison.relativeL2, comparison.maxAbsError, unwritten, pass});
@@ -221,15 +246,17 @@ bool verifyKernels(const KernelVerifyRequest &request) {
   std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", width, "inputs", "output",
                            "rel error", "max abs err", "unwritten", "result");
   bool allPass = true;
+  OutputFiles saved;
   for (const std::string &kernel : kernels) {
     std::string inputs;
-    for (const OutputCheck &check : checkKernel(kernel, resolved, seed, inputs)) {
+    for (const OutputCheck &check : checkKernel(kernel, resolved, seed, inputs, saved)) {
       allPass &= check.pass;
       std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", labelFor(kernel), width, inputs,
                                check.output, check.relativeError, check.maxAbsError, check.unwritten,
                                check.pass ? "PASS" : "FAIL");
     }
   }
+  saved.commit();
   std::cout << (allPass ? "PASS\n" : "FAIL\n");
   return allPass;
 }

@@ -102,7 +102,8 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
                                     : "no cache: every step a whole forward");
   std::cout << fmt::format("{:>4} {:>6} {:>8} {:>8} {:>8} {:>11} {:>11} {:>11}{}  {}\n", "step", "tokens", "run",
                            "token", "ref", "embedding", "residuals", "logits",
-                           compare ? fmt::format(" {:>11}", "no-cache") : "", "result");
+                           compare ? fmt::format(" {:>11}", "no-cache") : "", "result")
+            << std::flush;
   Miss embeddingMiss, residualMiss, logitsMiss, uncachedMiss;
   int matches = 0;
   for (int64_t step = 1; step <= request.steps; ++step) {
@@ -157,7 +158,8 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
                              : decode ? "decode"
                                       : "prefill",
                              token, referenceToken, cell(stepEmbedding), cell(stepResiduals), stepLogits.maxAbs,
-                             compare ? fmt::format(" {:11.3e}", stepUncached.maxAbs) : "", pass ? "PASS" : "FAIL");
+                             compare ? fmt::format(" {:11.3e}", stepUncached.maxAbs) : "", pass ? "PASS" : "FAIL")
+              << std::flush; // a step takes seconds: show it as it ends, also through a pipe
     for (auto [total, part] : {std::pair{&embeddingMiss, &stepEmbedding}, std::pair{&residualMiss, &stepResiduals},
                                std::pair{&logitsMiss, &stepLogits}, std::pair{&uncachedMiss, &stepUncached}}) {
       total->maxAbs = std::max(total->maxAbs, part->maxAbs);

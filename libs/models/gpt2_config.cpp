@@ -17,10 +17,13 @@ void checkConfig(const Gpt2Config &config, const std::string &what) {
     if (value < 1 || value > limit)
       fail("{}: {} is {}, but must be between 1 and {}", what, key, value, limit);
   };
+  // Limits well above any published GPT (GPT-3 175B: 96 layers, n_embd
+  // 12288; vocabularies up to a few hundred thousand), so that a typo is
+  // refused here rather than by the memory check of the weights.
   checkRange("n_layer", config.nLayer, 1000);
-  checkRange("n_embd", config.nEmbd, int64_t(1) << 16);
+  checkRange("n_embd", config.nEmbd, int64_t(1) << 14);
   checkRange("n_head", config.nHead, config.nEmbd);
-  checkRange("vocab_size", config.vocabSize, int64_t(1) << 22);
+  checkRange("vocab_size", config.vocabSize, int64_t(1) << 20);
   checkRange("n_positions", config.nCtx, int64_t(1) << 20);
   if (config.nEmbd % config.nHead != 0)
     fail("{}: n_embd {} is not divisible by n_head {}", what, config.nEmbd, config.nHead);

@@ -3,7 +3,10 @@
 #include "models/gpt2.h"
 #include "models/safetensors.h"
 #include "support/error.h"
+#include "support/memory.h"
 #include "support/statistics.h"
+
+#include <fmt/format.h>
 
 #include <cmath>
 #include <filesystem>
@@ -37,10 +40,31 @@ HostTensor syntheticTensor(const ParameterSpec &spec, const Gpt2Config &config, 
   return tensor;
 }
 
+// Refuses, before anything is allocated, weights that do not fit in the
+// host memory available now, naming the largest tensor.
+void checkWeightsFit(const Gpt2Config &config) {
+  int64_t total = 0, parameters = 0;
+  ParameterSpec largest;
+  int64_t largestBytes = -1;
+  for (ParameterSpec &spec : gpt2Parameters(config)) {
+    int64_t bytes = byteSize(spec.shape, DType::f32);
+    total += bytes;
+    parameters += numElements(spec.shape);
+    if (bytes > largestBytes) {
+      largestBytes = bytes;
+      largest = std::move(spec);
+    }
+  }
+  checkHostMemory(fmt::format("the GPT-2 weights ({} parameters in f32; the largest, {} of shape {}, takes {})",
+                              parameters, largest.name, formatShape(largest.shape), humanBytes(double(largestBytes))),
+                  total);
+}
+
 } // namespace
 
 Gpt2Weights Gpt2Weights::synthetic(const Gpt2Config &config, uint64_t seed) {
   config.validate();
+  checkWeightsFit(config);
   Gpt2Weights weights;
   weights.config_ = config;
   for (const ParameterSpec &spec : gpt2Parameters(config))
@@ -51,6 +75,7 @@ Gpt2Weights Gpt2Weights::synthetic(const Gpt2Config &config, uint64_t seed) {
 
 Gpt2Weights Gpt2Weights::fromSafetensors(const std::string &path, const Gpt2Config &config) {
   config.validate();
+  checkWeightsFit(config);
   SafetensorsFile file = SafetensorsFile::open(path);
   Gpt2Weights weights;
   weights.config_ = config;
@@ -72,6 +97,18 @@ const HostTensor &Gpt2Weights::tensor(const std::string &name) const {
   if (found == tensors_.end())
     fail("the GPT-2 weights have no tensor '{}'", name);
   return found->second;
+}
+
+std::pair<std::string, int64_t> Gpt2Weights::nonFiniteValues() const {
+  for (const auto &[name, tensor] : tensors_) {
+    const float *values = tensor.as<float>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < tensor.numel(); ++i)
+      count += std::isfinite(values[i]) ? 0 : 1;
+    if (count > 0)
+      return {name, count};
+  }
+  return {"", 0};
 }
 
 void Gpt2Weights::save(const std::string &path) const { writeSafetensors(path, tensors_); }

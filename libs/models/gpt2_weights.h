@@ -31,6 +31,11 @@ public:
 
   void save(const std::string &path) const;
 
+  // The first tensor holding a NaN or an infinity and how many it holds
+  // ("" and 0 when every value is finite): such weights make every token
+  // meaningless.
+  std::pair<std::string, int64_t> nonFiniteValues() const;
+
 private:
   Gpt2Config config_;
   std::map<std::string, HostTensor> tensors_;

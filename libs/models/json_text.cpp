@@ -42,6 +42,43 @@ llvm::json::Value parseJson(std::string_view text, const std::string &source) {
   return std::move(*value);
 }
 
+std::vector<std::string> topLevelKeys(std::string_view text) {
+  std::vector<std::string> keys;
+  auto isSpace = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t i = 0;
+  while (i < text.size() && isSpace(text[i]))
+    ++i;
+  if (i >= text.size() || text[i] != '{')
+    return keys;
+  int depth = 0;
+  bool expectKey = true;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '"') {
+      size_t begin = i;
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\')
+          ++i;
+      if (depth == 1 && expectKey) {
+        // The key as JSON decodes it (escapes resolved).
+        llvm::Expected<llvm::json::Value> key = llvm::json::parse(llvm::StringRef(text.data() + begin, i + 1 - begin));
+        if (key && key->getAsString())
+          keys.push_back(key->getAsString()->str());
+        else
+          llvm::consumeError(key.takeError());
+        expectKey = false;
+      }
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',' && depth == 1) {
+      expectKey = true;
+    }
+  }
+  return keys;
+}
+
 std::optional<uint64_t> jsonUnsigned(const llvm::json::Value &value) { return value.getAsUINT64(); }
 
 const char *jsonKindName(const llvm::json::Value &value) {

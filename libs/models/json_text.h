@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mlpipe {
 
@@ -24,6 +25,11 @@ llvm::json::Value parseJson(std::string_view text, const std::string &source);
 // (negative, fractional or not a number). Unlike Value::getAsInteger this
 // never converts an out-of-range double, which would be undefined behaviour.
 std::optional<uint64_t> jsonUnsigned(const llvm::json::Value &value);
+
+// The keys of a JSON object's top level in the order written, duplicates
+// included (llvm::json keeps one of each). `text` must be valid JSON, as
+// parseJson accepted it; anything but an object gives no keys.
+std::vector<std::string> topLevelKeys(std::string_view text);
 
 // "a string", "an array", ...: what a value is, for messages.
 const char *jsonKindName(const llvm::json::Value &value);

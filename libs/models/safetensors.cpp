@@ -6,9 +6,14 @@
 #include "models/json_text.h"
 #include "support/error.h"
 
+#include <fmt/ranges.h>
 #include <llvm/Support/MemoryBuffer.h>
 
+#include <algorithm>
 #include <bit>
+#include <set>
+#include <tuple>
+#include <vector>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -167,6 +172,39 @@ std::map<std::string, std::string> parseMetadata(const llvm::json::Value &value,
   return metadata;
 }
 
+// The format requires the tensors' data_offsets to tile the data section:
+// in offset order each begins where the one before ends, from 0 to its
+// size, with no byte shared and none left over.
+void checkTiling(const std::map<std::string, SafetensorsFile::TensorInfo> &tensors, uint64_t dataSize,
+                 const std::string &source) {
+  std::vector<std::pair<const std::string *, const SafetensorsFile::TensorInfo *>> ordered;
+  for (const auto &[name, info] : tensors)
+    ordered.emplace_back(&name, &info);
+  std::sort(ordered.begin(), ordered.end(), [](const auto &a, const auto &b) {
+    return std::tie(a.second->begin, a.second->end) < std::tie(b.second->begin, b.second->end);
+  });
+  // Overlaps first (two tensors sharing bytes), then gaps and what is left.
+  for (size_t i = 1; i < ordered.size(); ++i) {
+    const auto &[previous, before] = ordered[i - 1];
+    const auto &[name, info] = ordered[i];
+    if (info->begin < before->end)
+      fail("{}: tensors '{}' and '{}' overlap: their data_offsets are {} and {}", source, *previous, *name,
+           describeOffsets(before->begin, before->end), describeOffsets(info->begin, info->end));
+  }
+  uint64_t end = 0;
+  const std::string *previous = nullptr;
+  for (const auto &[name, info] : ordered) {
+    if (info->begin > end)
+      fail("{}: bytes {} to {} of the data section belong to no tensor ({}); the tensors must cover it without gaps",
+           source, end, info->begin, previous ? "after '" + *previous + "'" : "before '" + *name + "'");
+    end = info->end;
+    previous = name;
+  }
+  if (end != dataSize)
+    fail("{}: the data section holds {} bytes, but its tensors cover {}; the tensors must cover it exactly", source,
+         dataSize, end);
+}
+
 } // namespace
 
 SafetensorsFile::Header SafetensorsFile::parseHeader(std::string_view bytes, const std::string &source) {
@@ -184,6 +222,12 @@ SafetensorsFile::Header SafetensorsFile::parseHeader(std::string_view bytes, con
   const llvm::json::Object *entries = root.getAsObject();
   if (!entries)
     fail("{}: header is {}, not a JSON object", source, jsonKindName(root));
+  // JSON objects keep one value per key: a name written twice would
+  // silently lose a tensor.
+  std::set<std::string> seen;
+  for (const std::string &key : topLevelKeys(bytes.substr(8, headerSize)))
+    if (!seen.insert(key).second)
+      fail("{}: the header names {} twice", source, key == "__metadata__" ? key : "tensor '" + key + "'");
   for (const auto &[key, value] : *entries) {
     std::string name = key.str();
     if (name == "__metadata__")
@@ -191,6 +235,7 @@ SafetensorsFile::Header SafetensorsFile::parseHeader(std::string_view bytes, con
     else
       header.tensors.emplace(name, parseTensorEntry(value, source, name, dataSize));
   }
+  checkTiling(header.tensors, dataSize, source);
   return header;
 }
 
@@ -301,14 +346,20 @@ const char *safetensorsDtype(DType dtype) {
 } // namespace
 
 void writeSafetensors(const std::string &path, const std::map<std::string, HostTensor> &tensors) {
-  auto aligned = [](uint64_t offset) { return (offset + 7) / 8 * 8; };
+  // The tensors tile the data section with no gaps, as the format requires;
+  // written widest element first (then by name), each stays aligned to its
+  // element size.
+  std::vector<const std::pair<const std::string, HostTensor> *> order;
+  for (const auto &entry : tensors)
+    order.push_back(&entry);
+  std::stable_sort(order.begin(), order.end(), [](auto *a, auto *b) {
+    return dtypeSize(a->second.dtype()) > dtypeSize(b->second.dtype());
+  });
   std::string header = "{";
   uint64_t offset = 0;
-  for (auto &[name, tensor] : tensors) {
-    std::string shape;
-    for (int64_t dim : tensor.shape())
-      shape += (shape.empty() ? "" : ",") + std::to_string(dim);
-    offset = aligned(offset);
+  for (auto *entry : order) {
+    const auto &[name, tensor] = *entry;
+    std::string shape = fmt::format("{}", fmt::join(tensor.shape(), ","));
     header += fmt::format("{}\"{}\":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
                           header.size() > 1 ? "," : "", name, safetensorsDtype(tensor.dtype()), shape, offset,
                           offset + tensor.byteSize());
@@ -322,12 +373,9 @@ void writeSafetensors(const std::string &path, const std::map<std::string, HostT
   for (int i = 0; i < 8; ++i)
     file[i] = static_cast<char>((length >> (8 * i)) & 0xff);
   file += header;
-  size_t dataStart = file.size();
-  file.reserve(dataStart + offset);
-  for (auto &[name, tensor] : tensors) {
-    file.resize(dataStart + aligned(file.size() - dataStart), '\0');
-    file.append(static_cast<const char *>(tensor.data()), tensor.byteSize());
-  }
+  file.reserve(file.size() + offset);
+  for (auto *entry : order)
+    file.append(static_cast<const char *>(entry->second.data()), entry->second.byteSize());
   writeOutput(path, file);
 }
 

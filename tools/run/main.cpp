@@ -1,4 +1,5 @@
 // run: execute a lowered module's entry on .npy inputs.
+#include "driver/cli_checks.h"
 #include "driver/run_module.h"
 #include "support/tool.h"
 
@@ -25,7 +26,7 @@ int main(int argc, char **argv) {
   app.add_option("--output", request.outputs, "NAME=@FILE.npy for each output to keep");
   app.add_option("--entry", request.entry, "Entry function (needed when the module has several)");
   app.add_option("--repeat", request.repeat, "Time this many more runs and print the median")
-      ->check(CLI::NonNegativeNumber);
+      ->check(mlpipe::kNonNegative);
   app.add_flag("--managed", request.managed, "GPU buffers in managed memory (the tutorial's path), not device memory");
   bool noGraphs = false;
   app.add_flag("--no-graphs", noGraphs, "With --repeat: launch each run directly instead of replaying a CUDA graph");

@@ -93,7 +93,9 @@ BOOST_AUTO_TEST_CASE(refuses_impossible_sizes) {
   refusedWith(withKey("n_layer", "0"), "config.json: n_layer is 0, but must be between 1 and 1000");
   refusedWith(withKey("n_head", "-4"), "n_head is -4, but must be between 1 and 64");
   refusedWith(withKey("n_layer", "1001"), "n_layer is 1001, but must be between 1 and 1000");
-  refusedWith(withKey("n_embd", "131072"), "n_embd is 131072, but must be between 1 and 65536");
+  refusedWith(withKey("n_embd", "131072"), "n_embd is 131072, but must be between 1 and 16384");
+  refusedWith(withKey("n_embd", "65536"), "n_embd is 65536, but must be between 1 and 16384");
+  refusedWith(withKey("vocab_size", "2000000"), "vocab_size is 2000000, but must be between 1 and 1048576");
   refusedWith(withKey("vocab_size", "9223372036854775807"), "vocab_size is 9223372036854775807");
   refusedWith(withKey("n_positions", "2000000"), "n_positions is 2000000, but must be between 1 and 1048576");
   refusedWith(std::string(kSmallConfig).replace(1, 0, "\"layer_norm_epsilon\": 0, "),

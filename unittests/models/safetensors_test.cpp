@@ -263,6 +263,47 @@ BOOST_AUTO_TEST_CASE(refuses_malformed_files) {
   refusedWith(fileWithHeader("{\"__metadata__\": []}", ""), "__metadata__ is an array, not an object");
 }
 
+BOOST_AUTO_TEST_CASE(refuses_tensors_that_do_not_tile_the_data) {
+  // The published format: data_offsets tile the data section, no byte shared,
+  // none left over, each name once. The reference loader refuses the rest.
+  auto twoEntries = [](const std::string &a, const std::string &b, size_t dataSize) {
+    return fileWithHeader("{\"a\": " + a + ", \"b\": " + b + "}", std::string(dataSize, '\0'));
+  };
+  refusedWith(twoEntries("{\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}",
+                         "{\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}", 16),
+              "model.safetensors: tensors 'a' and 'b' overlap: their data_offsets are [0, 16] and [0, 16]");
+  refusedWith(twoEntries("{\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}",
+                         "{\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [8, 24]}", 24),
+              "tensors 'a' and 'b' overlap: their data_offsets are [0, 16] and [8, 24]");
+  refusedWith(twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}",
+                         "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [16, 24]}", 24),
+              "bytes 8 to 16 of the data section belong to no tensor (after 'a')");
+  refusedWith(twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}",
+                         "{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [16, 24]}", 24),
+              "bytes 0 to 8 of the data section belong to no tensor (before 'a')");
+  refusedWith(oneEntry("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}"),
+              "the data section holds 16 bytes, but its tensors cover 8");
+  refusedWith(fileWithHeader("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+                             "\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}",
+                             std::string(16, '\0')),
+              "model.safetensors: the header names tensor 'a' twice");
+  // A name written with an escape is the same name.
+  refusedWith(fileWithHeader("{\"ab\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+                             "\"a\\u0062\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}",
+                             std::string(16, '\0')),
+              "the header names tensor 'ab' twice");
+  // A zero-size tensor takes no bytes; the header may list tensors in any
+  // order.
+  BOOST_CHECK_NO_THROW(SafetensorsFile::fromBytes(
+      twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}",
+                 "{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}", 12),
+      "x"));
+  BOOST_CHECK_NO_THROW(SafetensorsFile::fromBytes(
+      twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}",
+                 "{\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}", 8),
+      "x"));
+}
+
 BOOST_AUTO_TEST_CASE(survives_damaged_files) {
   // Random damage to a valid file's header and length: either a clean refusal
   // or a file whose every tensor reads.

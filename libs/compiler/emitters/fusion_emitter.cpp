@@ -3,6 +3,7 @@
 
 #include "compiler/debug.h"
 
+#include "llvm/Support/MathExtras.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -111,18 +112,28 @@ mlir::LogicalResult emitElementally(const FusionGraph &graph, mlir::OpBuilder &b
   return mlir::success();
 }
 
+// Counts saturate at INT64_MAX: a hand-written memref of 2^60 elements
+// gives a huge cost, never a negative one.
 int64_t elementsOf(mlir::Type type) {
   auto shaped = mlir::cast<mlir::ShapedType>(type);
   int64_t count = 1;
-  for (int64_t extent : shaped.getShape())
-    count *= extent;
+  for (int64_t extent : shaped.getShape()) {
+    uint64_t product = llvm::SaturatingMultiply<uint64_t>(count, extent);
+    count = product > uint64_t(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(product);
+  }
   return count;
 }
 
 int64_t bytesOf(mlir::Type type) {
   auto shaped = mlir::cast<mlir::ShapedType>(type);
-  return elementsOf(type) * std::max<int64_t>(1, shaped.getElementType().getIntOrFloatBitWidth() / 8);
+  uint64_t bytes = llvm::SaturatingMultiply<uint64_t>(
+      elementsOf(type), std::max<int64_t>(1, shaped.getElementType().getIntOrFloatBitWidth() / 8));
+  return bytes > uint64_t(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(bytes);
 }
+
+namespace {
+int64_t saturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+} // namespace
 
 int64_t fusionBytes(const FusionGraph &graph) {
   int64_t bytes = 0;
@@ -133,14 +144,14 @@ int64_t fusionBytes(const FusionGraph &graph) {
       int producer = node.inputProducers[position++];
       mlir::Value value = input->get();
       if (producer < 0 && mlir::isa<mlir::MemRefType>(value.getType()) && counted.insert(value).second)
-        bytes += bytesOf(value.getType());
+        bytes = saturatingAdd(bytes, bytesOf(value.getType()));
     }
     // A table read in the body (a gather): one element per output element.
     if (FusionGraph::readsMemrefInBody(node.op))
-      bytes += bytesOf(node.op.getDpsInits()[0].getType());
+      bytes = saturatingAdd(bytes, bytesOf(node.op.getDpsInits()[0].getType()));
   }
   for (const FusionGraph::Output &output : graph.outputs())
-    bytes += bytesOf(graph.function().getArgument(output.argument).getType());
+    bytes = saturatingAdd(bytes, bytesOf(graph.function().getArgument(output.argument).getType()));
   return bytes;
 }
 
