@@ -10,6 +10,8 @@
 #                   UndefinedBehaviorSanitizer (in build-sanitized/)
 #   make fuzz       every fuzz target for FUZZ_SECONDS each (clang, libFuzzer;
 #                   in build-fuzz/)
+#   make format-check  every C++ source and header as clang-format (.clang-format)
+#                   writes it; make format rewrites them so
 #   make roofline   bench --profile on the GPU, drawn as a roofline chart
 #                   ($(OUT)/roofline.png, gnuplot); CSV=FILE draws an existing
 #                   bench --profile --csv file instead (e.g. one from the GPU host)
@@ -39,7 +41,7 @@ ROOFLINE_MODES ?= fused
 ROOFLINE_SEQ ?= 1024
 CSV ?=
 
-.PHONY: all build test demo kernels roofline test-sanitized fuzz clean
+.PHONY: all build test demo kernels roofline test-sanitized fuzz format format-check clean
 
 all: build
 
@@ -97,6 +99,16 @@ fuzz:
 	    2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY|Test unit written" || true; \
 	  if ls $(FUZZ_BUILD)/crashes/$$target-* >/dev/null 2>&1; then echo "fuzz-$$target found a crash"; exit 1; fi; \
 	done
+
+# The C++ files under version control, formatted by the .clang-format beside
+# them (clang-format from Debian, apt-get install clang-format).
+FORMATTED = $(shell git ls-files '*.cpp' '*.h')
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMATTED) && echo "format-check: $(words $(FORMATTED)) files as clang-format writes them"
+
+format:
+	clang-format -i $(FORMATTED)
 
 .PRECIOUS: $(OUT)/%.$(CHIP).mlir
 

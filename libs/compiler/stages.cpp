@@ -2,11 +2,16 @@
 // pipeline (built in, or --pipeline FILE), fill in its options, run it, and
 // check what the stage promises about its output.
 #include "compiler/compiler.h"
-#include "compiler/debug.h"
-#include "compiler/device_description.h"
+#include "codegen/debug.h"
+#include "codegen/device_description.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
-#include "compiler/ptx.h"
+#include "attention/passes.h"
+#include "emitters/passes.h"
+#include "fusion/passes.h"
+#include "matmul/passes.h"
+#include "transforms/passes.h"
+#include "transforms/ptx.h"
 
 #include "support/output_file.h"
 
@@ -35,23 +40,28 @@ namespace mlpipe {
 const std::map<std::string, std::string> &embeddedPipelines();
 
 namespace {
+// Each generated file undefines the macro after its registration section.
 #define GEN_PASS_REGISTRATION
-#include "compiler/Passes.h.inc"
+#include "attention/Passes.h.inc"
+#define GEN_PASS_REGISTRATION
+#include "emitters/Passes.h.inc"
+#define GEN_PASS_REGISTRATION
+#include "fusion/Passes.h.inc"
+#define GEN_PASS_REGISTRATION
+#include "matmul/Passes.h.inc"
+#define GEN_PASS_REGISTRATION
+#include "transforms/Passes.h.inc"
 } // namespace
 
 void registerMlpipePasses() {
   static std::once_flag once;
-  std::call_once(once, [] { registerMlpipeCompilerPasses(); });
-}
-
-const DeviceDescription *passDeviceDescription(mlir::Operation *op, const std::string &chip,
-                                               const std::string &prefix) {
-  try {
-    return &deviceDescription(chip);
-  } catch (const std::exception &error) {
-    op->emitError(prefix + error.what());
-    return nullptr;
-  }
+  std::call_once(once, [] {
+    registerFusionPasses();
+    registerMatmulPasses();
+    registerEmittersPasses();
+    registerAttentionPasses();
+    registerTransformsPasses();
+  });
 }
 
 const char *stageToolName(StageTool tool) {
@@ -203,14 +213,11 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
       fail("--opt must be 0, 1, 2 or 3, not {}", options.optLevel);
     if (options.format != "isa" && options.format != "bin" && options.format != "fatbin")
       fail("--format must be isa, bin or fatbin, not '{}'", options.format);
-    std::string persistent = persistentKernels();
     values = {{"chip", options.chip},
               {"opt", std::to_string(options.optLevel)},
               {"format", options.format},
               {"toolkit", checkedToolkit(options)},
-              {"cache", kernelCacheDirectory()},
-              {"persistent", persistent == "0" ? "false" : "true"},
-              {"barriers-only", persistent == "barriers-only" ? "true" : "false"}};
+              {"cache", kernelCacheDirectory()}};
   }
   return fillOptions(stripComments(text), values);
 }
@@ -302,14 +309,6 @@ void runStage(StageTool tool, MlirModule &module, const StageOptions &options, s
     checkHostCodeIsOutlined(module);
   if (tool == StageTool::LowerNvvm)
     checkLoweredForGpu(module);
-}
-
-std::string persistentKernels() {
-  const char *value = std::getenv("MLPIPE_PERSISTENT_KERNELS");
-  std::string mode = value && *value ? value : "0";
-  if (mode != "0" && mode != "1" && mode != "barriers-only")
-    fail("MLPIPE_PERSISTENT_KERNELS must be 0, 1 or barriers-only, not '{}'", mode);
-  return mode;
 }
 
 } // namespace mlpipe

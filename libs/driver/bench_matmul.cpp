@@ -1,10 +1,10 @@
 #include "driver/bench_matmul.h"
 
-#include "compiler/device_description.h"
+#include "codegen/device_description.h"
 #include "driver/compile.h"
 #include "driver/matmul_choice.h"
 #include "models/unit_kernels.h"
-#include "runtime/executable.h"
+#include "jit/executable.h"
 #include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/compare.h"

@@ -99,7 +99,7 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
                         options.chip + options.toolkit + options.format + "\nmatmul=" + matmul +
-                        " precision=" + options.precision + " persistent=" + persistentKernels();
+                        " precision=" + options.precision;
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }

@@ -5,7 +5,7 @@
 
 #include "compiler/compiler.h"
 #include "frontend/graph.h"
-#include "runtime/executable.h"
+#include "jit/executable.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
 #include "driver/run_module.h"
 
 #include "driver/stage_tool.h"
-#include "runtime/executable.h"
+#include "jit/executable.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/bindings.h"
 #include "support/error.h"

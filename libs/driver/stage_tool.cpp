@@ -32,9 +32,6 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
   CLI::App app{summary};
   std::string footer = fmt::format(
       "Example:\n  {}\n\nThe pass pipeline is pipelines/{}.pipeline; --pipeline FILE runs another.", example, name);
-  if (tool == StageTool::LowerNvvm)
-    footer += "\nMLPIPE_PERSISTENT_KERNELS=1 runs chains of launches as the phases of persistent kernels (off by "
-              "default: slower today); barriers-only keeps their grid barriers alone, to time them.";
   app.footer(footer);
   std::string input = "-", output = "-", matmul;
   StageOptions options;

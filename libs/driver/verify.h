@@ -9,7 +9,7 @@
 #pragma once
 
 #include "models/unit_kernels.h"
-#include "runtime/executable.h"
+#include "jit/executable.h"
 #include "support/host_tensor.h"
 
 #include <cstdint>

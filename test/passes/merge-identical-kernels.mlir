@@ -51,8 +51,8 @@ module attributes {gpu.container_module} {
 
 // -----
 
-// Modules with an atomic load of a global (a persistent kernel's grid
-// barrier) are compared too: the detached copy printed for the comparison
+// Modules with an atomic load of a global (a counter in global memory) are
+// compared too: the detached copy printed for the comparison
 // is not verified (the atomic load's verifier looks for the data layout in
 // a parent module, and crashed).
 // CHECK-LABEL: func.func @atomics

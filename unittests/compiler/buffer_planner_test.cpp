@@ -5,7 +5,7 @@
 #define BOOST_TEST_MODULE buffer_planner
 #include <boost/test/unit_test.hpp>
 
-#include "compiler/buffer_planner.h"
+#include "transforms/buffer_planner.h"
 #include "test_support.h"
 
 #include <algorithm>

@@ -18,7 +18,7 @@
 #include "models/gpt2.h"
 #include "models/unit_kernels.h"
 #include "reference/evaluator.h"
-#include "runtime/executable.h"
+#include "jit/executable.h"
 #include "support/blas.h"
 #include "support/compare.h"
 #include "support/output_file.h"

@@ -1,0 +1,123 @@
+//===- attention/Passes.td ---------------------------------------------===//
+//
+// mlpipe's attention passes: outline: attention as one fused kernel. Each with its summary, a
+// before/after description, its options and the dialects it creates.
+// mlir-tblgen turns this file into attention/Passes.h.inc; each pass file
+// includes its GEN_PASS_DEF_ section, and compiler/'s registration calls
+// registerAttentionPasses() so that the text pipelines in pipelines/ and
+// mlpipe-opt can name them like any MLIR pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLPIPE_ATTENTION_PASSES
+#define MLPIPE_ATTENTION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
+  let summary = "Fuse attention's scores matmul, softmax and values matmul into one online-softmax kernel";
+  let description = [{
+    Causal attention as `fuse` leaves it is three fusions in a row: a
+    batch_matmul of per-head views of Q and K^T into a [heads, T, T] scores
+    buffer, a softmax row reduction over it (an elementwise prologue — the
+    scale and the causal mask — then max, exp(x - max), sum, divide) and a
+    batch_matmul of the probabilities with a per-head view of V. When the two
+    buffers between them are used by nothing else, the three calls become
+    one launch of a kernel in the flash-attention style, so the T x T scores
+    never reach memory: a block per (head, tile of query rows), each row held
+    by a group of lanes (its slice of q and of the output in registers),
+    tiles of K and V staged through shared memory, and an online softmax
+    carrying each row's running max and sum. The prologue and the
+    exponential are the fusion's own ops, evaluated elementally; when the
+    prologue is the traced causal mask, key tiles wholly after a block's
+    last query are skipped (their weights are exactly zero). The launch
+    configuration reads the device description of `chip`;
+    `--debug-only=mlpipe-emitters` prints it, and why a softmax was not
+    fused.
+
+    ```mlir
+    %s = memref.alloc() : memref<2x8x8xf32>
+    call @attention_scores_matmul(%q, %k, %s) : (...) -> ()       // batch_matmul(Q view, K^T view)
+    %p = memref.alloc() : memref<2x8x8xf32>
+    call @attention_softmax_row_reduction(%s, %p) : (...) -> ()   // scale, mask, max, exp, sum, div
+    call @attention_values_matmul(%v, %p, %o) : (...) -> ()       // batch_matmul(P, V view)
+    ```
+    becomes
+    ```mlir
+    gpu.module @attention_attention {
+      gpu.func @attention_attention(%q: memref<2x8x16xf32, strided<[16, 32, 1]>>, %k: ..., %v: ...,
+                                    %o: memref<2x8x16xf32>)
+          workgroup(%kt : memref<32x16xf32, #gpu.address_space<workgroup>>, %vt : ...) kernel {
+        ... scf.for over key tiles: stage K, V; scores, gpu.shuffle, max, math.exp, vector.fma ...
+      }
+    }
+    %kv = memref.transpose %kt_view (d0, d1, d2) -> (d0, d2, d1) : ...
+    gpu.launch_func @attention_attention::@attention_attention blocks in (%c2, %c1, %c1)
+        threads in (%c32, %c1, %c1) args(%q_view : ..., %kv : ..., %v_view : ..., %o : ...)
+    ```
+
+    Few query rows against many keys (a decode step: one row per head
+    against the KV cache, masked past a run-time position) would leave most
+    SMs idle, so the keys are split over blocks: each writes its rows'
+    partial max, sum and weighted values to a host temporary, and a second
+    kernel combines the splits exactly:
+    ```mlir
+    %part = memref.alloc() {alignment = 16 : i64} : memref<12x1x32x68xf32>
+    gpu.launch_func @attn_attention::@attn_attention blocks in (%c384, %c1, %c1) ...
+        args(%q_view : ..., %kv : ..., %v_view : ..., %part : memref<12x1x32x68xf32>, %mask : ...)
+    gpu.launch_func @attn_attention_combine::@attn_attention_combine blocks in (%c3, %c1, %c1) ...
+        args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>)
+    memref.dealloc %part : memref<12x1x32x68xf32>
+    ```
+
+    Where that mask is select(key > p, -1e10, 0) with p loaded from an input
+    of the host function (computed in the prologue, or by a fusion writing
+    the mask), the kernel takes p too and reads only the tiles of keys up
+    to p's: a split past it writes an empty
+    partial (max -inf, sum 0), which the combining kernel, given p too,
+    neither reads nor weighs.
+    ```mlir
+    %p = memref.load %position[] : memref<i32>
+    %tiles = arith.minsi %split_end, %tiles_up_to_p : index
+    scf.for %t = %split_begin to %tiles step %c1 iter_args(...) { ... }
+    ```
+
+    A decode step's keys and values reach the cache through a host copy
+    just before the attention (at a key computed from the position). Where
+    that copy writes exactly row `key` of K and V for every head, and
+    nothing between it and the attention touches the cache or the copy's
+    source, the kernel does the copy: it is
+    given the source and recomputes the key from the position; the block
+    whose split holds the key writes its head's row of K and of V first,
+    then stages its tiles (the barrier before each tile orders the writes
+    before the reads; no other block reads that key). One launch a layer
+    fewer:
+    ```mlir
+    %key = arith.minsi (arith.maxsi (index_cast (memref.load %position[])), 0), 1023
+    %row = memref.subview %cache[0, 0, 0, %key, 0] [1, 2, 12, 1, 64] [1, 1, 1, 1, 1]
+    linalg.copy ins(%new_kv : memref<1x2x12x1x64xf32, ...>) outs(%row : ...)
+    ... the three calls ...
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @attn_attention::@attn_attention ...
+        args(..., %position : memref<i32>, %new_kv : memref<1x2x12x1x64xf32, ...>)
+    // in the kernel, before the loop over tiles:
+    scf.if %split_holds_key {
+      %k_new = memref.load %new_kv[%c0, %c0, %head, %c0, %d]
+      memref.store %k_new, %k[%head, %key, %d]
+      ... and the value row ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU the launch heuristics read the device description of">,
+    Option<"maxKeys", "max-keys", "int64_t", /*default=*/"-1",
+           "Fuse attentions whose queries and keys both number more than this only when 0 (-1: the heuristic's limit, kFusedAttentionMaxKeys); few queries against many keys (decode) always fuse">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+}
+
+#endif // MLPIPE_ATTENTION_PASSES

@@ -1,0 +1,43 @@
+#include "codegen/path_choice.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace mlpipe {
+
+const char *matmulPathName(MatmulPath path) { return path == MatmulPath::Cublas ? "cublas" : "generated"; }
+
+const char *attentionPathName(AttentionPath path) {
+  return path == AttentionPath::Fused ? "fused" : "three kernels";
+}
+
+MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &options,
+                              SkinnyOneLaunchCheck skinnyIsOneLaunch) {
+  if (!options.cublas)
+    return {MatmulPath::Generated, "--matmul generated"};
+  if (!p.readableInPlace)
+    return {MatmulPath::Generated, p.notReadableBecause};
+  int64_t skinnyRows = options.skinnyMaxRows < 0 ? kGeneratedSkinnyMaxRows : options.skinnyMaxRows;
+  if (p.m <= skinnyRows && p.batch == 1 && !p.bTransposed && skinnyIsOneLaunch(p.m, p.k, p.elementBytes))
+    return {MatmulPath::Generated, std::to_string(p.m) + " rows, at most " + std::to_string(skinnyRows) +
+                                       ": the skinny kernel streams B faster, in one launch "
+                                       "(kGeneratedSkinnyMaxRows, option skinny-rows)"};
+  if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
+    return {MatmulPath::Generated, "it has an empty dimension"};
+  // cublasDgemm takes int sizes and leading dimensions.
+  if (p.f64 && std::max({p.batch, p.m, p.n, p.k, p.maxLeadingDimension}) > INT_MAX)
+    return {MatmulPath::Generated, "an f64 dimension does not fit cublasDgemm's int"};
+  return {MatmulPath::Cublas, "cuBLAS reads every operand in place"};
+}
+
+AttentionChoice chooseAttentionPath(int64_t queries, int64_t keys, int64_t maxKeys) {
+  int64_t limit = maxKeys < 0 ? kFusedAttentionMaxKeys : maxKeys;
+  if (limit > 0 && std::min(queries, keys) > limit)
+    return {AttentionPath::ThreeKernels, std::to_string(keys) + " keys, more than the " + std::to_string(limit) +
+                                             " the fused kernel is faster for (kFusedAttentionMaxKeys, option "
+                                             "max-keys)"};
+  return {AttentionPath::Fused, queries == 1 ? "one query row (a decode step)"
+                                             : std::to_string(keys) + " keys, at most " + std::to_string(limit)};
+}
+
+} // namespace mlpipe

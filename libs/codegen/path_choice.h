@@ -1,0 +1,101 @@
+// Which path each matmul and each attention takes: one named, tested place
+// for the rules, instead of the order of passes in outline's pipeline.
+//
+// Passes describe what they found (a problem's shape, its element type,
+// whether a library reads its operands in place) and ask; each answer says
+// why, and the passes print it under --debug-only=mlpipe-emitters.
+//
+//   MatmulChoice choice = chooseMatmulPath(problem, options);
+//   if (choice.path != MatmulPath::Cublas) leave it; // choice.why says why
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mlpipe {
+
+// ---- Matmuls ----------------------------------------------------------------
+
+enum class MatmulPath {
+  Cublas,    // a call of the runtime's cuBLAS(Lt) GEMM, epilogues folded in
+  Generated, // mlpipe's generated kernel (tiled, or skinny for few rows)
+};
+const char *matmulPathName(MatmulPath path);
+
+// What a matmul is, as the passes see it: C (m x n) = A (m x k) B (k x n),
+// `batch` times.
+struct MatmulProblem {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t elementBytes = 4;
+  bool f64 = false;
+  bool bTransposed = false;     // B stored [N, K], read transposed
+  int64_t maxLeadingDimension = 0; // the largest leading dimension of A, B and C
+  // Whether a library reads every operand in place (with C row-major), and
+  // if not, why not.
+  bool readableInPlace = true;
+  std::string notReadableBecause;
+};
+
+struct MatmulPathOptions {
+  // --matmul cublas (the default where cuBLAS loads) or generated.
+  bool cublas = true;
+  // Products of at most this many rows go to the skinny kernel when it
+  // computes them in one launch (kGeneratedSkinnyMaxRows; < 0: the default).
+  int64_t skinnyMaxRows = -1;
+};
+
+// Products of at most this many rows, B read row by row and unbatched, stay
+// with the generated skinny kernel where it computes them in one launch: on
+// the H200 cuBLAS's small-M kernels read the weights at 0.2-0.9 TB/s
+// (GPT-2 decode-step GEMVs of 2.4-9.5 MB in 7.9-13.5 us) where the skinny
+// kernel streams them at about a copy's rate (2.1-3.8 us). At 16 rows the
+// skinny kernel is faster too (9-11 us against 17-22), but it splits K there
+// and adds the splits atomically, in an order that varies: a forward
+// replayed as a graph would no longer give the bits of direct launches, so
+// those products stay with cuBLAS.
+constexpr int64_t kGeneratedSkinnyMaxRows = 1;
+
+// The skinny kernel computes a product in one launch when it has few rows
+// and A's whole row fits the slice its block stages (matmul_kernel.h); the
+// generated-kernel layer answers this.
+using SkinnyOneLaunchCheck = bool (*)(int64_t m, int64_t k, int64_t elementBytes);
+
+struct MatmulChoice {
+  MatmulPath path;
+  std::string why;
+};
+
+// The path for `problem`: cuBLAS when it is enabled and can compute the
+// product in place, unless the skinny kernel streams it faster (few rows,
+// one launch); the generated kernel otherwise.
+MatmulChoice chooseMatmulPath(const MatmulProblem &problem, const MatmulPathOptions &options,
+                              SkinnyOneLaunchCheck skinnyIsOneLaunch);
+
+// ---- Attention --------------------------------------------------------------
+
+enum class AttentionPath {
+  Fused,       // one online-softmax kernel; the scores never reach memory
+  ThreeKernels // scores matmul, softmax row reduction, values matmul
+};
+const char *attentionPathName(AttentionPath path);
+
+// Longest sequence fused by default. The fused kernel gives each query row a
+// group of lanes that walks every key with no reuse of a K/V tile across
+// several rows per lane, so it runs at a few TFLOP/s: on the H200 it saves
+// launches and the score tensor's traffic at 16 keys (GPT-2 124M forward
+// 1.056 -> 1.010 ms) but loses to cuBLAS's batched GEMMs and the row
+// reduction at 1024 keys (8.39 -> 9.14 ms). Longer sequences keep the three
+// kernels until it reuses tiles across rows.
+constexpr int64_t kFusedAttentionMaxKeys = 128;
+
+struct AttentionChoice {
+  AttentionPath path;
+  std::string why;
+};
+
+// The path for attention over `queries` query rows and `keys` keys;
+// `maxKeys` is the pass option (< 0: kFusedAttentionMaxKeys; 0: any length).
+// A decode step (one query row against the cache) always fuses.
+AttentionChoice chooseAttentionPath(int64_t queries, int64_t keys, int64_t maxKeys);
+
+} // namespace mlpipe

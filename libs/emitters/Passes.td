@@ -1,0 +1,101 @@
+//===- emitters/Passes.td ---------------------------------------------===//
+//
+// mlpipe's emitters passes: outline: every fusion becomes the kernels its emitter builds. Each with its summary, a
+// before/after description, its options and the dialects it creates.
+// mlir-tblgen turns this file into emitters/Passes.h.inc; each pass file
+// includes its GEN_PASS_DEF_ section, and compiler/'s registration calls
+// registerEmittersPasses() so that the text pipelines in pipelines/ and
+// mlpipe-opt can name them like any MLIR pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLPIPE_EMITTERS_PASSES
+#define MLPIPE_EMITTERS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
+  let summary = "Replace every call of a fusion function with the kernels its emitter builds";
+  let description = [{
+    The emitters of `outline`. Each call of a bufferized fusion function (a
+    private function with `mlpipe.fusion`, as the partitioner of `fuse`
+    makes) in host code is handed to the emitter its kind names — loop,
+    row_reduction, column_reduction, transpose or matmul — which builds the
+    kernel in a `gpu.module` of its own (structurally identical kernels are
+    built once) and replaces the call by `gpu.launch_func`. A fusion no
+    emitter takes whole is emitted op by op. Launch configurations come from
+    the device description of `chip`; `--debug-only=mlpipe-emitters` prints
+    each choice.
+
+    ```mlir
+    func.func private @gelu_loop(%x: memref<64x256xf32>, %y: memref<64x256xf32>)
+        attributes {mlpipe.fusion = "loop"} {
+      linalg.generic ... ins(%x ...) outs(%y ...) { ... tanh ... }
+      return
+    }
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      call @gelu_loop(%x, %y) : (memref<64x256xf32>, memref<64x256xf32>) -> ()
+      return
+    }
+    ```
+    becomes
+    ```mlir
+    gpu.module @gelu_loop {
+      gpu.func @gelu_loop(%x: memref<64x256xf32>, %y: memref<64x256xf32>) kernel
+          attributes {known_block_size = array<i32: 256, 1, 1>, mlpipe.bytes = 131072 : i64, ...} {
+        ... vector.load ... : memref<16384xf32>, vector<4xf32>
+        ... math.tanh ...
+        vector.store ... : memref<16384xf32>, vector<4xf32>
+      }
+    }
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      gpu.launch_func @gelu_loop::@gelu_loop blocks in (%c16, %c1, %c1) threads in (%c256, %c1, %c1)
+          args(%x : memref<64x256xf32>, %y : memref<64x256xf32>)
+      return
+    }
+    ```
+
+    A row reduction of one row whose output only the matmul fusion right
+    after it reads, where that product is one launch of the skinny kernel
+    (a decode step's layer norm and its GEMV), is
+    not a kernel of its own: every block of the GEMV computes the row
+    itself, into the slice of A it stages in shared memory.
+
+    ```mlir
+    call @ln_1_row_reduction(%x, %gamma, %beta, %h) : (memref<1x768xf32>, ...) -> ()
+    call @attn_c_attn_matmul(%h, %w, %bias, %qkv) : (memref<1x768xf32>, ...) -> ()
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @attn_c_attn_matmul::@attn_c_attn_matmul blocks in (%c144, %c1, %c1) ...
+        args(%h : memref<1x768xf32>, %w : memref<768x2304xf32>, %qkv : memref<1x2304xf32>,
+             %bias : memref<2304xf32>, %x : memref<1x768xf32>, %gamma : memref<768xf32>, ...)
+    ```
+
+    A causally masked softmax (its penalty computed in its prologue, or read
+    from a mask that a fusion called before it computes from its indices)
+    whose rows fit the registers reads only the chunks of keys up to each
+    row's query; the rest are -inf, whose probabilities are the same exact
+    zeros:
+
+    ```mlir
+    %x:4 = scf.if %first_key_le_query -> (f32, f32, f32, f32) {
+      %s = vector.load %scores[...] : memref<...xf32>, vector<4xf32>
+      ...                                    // scale, mask
+      scf.yield %x0, %x1, %x2, %x3 : f32, f32, f32, f32
+    } else {
+      scf.yield %neg_inf, %neg_inf, %neg_inf, %neg_inf : f32, f32, f32, f32
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU the launch heuristics read the device description of">,
+    Option<"matmul", "matmul", "std::string", /*default=*/"\"generated\"",
+           "Matmul fusions left for this pass: 'generated' (the register-tiled kernel)">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+}
+
+#endif // MLPIPE_EMITTERS_PASSES

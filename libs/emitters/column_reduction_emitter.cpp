@@ -1,0 +1,344 @@
+// The column reduction emitter: a fusion whose hero reduces outer
+// dimensions and keeps the innermost ones (the sum over the rows of an N x C
+// tensor), with elementwise producers and an elementwise epilogue on the
+// reduced values.
+//
+// The reduced operand is seen as [A, R, C] (kept outer dimensions, reduced
+// ones, kept inner ones). A block of 32 x 8 threads owns 32 neighbouring
+// columns and a chunk of the rows: thread (tx, ty) combines rows ty, ty + 8,
+// ... of column tx, so every warp reads 32 neighbouring elements of one row
+// (coalesced); the eight partials of a column meet in a shared-memory tile
+// (32 + 1 columns wide: no bank conflicts) and one thread combines them.
+// When the columns alone give too few blocks to fill the GPU, the rows are
+// split into chunks: each block writes its partials to a workspace, and a
+// second kernel combines each column's partials and applies the epilogue.
+#include "codegen/debug.h"
+#include "emitters/fusion_emitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlpipe::emitters {
+
+namespace {
+
+// Columns per block: one warp reads one row segment of this many columns.
+constexpr int64_t kColumns = 32;
+// Rows a block reads at once (threads in y).
+constexpr int64_t kRowsAtOnce = 8;
+// Blocks per SM the row split aims for, so that every SM has enough warps
+// in flight to keep memory busy.
+constexpr int64_t kBlocksPerSm = 8;
+// A chunk of rows is at least this many rows per thread: fewer and the
+// partials' second pass costs more than it saves.
+constexpr int64_t kMinRowsPerThread = 8;
+// Threads of the second kernel, one per column.
+constexpr int64_t kCombineThreads = 256;
+
+int64_t product(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t extent : shape)
+    n *= extent;
+  return n;
+}
+
+class ColumnReductionEmitter final : public FusionEmitter {
+public:
+  using FusionEmitter::FusionEmitter;
+  const char *name() const override { return "column_reduction"; }
+
+  mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
+    if (mlir::failed(analyze(why)))
+      return mlir::failure();
+    const DeviceDescription &device = *options_.device;
+    int64_t columnTiles = (columns_ + kColumns - 1) / kColumns;
+    int64_t base = outer_ * columnTiles;
+    int64_t wanted = (device.smCount * kBlocksPerSm + base - 1) / base;
+    int64_t mostChunks = std::max<int64_t>(1, rows_ / (kRowsAtOnce * kMinRowsPerThread));
+    chunks_ = std::clamp<int64_t>(wanted, 1, mostChunks);
+    rowsPerChunk_ = (rows_ + chunks_ - 1) / chunks_;
+    chunks_ = (rows_ + rowsPerChunk_ - 1) / rowsPerChunk_;
+    int64_t blocks = base * chunks_;
+    columnTiles_ = columnTiles;
+
+    mlir::Type elementType = elementType_;
+    auto space = mlir::gpu::AddressSpaceAttr::get(graph_.function().getContext(), mlir::gpu::AddressSpace::Workgroup);
+    auto workspaceType = mlir::MemRefType::get({outer_, chunks_, columns_}, elementType);
+    KernelSignature signature;
+    signature.name = kernelName(graph_) + (chunks_ > 1 ? "_partials" : "");
+    signature.bytesMoved = fusionBytes(graph_);
+    signature.blockSize = {static_cast<int32_t>(kColumns), static_cast<int32_t>(kRowsAtOnce), 1};
+    signature.workgroupBuffers.push_back(
+        mlir::MemRefType::get({kRowsAtOnce, kColumns + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
+    if (chunks_ > 1)
+      signature.arguments.push_back(workspaceType);
+    auto first = buildFusionKernel(
+        kernels, graph_, signature,
+        [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitPartials(elemental, kernel); }, why);
+    if (mlir::failed(first))
+      return mlir::failure();
+    mlir::FailureOr<mlir::gpu::GPUFuncOp> second = mlir::failure();
+    int64_t combineBlocks = (outer_ * columns_ + kCombineThreads - 1) / kCombineThreads;
+    if (chunks_ > 1) {
+      KernelSignature combine;
+      combine.name = kernelName(graph_);
+      combine.bytesMoved = bytesOf(workspaceType) + outputBytes();
+      combine.blockSize = {static_cast<int32_t>(kCombineThreads), 1, 1};
+      combine.arguments.push_back(workspaceType);
+      second = buildFusionKernel(
+          kernels, graph_, combine,
+          [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitCombine(elemental, kernel); },
+          why);
+      if (mlir::failed(second))
+        return mlir::failure();
+    }
+    MLPIPE_DEBUG(kDebugEmitters, os << kernelName(graph_) << ": column reduction emitter, " << outer_ << " x " << rows_
+                                    << " rows x " << columns_ << " columns, tiles of " << kColumns
+                                    << " columns, rows in " << chunks_ << " chunks of " << rowsPerChunk_ << ", "
+                                    << blocks << " blocks x " << kColumns << "x" << kRowsAtOnce << " threads"
+                                    << (chunks_ > 1 ? ", then a kernel combining the partials" : "") << " ("
+                                    << device.smCount << " SMs)\n");
+    mlir::OpBuilder host(call);
+    llvm::SmallVector<mlir::Value> operands(call.getOperands());
+    mlir::Value workspace;
+    if (chunks_ > 1) {
+      workspace = mlir::memref::AllocOp::create(host, call.getLoc(), workspaceType);
+      operands.push_back(workspace);
+    }
+    LaunchDims dims;
+    dims.grid = {blocks, 1, 1};
+    dims.block = {kColumns, kRowsAtOnce, 1};
+    kernels.launch(host, call.getLoc(), *first, dims, operands);
+    if (chunks_ > 1) {
+      LaunchDims combineDims;
+      combineDims.grid = {combineBlocks, 1, 1};
+      combineDims.block = {kCombineThreads, 1, 1};
+      kernels.launch(host, call.getLoc(), *second, combineDims, operands);
+      mlir::memref::DeallocOp::create(host, call.getLoc(), workspace);
+    }
+    call.erase();
+    return mlir::success();
+  }
+
+private:
+  int64_t outputBytes() const {
+    int64_t bytes = 0;
+    for (const FusionGraph::Output &output : graph_.outputs())
+      bytes += bytesOf(graph_.function().getArgument(output.argument).getType());
+    return bytes;
+  }
+
+  mlir::LogicalResult analyze(std::string &why) {
+    for (const FusionNode &node : graph_.nodes()) {
+      if (node.op.getNumReductionLoops() == 0)
+        continue;
+      if (heroRole(node.op) != HeroRole::ColumnReduction)
+        return why = "a reduction that is not over columns", mlir::failure();
+      if (hero_ >= 0)
+        return why = "it holds two column reductions", mlir::failure();
+      hero_ = node.order;
+    }
+    if (hero_ < 0)
+      return why = "it holds no reduction", mlir::failure();
+    mlir::linalg::LinalgOp op = graph_.node(hero_).op;
+    mlir::Block *block = op.getBlock();
+    mlir::BlockArgument accumulator = block->getArguments().back();
+    if (!accumulator.hasOneUse() || !mlir::arith::getNeutralElement(*accumulator.getUsers().begin()))
+      return why = "a reduction whose combining op has no neutral element", mlir::failure();
+    mlir::OpOperand *reduced = reducedOperand(op);
+    mlir::AffineMap inputMap = op.getMatchingIndexingMap(reduced);
+    if (!inputMap.isPermutation())
+      return why = "a reduction with non-permutation indexing", mlir::failure();
+    inputShape_ = llvm::to_vector(mlir::cast<mlir::ShapedType>(reduced->get().getType()).getShape());
+    elementType_ = mlir::cast<mlir::ShapedType>(reduced->get().getType()).getElementType();
+    // Which input dimensions are reduced: one block in the middle.
+    llvm::SmallVector<mlir::utils::IteratorType> iterators = op.getIteratorTypesArray();
+    for (auto [position, expr] : llvm::enumerate(inputMap.getResults())) {
+      bool isReduced =
+          iterators[mlir::cast<mlir::AffineDimExpr>(expr).getPosition()] == mlir::utils::IteratorType::reduction;
+      if (isReduced)
+        reducedShape_.push_back(inputShape_[position]);
+      else if (reducedShape_.empty())
+        outerShape_.push_back(inputShape_[position]);
+      else
+        innerShape_.push_back(inputShape_[position]);
+    }
+    outer_ = product(outerShape_);
+    rows_ = product(reducedShape_);
+    columns_ = product(innerShape_);
+    keptShape_ = outerShape_;
+    keptShape_.append(innerShape_.begin(), innerShape_.end());
+    for (const FusionGraph::Output &output : graph_.outputs())
+      if (graph_.node(output.node).output.shape != llvm::ArrayRef<int64_t>(keptShape_))
+        return why = "an output that is not one value per column", mlir::failure();
+    return mlir::success();
+  }
+
+  llvm::SmallVector<mlir::Value> inputIndex(ElementalEmitter &elemental, mlir::Value outer, mlir::Value row,
+                                            mlir::Value column) {
+    llvm::SmallVector<mlir::Value> index = elemental.delinearize(outer, outerShape_);
+    llvm::SmallVector<mlir::Value> rows = elemental.delinearize(row, reducedShape_);
+    llvm::SmallVector<mlir::Value> columns = elemental.delinearize(column, innerShape_);
+    index.append(rows.begin(), rows.end());
+    index.append(columns.begin(), columns.end());
+    return index;
+  }
+
+  llvm::SmallVector<mlir::Value> loopIndexAt(ElementalEmitter &elemental, llvm::ArrayRef<mlir::Value> input) {
+    mlir::linalg::LinalgOp op = graph_.node(hero_).op;
+    return elemental.applyMap(mlir::inversePermutation(op.getMatchingIndexingMap(reducedOperand(op))), input);
+  }
+
+  llvm::SmallVector<mlir::Value> outputIndex(ElementalEmitter &elemental, mlir::Value outer, mlir::Value column) {
+    mlir::linalg::LinalgOp op = graph_.node(hero_).op;
+    return elemental.applyMap(op.getMatchingIndexingMap(op.getDpsInitOperand(0)),
+                              loopIndexAt(elemental, inputIndex(elemental, outer, elemental.index(0), column)));
+  }
+
+  // The reduction's result for one column is known: store every output there.
+  void finish(ElementalEmitter &elemental, mlir::Value outer, mlir::Value column, mlir::Value total,
+              mlir::Value columnValid) {
+    mlir::OpBuilder &b = elemental.builder();
+    llvm::SmallVector<mlir::Value> index = outputIndex(elemental, outer, column);
+    mlir::Value result = elemental.combine(hero_, elemental.reductionInit(hero_, index), total);
+    elemental.define(hero_, index, result);
+    llvm::SmallVector<std::pair<mlir::Value, mlir::Value>> stores;
+    for (const FusionGraph::Output &output : graph_.outputs()) {
+      llvm::SmallVector<mlir::Value> keptIndex = elemental.delinearize(outer, outerShape_);
+      llvm::SmallVector<mlir::Value> inner = elemental.delinearize(column, innerShape_);
+      keptIndex.append(inner.begin(), inner.end());
+      stores.push_back({graph_.node(output.node).op.getDpsInits()[0], elemental.node(output.node, keptIndex)});
+      if (elemental.failed())
+        return;
+      mlir::OpBuilder::InsertionGuard guard(b);
+      if (columnValid) {
+        auto ifValid = mlir::scf::IfOp::create(b, elemental.loc(), columnValid, false);
+        b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+      }
+      elemental.pushScope();
+      elemental.store(stores.back().first, keptIndex, stores.back().second);
+      elemental.popScope();
+    }
+  }
+
+  mlir::LogicalResult emitPartials(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
+    mlir::Value tile = kernel.getWorkgroupAttributions()[0];
+    mlir::Value tx = threadIdX(b, loc);
+    mlir::Value ty = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::y);
+    // Block -> (outer index, row chunk, column tile).
+    mlir::Value block = blockIdX(b, loc);
+    mlir::Value columnTile = mlir::arith::RemUIOp::create(b, loc, block, elemental.index(columnTiles_));
+    mlir::Value rest = mlir::arith::DivUIOp::create(b, loc, block, elemental.index(columnTiles_));
+    mlir::Value chunk = mlir::arith::RemUIOp::create(b, loc, rest, elemental.index(chunks_));
+    mlir::Value outer = mlir::arith::DivUIOp::create(b, loc, rest, elemental.index(chunks_));
+    mlir::Value column = elemental.add(elemental.mul(columnTile, kColumns), tx);
+    mlir::Value columnValid;
+    mlir::Value columnClamped = column;
+    if (columns_ % kColumns) {
+      columnValid =
+          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, column, elemental.index(columns_));
+      columnClamped = elemental.minIndex(column, columns_ - 1);
+    }
+    // Rows ty, ty + 8, ... of this chunk.
+    mlir::Value firstRow = elemental.add(elemental.mul(chunk, rowsPerChunk_), ty);
+    int64_t steps = (rowsPerChunk_ + kRowsAtOnce - 1) / kRowsAtOnce;
+    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1),
+                                         mlir::ValueRange{elemental.neutral(hero_)});
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      elemental.pushScope();
+      mlir::Value row = elemental.add(firstRow, elemental.mul(loop.getInductionVar(), kRowsAtOnce));
+      // The chunk's end, and the last row: rows past either add nothing.
+      mlir::Value chunkEnd = elemental.add(elemental.mul(chunk, rowsPerChunk_), elemental.index(rowsPerChunk_));
+      mlir::Value inChunk = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, row, chunkEnd);
+      mlir::Value inRows =
+          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, row, elemental.index(rows_));
+      mlir::Value valid = mlir::arith::AndIOp::create(b, loc, inChunk, inRows);
+      if (columnValid)
+        valid = mlir::arith::AndIOp::create(b, loc, valid, columnValid);
+      mlir::Value rowClamped = elemental.minIndex(row, rows_ - 1);
+      mlir::Value x = elemental.reductionInput(
+          hero_, loopIndexAt(elemental, inputIndex(elemental, outer, rowClamped, columnClamped)));
+      if (!x) {
+        elemental.popScope();
+        mlir::scf::YieldOp::create(b, loc, loop.getRegionIterArgs()[0]);
+        return mlir::success();
+      }
+      x = mlir::arith::SelectOp::create(b, loc, valid, x, elemental.neutral(hero_));
+      mlir::Value next = elemental.combine(hero_, loop.getRegionIterArgs()[0], x);
+      elemental.popScope();
+      mlir::scf::YieldOp::create(b, loc, next);
+    }
+    // The eight partials of each column meet in shared memory.
+    mlir::memref::StoreOp::create(b, loc, loop.getResult(0), tile, mlir::ValueRange{ty, tx});
+    mlir::gpu::BarrierOp::create(b, loc);
+    mlir::Value isFirst = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, ty, elemental.index(0));
+    auto ifFirst = mlir::scf::IfOp::create(b, loc, isFirst, false);
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
+    elemental.pushScope();
+    mlir::Value total = elemental.neutral(hero_);
+    for (int64_t r = 0; r < kRowsAtOnce; ++r)
+      total = elemental.combine(hero_, total,
+                                mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tx}));
+    if (chunks_ == 1) {
+      finish(elemental, outer, columnClamped, total, columnValid);
+    } else {
+      mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
+      mlir::OpBuilder::InsertionGuard inner(b);
+      if (columnValid) {
+        auto ifValid = mlir::scf::IfOp::create(b, loc, columnValid, false);
+        b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+      }
+      mlir::memref::StoreOp::create(b, loc, total, workspace, mlir::ValueRange{outer, chunk, column});
+    }
+    elemental.popScope();
+    return mlir::success();
+  }
+
+  // One thread per (outer, column): the chunks' partials, then the epilogue.
+  mlir::LogicalResult emitCombine(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
+    mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
+    mlir::Value id = elemental.add(elemental.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
+    int64_t total = outer_ * columns_;
+    mlir::Value valid;
+    mlir::Value clamped = id;
+    if (total % kCombineThreads) {
+      valid = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, id, elemental.index(total));
+      clamped = elemental.minIndex(id, total - 1);
+    }
+    mlir::Value outer = mlir::arith::DivUIOp::create(b, loc, clamped, elemental.index(columns_));
+    mlir::Value column = mlir::arith::RemUIOp::create(b, loc, clamped, elemental.index(columns_));
+    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(chunks_), elemental.index(1),
+                                         mlir::ValueRange{elemental.neutral(hero_)});
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      mlir::Value partial =
+          mlir::memref::LoadOp::create(b, loc, workspace, mlir::ValueRange{outer, loop.getInductionVar(), column});
+      mlir::scf::YieldOp::create(b, loc, elemental.combine(hero_, loop.getRegionIterArgs()[0], partial));
+    }
+    finish(elemental, outer, column, loop.getResult(0), valid);
+    return mlir::success();
+  }
+
+  int hero_ = -1;
+  mlir::Type elementType_;
+  llvm::SmallVector<int64_t> inputShape_, outerShape_, reducedShape_, innerShape_, keptShape_;
+  int64_t outer_ = 1, rows_ = 1, columns_ = 1, chunks_ = 1, rowsPerChunk_ = 1, columnTiles_ = 1;
+};
+
+} // namespace
+
+std::unique_ptr<FusionEmitter> makeColumnReductionEmitter(const FusionGraph &graph, const EmitterOptions &options) {
+  return std::make_unique<ColumnReductionEmitter>(graph, options);
+}
+
+} // namespace mlpipe::emitters

@@ -1,0 +1,139 @@
+// The emitters of outline: one class per strategy, chosen by the fusion's
+// hero (XLA's GetFusionEmitter). Each replaces one call of a fusion function
+// in host code with the launch(es) of the kernel(s) it builds.
+//
+//   loop             flattened output, consecutive threads on consecutive
+//                    elements, 128-bit vector accesses, unrolled, grid-stride
+//   row_reduction    a group of lanes (part of a warp, a warp or a block) per
+//                    row, the row kept in registers, butterfly shuffles
+//   column_reduction 32-column tiles, partial sums through shared memory, a
+//                    second pass over the partials when rows are split
+//   transpose        32x33 shared-memory tiles, coalesced on both sides
+//   matmul           the generated register-tiled kernel, the elementwise
+//                    epilogue applied in registers
+//   op by op         the fallback: every op of the fusion its own kernel,
+//                    temporaries in memory
+#pragma once
+
+#include "codegen/device_description.h"
+#include "emitters/elemental_emitter.h"
+#include "fusion/fusion_graph.h"
+#include "fusion/hero_analysis.h"
+#include "codegen/kernel_factory.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace mlpipe::emitters {
+
+enum class MatmulBackend { Cublas, Generated };
+
+struct EmitterOptions {
+  const DeviceDescription *device = nullptr;
+  MatmulBackend matmul = MatmulBackend::Generated;
+  // The widest vector access, in bytes (128-bit loads and stores).
+  int vectorBytes = 16;
+  // Row-reduction calls one of whose arguments holds the causal penalty
+  // over [query, key], computed by a fusion called before them: call ->
+  // that argument. Found before any call is emitted, while the mask's
+  // writer is still a call (causalMaskWriter). Null: none known.
+  const llvm::DenseMap<mlir::Operation *, unsigned> *causalMaskArguments = nullptr;
+};
+
+class FusionEmitter {
+public:
+  FusionEmitter(const FusionGraph &graph, const EmitterOptions &options) : graph_(graph), options_(options) {}
+  virtual ~FusionEmitter() = default;
+  virtual const char *name() const = 0;
+  // Replaces `call` (a call of graph().function()) with kernel launches. On
+  // failure nothing has changed and `why` says what the emitter could not do.
+  virtual mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) = 0;
+
+  const FusionGraph &graph() const { return graph_; }
+
+protected:
+  const FusionGraph &graph_;
+  const EmitterOptions &options_;
+};
+
+std::unique_ptr<FusionEmitter> makeLoopEmitter(const FusionGraph &graph, const EmitterOptions &options);
+std::unique_ptr<FusionEmitter> makeRowReductionEmitter(const FusionGraph &graph, const EmitterOptions &options);
+std::unique_ptr<FusionEmitter> makeColumnReductionEmitter(const FusionGraph &graph, const EmitterOptions &options);
+std::unique_ptr<FusionEmitter> makeTransposeEmitter(const FusionGraph &graph, const EmitterOptions &options);
+std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const EmitterOptions &options);
+// The matmul fusion `call` whose A is all of the one-row output of the row
+// reduction fusion `rowCall` just before it (a decode step's layer norm and
+// the GEMV after it): one launch of the skinny kernel in which every block
+// computes the row itself (emitRowInBlock) into its staged A; both calls
+// go. Fails, changing nothing, where the product is not one launch's
+// (skinnyIsOneLaunch) or the row reduction cannot be computed in a block.
+mlir::LogicalResult emitMatmulWithRowPrologue(const FusionGraph &matmul, mlir::func::CallOp call,
+                                              const FusionGraph &row, mlir::func::CallOp rowCall,
+                                              const EmitterOptions &options, KernelFactory &kernels, std::string &why);
+
+// The classifier: the emitter for a fusion of `kind` (its mlpipe.fusion
+// attribute), checked against the graph's heroes; null when no emitter
+// but the op-by-op fallback applies.
+std::unique_ptr<FusionEmitter> getFusionEmitter(FusionKind kind, const FusionGraph &graph,
+                                                const EmitterOptions &options, std::string &why);
+// What the hero analysis of a bufferized fusion says its kind is (for
+// fusions without the attribute, e.g. hand-written IR).
+FusionKind inferFusionKind(const FusionGraph &graph);
+
+// A one-row row reduction (a decode step's layer norm) computed by a whole
+// block of another kernel (the GEMV that reads the row): each lane keeps
+// its chunks of the row in registers, the block combines each reduction
+// with shuffles and `slots` (rowInBlockSlots elements of workgroup memory),
+// and the row's output goes, W consecutive elements at a time, to `sink`
+// (column, values) instead of to memory. `elemental` is over `graph`, its
+// arguments the host kernel's values for the fusion's arguments. Fails, with
+// `why`, for a fusion that is not one row in, one row out.
+using RowSink = std::function<void(mlir::Value column, llvm::ArrayRef<mlir::Value> values)>;
+int64_t rowInBlockSlots(const FusionGraph &graph, const EmitterOptions &options, int64_t threads);
+mlir::LogicalResult emitRowInBlock(const FusionGraph &graph, const EmitterOptions &options, ElementalEmitter &elemental,
+                                   mlir::Value slots, int64_t threads, const RowSink &sink, std::string &why);
+
+// ---- Shared by the emitters ------------------------------------------------
+
+// Builds one kernel for a fusion: its arguments are the fusion function's
+// arguments, in order, then any already in `signature` (a workspace);
+// `body` gets an ElementalEmitter over the graph.
+// Fails (dropping the kernel) when `body` does or the elemental emitter
+// could not express something.
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+buildFusionKernel(KernelFactory &kernels, const FusionGraph &graph, KernelSignature signature,
+                  const std::function<mlir::LogicalResult(ElementalEmitter &, mlir::gpu::GPUFuncOp)> &body,
+                  std::string &why);
+// Runs `body` with an ElementalEmitter over `graph` that builds at
+// `builder` inside `kernel` (whose values `arguments` maps the fusion's
+// arguments to), its kernel-wide values placed at the top of the kernel.
+// Fails when `body` does, or, with `why`, when the elemental emitter could
+// not express something.
+mlir::LogicalResult emitElementally(const FusionGraph &graph, mlir::OpBuilder &builder, mlir::gpu::GPUFuncOp kernel,
+                                    const mlir::IRMapping &arguments,
+                                    const std::function<mlir::LogicalResult(ElementalEmitter &)> &body,
+                                    std::string &why);
+
+// Bytes one launch over the whole fusion reads and writes: every argument
+// region read (a gathered table counts the rows read), every output.
+int64_t fusionBytes(const FusionGraph &graph);
+// The kernel's name for a fusion function: its own name.
+std::string kernelName(const FusionGraph &graph);
+// Thread and block ids (index values) in a kernel.
+mlir::Value threadIdX(mlir::OpBuilder &builder, mlir::Location loc);
+mlir::Value blockIdX(mlir::OpBuilder &builder, mlir::Location loc);
+// Butterfly reduction across `width` lanes (a power of two up to the warp):
+// every lane ends with the combination of its group's values.
+mlir::Value butterflyReduce(ElementalEmitter &elemental, int node, mlir::Value value, int width);
+// Elements of a memref type, and its element size.
+int64_t elementsOf(mlir::Type memrefType);
+int64_t bytesOf(mlir::Type memrefType);
+// The vector width (elements per 128-bit access) for an element type.
+int vectorWidthFor(mlir::Type elementType, const EmitterOptions &options);
+
+} // namespace mlpipe::emitters

@@ -1,0 +1,258 @@
+// The matmul emitter: a matmul fusion (a linalg.matmul or batch_matmul, its
+// operands read through views, and an elementwise epilogue) becomes one
+// launch of the generated register-tiled kernel (matmul_kernel.h), with the
+// epilogue computed in registers on each element of the product before it
+// is stored: a bias add, GELU or residual add costs no pass over memory.
+//
+//   C = epilogue(A · B)      epilogue(p)(i, j) = the fusion's root at (i, j),
+//                            with the matmul's element (i, j) taken to be p
+#include "codegen/debug.h"
+#include "emitters/fusion_emitter.h"
+#include "matmul/matmul_kernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include "llvm/ADT/SetVector.h"
+
+namespace mlpipe::emitters {
+
+namespace {
+
+class MatmulEmitter final : public FusionEmitter {
+public:
+  using FusionEmitter::FusionEmitter;
+  const char *name() const override { return "matmul"; }
+
+  // A's row comes from this row reduction fusion's call, computed by every
+  // block of the kernel (emitMatmulWithRowPrologue).
+  void setRowProducer(const FusionGraph *graph, mlir::func::CallOp call) {
+    rowGraph_ = graph;
+    rowCall_ = call;
+  }
+
+  mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
+    int matmul = -1;
+    for (const FusionNode &node : graph_.nodes()) {
+      if (mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
+        if (matmul >= 0)
+          return why = "it holds two matmuls", mlir::failure();
+        matmul = node.order;
+      }
+    }
+    if (matmul < 0)
+      return why = "it holds no matmul", mlir::failure();
+    const FusionNode &product = graph_.node(matmul);
+    if (graph_.outputs().size() != 1)
+      return why = "a matmul fusion with several outputs", mlir::failure();
+    int root = graph_.outputs().front().node;
+    if (graph_.node(root).output.shape != product.output.shape)
+      return why = "an epilogue of another shape than the product", mlir::failure();
+    for (int producer : product.inputProducers)
+      if (producer >= 0)
+        return why = "a matmul operand computed in the fusion", mlir::failure();
+    bool startsFromZero = isZeroFillNode(graph_, product.initProducer);
+    if (root == matmul && !startsFromZero && product.initProducer >= 0)
+      return why = "a matmul accumulating into a value computed in the fusion", mlir::failure();
+
+    // The operands on the host: each view chain rebuilt over the call's
+    // operands.
+    mlir::OpBuilder host(call);
+    mlir::IRMapping onHost;
+    // Views cloned next to the call; erased again if the emitter gives up,
+    // so that a failure leaves the host code as it was.
+    llvm::SmallVector<mlir::Operation *> clonedOnHost;
+    auto giveUp = [&](const char *reason) {
+      for (mlir::Operation *op : llvm::reverse(clonedOnHost))
+        op->erase();
+      why = reason;
+      return mlir::failure();
+    };
+    for (auto [argument, operand] : llvm::zip(graph_.function().getArguments(), call.getOperands()))
+      onHost.map(argument, operand);
+    std::function<mlir::Value(mlir::Value)> hostValue = [&](mlir::Value value) -> mlir::Value {
+      if (mlir::Value mapped = onHost.lookupOrNull(value))
+        return mapped;
+      mlir::Operation *definer = value.getDefiningOp();
+      if (!definer || !(isViewOp(definer) || mlir::isa<mlir::arith::ConstantOp>(definer)))
+        return {};
+      for (mlir::Value operand : definer->getOperands())
+        if (!hostValue(operand))
+          return {};
+      clonedOnHost.push_back(host.clone(*definer, onHost));
+      return onHost.lookup(value);
+    };
+    // What the generated kernel takes: f32 or f64 throughout, static shapes
+    // (checked here so that a product it does not take falls back quietly).
+    for (mlir::Value value :
+         {product.op.getDpsInputs()[0], product.op.getDpsInputs()[1], graph_.node(root).op.getDpsInits()[0]}) {
+      auto type = mlir::dyn_cast<mlir::MemRefType>(value.getType());
+      if (!type || !type.hasStaticShape() || !(type.getElementType().isF32() || type.getElementType().isF64()))
+        return why = "a matmul operand that is not a statically shaped f32 or f64 memref", mlir::failure();
+    }
+    MatmulOperands operands;
+    operands.a = hostValue(product.op.getDpsInputs()[0]);
+    operands.b = hostValue(product.op.getDpsInputs()[1]);
+    operands.c = hostValue(graph_.node(root).op.getDpsInits()[0]);
+    if (!operands.a || !operands.b || !operands.c)
+      return giveUp("a matmul operand that is not a view of an argument");
+    // Accumulate into C only when the product is stored as it is, into the
+    // buffer it started from.
+    bool accumulate = root == matmul && !startsFromZero;
+
+    // A's one row computed in the kernel by the row reduction before it: its
+    // output must be all of A, read by nothing else.
+    MatmulRowPrologue prologue;
+    std::string prologueFailure;
+    if (rowCall_) {
+      auto aType = mlir::cast<mlir::MemRefType>(operands.a.getType());
+      int64_t elementBytes = aType.getElementType().isF64() ? 8 : 4;
+      mlir::Value rowOutput = rowCall_.getOperand(rowGraph_->outputs().front().argument);
+      if (operands.a != rowOutput || aType.getRank() != 2 || accumulate ||
+          !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))
+        return giveUp("A is not the whole one-row output of the row reduction before it, or not one launch's");
+      // Every block reads the row reduction's inputs whole: none of them may
+      // be C, which the blocks write.
+      for (mlir::Value operand : rowCall_.getOperands())
+        if (operand != rowOutput && rootBuffer(operand) == rootBuffer(operands.c))
+          return giveUp("C is a buffer the row reduction before it reads");
+      for (mlir::Value operand : rowCall_.getOperands())
+        prologue.hostOperands.push_back(operand);
+      // Slots for the largest block the kernel may choose.
+      prologue.slots = rowInBlockSlots(*rowGraph_, options_, options_.device->maxThreadsPerBlock);
+      prologue.build = [&](mlir::OpBuilder &builder, mlir::Location loc, mlir::ValueRange kernelOperands,
+                           mlir::Value slots, int64_t threads,
+                           const std::function<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> &store) {
+        mlir::IRMapping arguments;
+        for (auto [argument, kernelValue] : llvm::zip(rowGraph_->function().getArguments(), kernelOperands))
+          arguments.map(argument, kernelValue);
+        mlir::Operation *parent = builder.getInsertionBlock()->getParentOp();
+        auto kernel = mlir::isa<mlir::gpu::GPUFuncOp>(parent) ? mlir::cast<mlir::gpu::GPUFuncOp>(parent)
+                                                              : parent->getParentOfType<mlir::gpu::GPUFuncOp>();
+        return emitElementally(
+            *rowGraph_, builder, kernel, arguments,
+            [&](ElementalEmitter &elemental) {
+              return emitRowInBlock(*rowGraph_, options_, elemental, slots, threads, store, prologueFailure);
+            },
+            prologueFailure);
+      };
+    }
+
+    MatmulEpilogue epilogue;
+    bool hasEpilogue = root != matmul || (!startsFromZero && !accumulate);
+    std::string epilogueFailure;
+    // The epilogue's operands: only the arguments it reads (a bias, a
+    // residual), not C, so that C aliasing none of them leaves the kernel
+    // free to split K.
+    llvm::SmallVector<mlir::BlockArgument> epilogueArguments;
+    if (hasEpilogue) {
+      epilogueArguments = argumentsReadByEpilogue(matmul, startsFromZero);
+      for (mlir::BlockArgument argument : epilogueArguments)
+        epilogue.hostOperands.push_back(call.getOperand(argument.getArgNumber()));
+      epilogue.apply = [&, matmul, root](mlir::OpBuilder &builder, mlir::Location, mlir::ValueRange kernelOperands,
+                                         mlir::ValueRange index, mlir::Value value) -> mlir::Value {
+        mlir::IRMapping arguments;
+        for (auto [argument, kernelValue] : llvm::zip(epilogueArguments, kernelOperands))
+          arguments.map(argument, kernelValue);
+        ElementalEmitter elemental(graph_, builder, builder, arguments);
+        llvm::SmallVector<mlir::Value> at(index.begin(), index.end());
+        // The product's element: A·B, plus what the matmul started from.
+        if (!startsFromZero && product.initProducer >= 0) {
+          mlir::Value init = elemental.reductionInit(matmul, at);
+          value = mlir::isa<mlir::FloatType>(value.getType())
+                      ? mlir::arith::AddFOp::create(builder, elemental.loc(), value, init).getResult()
+                      : mlir::arith::AddIOp::create(builder, elemental.loc(), value, init).getResult();
+        }
+        elemental.define(matmul, at, value);
+        mlir::Value result = elemental.node(root, at);
+        if (elemental.failed() || !result) {
+          epilogueFailure = elemental.failure();
+          return value;
+        }
+        return result;
+      };
+    }
+    std::string name = kernelName(graph_);
+    if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), operands, accumulate, hasEpilogue ? &epilogue : nullptr,
+                                         kernels, *options_.device, name, {}, rowCall_ ? &prologue : nullptr))) {
+      mlir::LogicalResult refused =
+          giveUp(rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
+                          : "the generated matmul kernel does not take this product");
+      if (!prologueFailure.empty())
+        why += ": " + prologueFailure;
+      return refused;
+    }
+    if (!epilogueFailure.empty())
+      return call.emitError() << "matmul fusion @" << graph_.function().getName()
+                              << ": its epilogue could not be emitted: " << epilogueFailure;
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << name << ": matmul emitter, "
+                    << (hasEpilogue ? "epilogue of " + std::to_string(graph_.nodes().size() - 1) + " ops in registers"
+                                    : std::string("no epilogue"))
+                    << (accumulate ? ", accumulating into C" : "")
+                    << (rowCall_ ? ", A's row computed by every block from @" + rowGraph_->function().getName().str() +
+                                       " (one launch: skinnyIsOneLaunch)"
+                                 : std::string())
+                    << "\n");
+    call.erase();
+    if (rowCall_)
+      rowCall_.erase();
+    return mlir::success();
+  }
+
+private:
+  const FusionGraph *rowGraph_ = nullptr;
+  mlir::func::CallOp rowCall_;
+
+  // The fusion's arguments the epilogue reads: what the ops after the
+  // matmul take as inputs or read of their outputs' old values (through any
+  // views) where no op of the fusion produced it, and C's old value when the
+  // matmul adds to it.
+  llvm::SmallVector<mlir::BlockArgument> argumentsReadByEpilogue(int matmul, bool startsFromZero) const {
+    llvm::SetVector<mlir::BlockArgument> read;
+    mlir::Block &entry = graph_.function().front();
+    auto note = [&](mlir::Value value) {
+      auto argument = mlir::dyn_cast<mlir::BlockArgument>(rootBuffer(value));
+      if (argument && argument.getOwner() == &entry)
+        read.insert(argument);
+    };
+    const FusionNode &product = graph_.node(matmul);
+    for (const FusionNode &node : graph_.nodes()) {
+      if (node.order == matmul || node.order == product.initProducer)
+        continue;
+      // What a node of the fusion produced is not read from memory.
+      for (auto [input, producer] : llvm::zip(node.op.getDpsInputOperands(), node.inputProducers))
+        if (producer < 0)
+          note(input->get());
+      if (node.initProducer < 0)
+        for (mlir::OpOperand &init : node.op.getDpsInitsMutable())
+          if (!node.op.getMatchingBlockArgument(&init).use_empty())
+            note(init.get());
+    }
+    if (!startsFromZero)
+      note(product.op.getDpsInits()[0]);
+    return llvm::SmallVector<mlir::BlockArgument>(read.begin(), read.end());
+  }
+};
+
+} // namespace
+
+std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const EmitterOptions &options) {
+  return std::make_unique<MatmulEmitter>(graph, options);
+}
+
+mlir::LogicalResult emitMatmulWithRowPrologue(const FusionGraph &matmul, mlir::func::CallOp call,
+                                              const FusionGraph &row, mlir::func::CallOp rowCall,
+                                              const EmitterOptions &options, KernelFactory &kernels, std::string &why) {
+  MatmulEmitter emitter(matmul, options);
+  emitter.setRowProducer(&row, rowCall);
+  // A refusal here is not an error: the two fusions are then emitted apart.
+  mlir::ScopedDiagnosticHandler quiet(call.getContext(), [&](mlir::Diagnostic &diagnostic) {
+    why = diagnostic.str();
+    return mlir::success();
+  });
+  return emitter.emit(call, kernels, why);
+}
+
+} // namespace mlpipe::emitters

@@ -1,0 +1,65 @@
+//===- fusion/Passes.td ---------------------------------------------===//
+//
+// mlpipe's fusion passes: fuse: partitioning linalg on tensors into fusions around one hero. Each with its summary, a
+// before/after description, its options and the dialects it creates.
+// mlir-tblgen turns this file into fusion/Passes.h.inc; each pass file
+// includes its GEN_PASS_DEF_ section, and compiler/'s registration calls
+// registerFusionPasses() so that the text pipelines in pipelines/ and
+// mlpipe-opt can name them like any MLIR pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLPIPE_FUSION_PASSES
+#define MLPIPE_FUSION_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def PartitionFusionsPass : Pass<"mlpipe-partition-fusions", "mlir::ModuleOp"> {
+  let summary = "Group each entry function's linalg ops into fusions around one hero";
+  let description = [{
+    The partitioner of `fuse`. Every entry function's linalg ops (on tensors)
+    are grouped into fusions, each outlined into a private function that
+    records its kind in `mlpipe.fusion` (loop, row_reduction,
+    column_reduction, transpose or matmul) and is named after the front end's
+    scope of its hero (`ln_1_row_reduction`). `outline` later hands each
+    fusion to the emitter its kind names.
+
+    XLA's rule decides who joins whom: an op is emitted with its users when
+    it has one user, or when all its users are in one fusion and read it
+    through the same indexing; otherwise it is its own piece, so no element
+    is ever computed twice. Views (reshapes, slices), fills and empty tensors
+    are copied into every fusion that reads them. Elementwise producers join
+    any fusion but a matmul's; reductions over the same rows share one
+    row_reduction fusion (softmax: max, sum of exp, divide; layer norm: mean,
+    variance, scale and shift); a matmul takes an elementwise epilogue that
+    reads its product element by element (bias add, GELU, residual add) and
+    transposes of its operands, which the matmul emitters read as views.
+
+    ```mlir
+    func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %max = linalg.reduce ins(%x ...) outs(%fill ...) dimensions = [1] (maximumf)
+      %exp = linalg.generic ins(%x, %max ...) { exp(x - max) }
+      %sum = linalg.reduce ins(%exp ...) outs(%fill2 ...) dimensions = [1] (addf)
+      %y = linalg.generic ins(%exp, %sum ...) { exp / sum }
+      return %y
+    }
+    ```
+    becomes
+    ```mlir
+    func.func private @softmax_row_reduction(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32>
+        attributes {mlpipe.fusion = "row_reduction"} {
+      ... the same four ops, with their fills ...
+    }
+    func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %y = call @softmax_row_reduction(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      return %y
+    }
+    ```
+
+    Under `--debug-only=mlpipe-partitioner` it prints why each fusion
+    starts where it does.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
+#endif // MLPIPE_FUSION_PASSES

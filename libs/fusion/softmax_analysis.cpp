@@ -1,0 +1,381 @@
+// The softmax analysis: see softmax_analysis.h.
+#include "fusion/softmax_analysis.h"
+
+#include "fusion/hero_analysis.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
+
+#include <optional>
+
+namespace mlpipe::emitters {
+
+namespace {
+
+using mlir::Value;
+
+// Whether a generic's body is exactly `yield op(args...)`-shaped chain of
+// the given op names, each using the previous result.
+bool bodyIs(mlir::linalg::LinalgOp op, llvm::ArrayRef<llvm::StringRef> names) {
+  mlir::Block *block = op.getBlock();
+  llvm::SmallVector<mlir::Operation *> ops;
+  for (mlir::Operation &inner : block->without_terminator())
+    ops.push_back(&inner);
+  if (ops.size() != names.size())
+    return false;
+  for (auto [inner, name] : llvm::zip(ops, names))
+    if (inner->getName().getStringRef() != name)
+      return false;
+  return block->getTerminator()->getOperand(0) == ops.back()->getResult(0);
+}
+
+bool isIdentity(mlir::linalg::LinalgOp op, mlir::OpOperand *operand) {
+  return op.getMatchingIndexingMap(operand).isIdentity();
+}
+
+// The reduction node's combining op name, if its body is `yield op(in, acc)`.
+llvm::StringRef combinerName(mlir::linalg::LinalgOp op) {
+  mlir::Block *block = op.getBlock();
+  if (block->getOperations().size() != 2)
+    return "";
+  mlir::Operation &combining = block->front();
+  if (combining.getNumOperands() != 2 || !llvm::is_contained(combining.getOperands(), block->getArgument(0)) ||
+      !llvm::is_contained(combining.getOperands(), block->getArguments().back()))
+    return "";
+  return combining.getName().getStringRef();
+}
+
+// Whether `value` (in a linalg body) is the traced causal penalty:
+// select(index(keyDim) - index(queryDim) >= 1, a, 0) * big with a * big at
+// most -1e9, so that exp(penalty + score - m) is exactly 0 in f32 and f64
+// for any score below 1e8 in magnitude.
+bool isCausalPenalty(Value value, unsigned queryDim, unsigned keyDim) {
+  auto scaled = value.getDefiningOp<mlir::arith::MulFOp>();
+  if (!scaled)
+    return false;
+  for (auto [selected, other] :
+       {std::pair(scaled.getLhs(), scaled.getRhs()), std::pair(scaled.getRhs(), scaled.getLhs())}) {
+    auto select = selected.getDefiningOp<mlir::arith::SelectOp>();
+    mlir::FloatAttr big, whenAfter, otherwise;
+    if (!select || !mlir::matchPattern(other, mlir::m_Constant(&big)) ||
+        !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&whenAfter)) ||
+        !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+        whenAfter.getValueAsDouble() * big.getValueAsDouble() > -1e9)
+      continue;
+    auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+    llvm::APInt one;
+    if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sge ||
+        !mlir::matchPattern(cmp.getRhs(), mlir::m_ConstantInt(&one)) || one != 1)
+      continue;
+    auto sub = cmp.getLhs().getDefiningOp<mlir::arith::SubIOp>();
+    if (!sub)
+      continue;
+    auto key = sub.getLhs().getDefiningOp<mlir::linalg::IndexOp>();
+    auto query = sub.getRhs().getDefiningOp<mlir::linalg::IndexOp>();
+    if (key && query && key.getDim() == keyDim && query.getDim() == queryDim)
+      return true;
+  }
+  return false;
+}
+
+// The prologue's result as `something + term`: the terms added (either
+// order), or none.
+llvm::SmallVector<Value, 2> addedTerms(mlir::linalg::LinalgOp op) {
+  auto add = op.getBlock()->getTerminator()->getOperand(0).getDefiningOp<mlir::arith::AddFOp>();
+  if (!add)
+    return {};
+  return {add.getLhs(), add.getRhs()};
+}
+
+// Whether the prologue adds the causal penalty computed in its own body
+// (sublayer mode traces it there).
+bool isCausalMask(mlir::linalg::LinalgOp prologue) {
+  for (Value term : addedTerms(prologue))
+    if (isCausalPenalty(term, 1, 2))
+      return true;
+  return false;
+}
+
+} // namespace
+
+mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why, bool &looksLikeSoftmax) {
+  Softmax s;
+  llvm::SmallVector<int> reductions = graph.reductions();
+  if (reductions.size() != 2)
+    return why = "the softmax fusion does not hold two reductions", mlir::failure();
+  s.max = reductions[0];
+  s.sum = reductions[1];
+  for (int r : reductions) {
+    mlir::linalg::LinalgOp op = graph.node(r).op;
+    if (heroRole(op) != HeroRole::RowReduction || op.getNumLoops() != 3 || op.getNumReductionLoops() != 1 ||
+        !mlir::isa<mlir::linalg::ReduceOp>(op.getOperation()))
+      return why = "a softmax reduction that is not over the last axis", mlir::failure();
+  }
+  llvm::StringRef maxOp = combinerName(graph.node(s.max).op);
+  if (maxOp != "arith.maximumf" && maxOp != "arith.maxnumf")
+    return why = "the first reduction is not a max", mlir::failure();
+  int maxInit = graph.node(s.max).initProducer;
+  auto maxFill = maxInit < 0 ? mlir::linalg::FillOp()
+                             : mlir::dyn_cast<mlir::linalg::FillOp>(graph.node(maxInit).op.getOperation());
+  if (!maxFill || !mlir::matchPattern(maxFill.getInputs()[0], mlir::m_Constant()))
+    return why = "the max does not start from a constant", mlir::failure();
+  // From here on it looks like a softmax: a reason is worth reporting.
+  looksLikeSoftmax = true;
+  if (combinerName(graph.node(s.sum).op) != "arith.addf" || !isZeroFillNode(graph, graph.node(s.sum).initProducer))
+    return why = "the second reduction is not a sum from zero", mlir::failure();
+  s.prologue = graph.node(s.max).inputProducers[0];
+  s.exp = graph.node(s.sum).inputProducers[0];
+  if (s.prologue < 0 || s.exp < 0)
+    return why = "a softmax reduction of an argument", mlir::failure();
+  // The prologue: elementwise over (head, query, key), reading the scores
+  // argument at the same index (and possibly other arguments: a mask).
+  mlir::linalg::LinalgOp prologue = graph.node(s.prologue).op;
+  if (prologue.getNumReductionLoops() != 0 || !isIdentity(prologue, prologue.getDpsInitOperand(0)) ||
+      FusionGraph::readsMemrefInBody(prologue))
+    return why = "the softmax prologue is not elementwise", mlir::failure();
+  int scoresFound = 0;
+  mlir::Block &entry = graph.function().front();
+  for (auto [position, operand] : llvm::enumerate(prologue.getDpsInputOperands())) {
+    if (graph.node(s.prologue).inputProducers[position] != -1)
+      return why = "the softmax prologue reads a value computed in the fusion", mlir::failure();
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(operand->get());
+    if (!mlir::isa<mlir::MemRefType>(operand->get().getType()))
+      continue;
+    if (!argument || argument.getOwner() != &entry)
+      return why = "the softmax prologue reads through a view", mlir::failure();
+    if (isIdentity(prologue, operand) &&
+        mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape) {
+      s.scoresInput = position;
+      ++scoresFound;
+    } else if (!llvm::is_contained(s.extraArguments, argument.getArgNumber())) {
+      s.extraArguments.push_back(argument.getArgNumber());
+    }
+  }
+  if (scoresFound != 1)
+    return why = "the softmax prologue does not read one [heads, T, T] argument as it is", mlir::failure();
+  // Arguments the fusion reads outside its linalg ops (a run-time position
+  // loaded once, that the prologue's mask compares keys with): the kernel
+  // takes them too.
+  unsigned scoresArgument =
+      mlir::cast<mlir::BlockArgument>(prologue.getDpsInputOperand(s.scoresInput)->get()).getArgNumber();
+  for (mlir::BlockArgument argument : entry.getArguments()) {
+    unsigned number = argument.getArgNumber();
+    if (number == scoresArgument || llvm::is_contained(s.extraArguments, number) ||
+        !mlir::isa<mlir::MemRefType>(argument.getType()) ||
+        llvm::any_of(graph.outputs(), [&](const FusionGraph::Output &output) { return output.argument == number; }))
+      continue;
+    if (llvm::any_of(argument.getUsers(), [](mlir::Operation *user) { return mlir::isa<mlir::memref::LoadOp>(user); }))
+      s.extraArguments.push_back(number);
+  }
+  if (!isIdentity(graph.node(s.max).op, graph.node(s.max).op.getDpsInputOperand(0)))
+    return why = "the max reads the prologue through a view", mlir::failure();
+  // exp(x - max)
+  auto checkEpilogue = [&](int node, int first, int second, llvm::ArrayRef<llvm::StringRef> body) {
+    mlir::linalg::LinalgOp op = graph.node(node).op;
+    if (op.getNumReductionLoops() != 0 || op.getNumDpsInputs() != 2 || graph.node(node).inputProducers[0] != first ||
+        graph.node(node).inputProducers[1] != second || !isIdentity(op, op.getDpsInputOperand(0)) ||
+        !isIdentity(op, op.getDpsInitOperand(0)) || !bodyIs(op, body))
+      return false;
+    mlir::Block *block = op.getBlock();
+    mlir::Operation &head = block->front();
+    return head.getOperand(0) == block->getArgument(0) && head.getOperand(1) == block->getArgument(1) &&
+           op.getMatchingIndexingMap(op.getDpsInputOperand(1)) ==
+               mlir::AffineMap::getMultiDimIdentityMap(3, op.getContext()).getMajorSubMap(2);
+  };
+  if (!checkEpilogue(s.exp, s.prologue, s.max, {"arith.subf", "math.exp"}))
+    return why = "the softmax's exponential is not exp(x - max)", mlir::failure();
+  if (graph.outputs().size() != 1)
+    return why = "the softmax fusion has several outputs", mlir::failure();
+  s.divide = graph.outputs().front().node;
+  if (!checkEpilogue(s.divide, s.exp, s.sum, {"arith.divf"}))
+    return why = "the softmax's output is not exp(x - max) / sum", mlir::failure();
+  // Nothing else but the fills.
+  for (const FusionNode &node : graph.nodes())
+    if (!llvm::is_contained({s.prologue, s.max, s.exp, s.sum, s.divide}, node.order) &&
+        !mlir::isa<mlir::linalg::FillOp>(node.op.getOperation()))
+      return why = "the softmax fusion holds other ops", mlir::failure();
+  s.causal = isCausalMask(prologue);
+  return s;
+}
+
+namespace {
+
+// The one fusion call that writes host buffer `buffer`, before `reader`
+// and in its block, with `buffer` a host allocation nothing else writes;
+// its graph and the node of the output it writes there. Null otherwise.
+struct SoleWriter {
+  mlir::func::CallOp call;
+  mutable mlir::func::FuncOp callee; // (op handles are used through const writers)
+  std::optional<FusionGraph> graph;
+  int node = -1;
+  unsigned argument = 0;
+};
+SoleWriter soleWriterBefore(Value buffer, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter found;
+  if (!buffer.getDefiningOp<mlir::memref::AllocOp>())
+    return {};
+  for (mlir::Operation *user : buffer.getUsers()) {
+    // (A launch made of a fusion reads the mask as an argument only.)
+    if (mlir::isa<mlir::memref::DeallocOp, mlir::gpu::LaunchFuncOp>(user))
+      continue;
+    auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
+    if (!call)
+      return {};
+    auto callee = symbols.lookup<mlir::func::FuncOp>(call.getCallee());
+    std::string ignored;
+    auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
+    if (mlir::failed(graph))
+      return {};
+    for (const FusionGraph::Output &output : graph->outputs()) {
+      if (call.getOperand(output.argument) != buffer)
+        continue;
+      if (found.call)
+        return {};
+      found.call = call;
+      found.callee = callee;
+      found.node = output.node;
+      found.argument = output.argument;
+    }
+    if (found.call == call)
+      found.graph = std::move(*graph);
+  }
+  if (!found.call || found.call->getBlock() != reader->getBlock() || !found.call->isBeforeInBlock(reader))
+    return {};
+  return found;
+}
+
+// The writer's one op, when it computes the whole output from its indices
+// alone (no inputs) over `loops` loops.
+mlir::linalg::LinalgOp indexOnlyOp(const SoleWriter &writer, unsigned loops) {
+  if (!writer.call || writer.graph->nodes().size() != 1)
+    return {};
+  mlir::linalg::LinalgOp op = writer.graph->node(writer.node).op;
+  if (op.getNumDpsInputs() != 0 || op.getNumLoops() != loops ||
+      op.getDpsInits()[0] != writer.callee.getArgument(writer.argument) || !isIdentity(op, op.getDpsInitOperand(0)))
+    return {};
+  return op;
+}
+
+} // namespace
+
+mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter writer = soleWriterBefore(mask, reader, symbols);
+  mlir::linalg::LinalgOp op = indexOnlyOp(writer, 2);
+  if (!op || !isCausalPenalty(op.getBlock()->getTerminator()->getOperand(0), 0, 1))
+    return {};
+  return writer.callee;
+}
+
+namespace {
+
+// The fusion argument p is loaded from, where `value` (in a linalg body)
+// is select(index(keyDim) > p, big, 0) with big at most -1e9 and p the
+// index_cast of a scalar loaded from an argument of the fusion `fusion`.
+mlir::BlockArgument comparedPosition(Value value, unsigned keyDim, mlir::func::FuncOp fusion) {
+  auto select = value.getDefiningOp<mlir::arith::SelectOp>();
+  mlir::FloatAttr big, otherwise;
+  if (!select || !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&big)) ||
+      !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+      big.getValueAsDouble() > -1e9)
+    return {};
+  auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+  if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sgt)
+    return {};
+  auto key = cmp.getLhs().getDefiningOp<mlir::linalg::IndexOp>();
+  auto cast = cmp.getRhs().getDefiningOp<mlir::arith::IndexCastOp>();
+  auto load = cast ? cast.getIn().getDefiningOp<mlir::memref::LoadOp>() : mlir::memref::LoadOp();
+  auto argument = load ? mlir::dyn_cast<mlir::BlockArgument>(load.getMemref()) : mlir::BlockArgument();
+  if (!key || key.getDim() != keyDim || !load || !load.getIndices().empty() || !argument ||
+      argument.getOwner() != &fusion.getBody().front())
+    return {};
+  return argument;
+}
+
+// A mask over keys written by a fusion before `reader`: the host value of
+// the position it compares keys with, or null.
+Value positionMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter writer = soleWriterBefore(mask, reader, symbols);
+  mlir::linalg::LinalgOp op = indexOnlyOp(writer, 1);
+  if (!op)
+    return {};
+  mlir::BlockArgument argument = comparedPosition(op.getBlock()->getTerminator()->getOperand(0), 0, writer.callee);
+  return argument ? hostInput(writer.call.getOperand(argument.getArgNumber()), reader) : Value();
+}
+
+} // namespace
+
+Value hostInput(Value value, mlir::func::CallOp call) {
+  auto argument = mlir::dyn_cast<mlir::BlockArgument>(value);
+  auto host = call->getParentOfType<mlir::func::FuncOp>();
+  auto inputs = host ? host->getAttrOfType<mlir::ArrayAttr>("mlpipe.inputs") : nullptr;
+  if (!argument || !inputs || argument.getOwner() != &host.getBody().front() ||
+      argument.getArgNumber() >= inputs.size())
+    return {};
+  auto input = mlir::dyn_cast<mlir::DictionaryAttr>(inputs[argument.getArgNumber()]);
+  if (!input || input.contains("inout"))
+    return {};
+  return value;
+}
+
+Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                      mlir::SymbolTable &symbols) {
+  mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
+  mlir::MLIRContext *context = prologue.getContext();
+  mlir::AffineMap keyOnly = mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(2, context)}, context);
+  for (Value term : addedTerms(prologue)) {
+    // Computed in the prologue (sublayer mode).
+    if (mlir::BlockArgument argument = comparedPosition(term, 2, graph.function()))
+      if (Value position = hostInput(call.getOperand(argument.getArgNumber()), call))
+        return position;
+    // Read from a mask over the keys (fused mode).
+    auto read = mlir::dyn_cast<mlir::BlockArgument>(term);
+    if (!read || read.getOwner() != prologue.getBlock())
+      continue;
+    mlir::OpOperand *input = prologue.getMatchingOpOperand(read);
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+    if (argument && argument.getOwner() == &graph.function().getBody().front() &&
+        prologue.getMatchingIndexingMap(input) == keyOnly)
+      if (Value position = positionMaskSource(call.getOperand(argument.getArgNumber()), call, symbols))
+        return position;
+  }
+  return {};
+}
+
+int matchCausalMaskInput(Softmax &softmax, const FusionGraph &graph,
+                         llvm::function_ref<bool(unsigned argument)> holdsCausalMask) {
+  mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
+  unsigned scoresArgument =
+      mlir::cast<mlir::BlockArgument>(prologue.getDpsInputOperand(softmax.scoresInput)->get()).getArgNumber();
+  llvm::SmallVector<Value, 2> terms = addedTerms(prologue);
+  mlir::MLIRContext *context = prologue.getContext();
+  mlir::AffineMap queryKey =
+      mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(1, context), mlir::getAffineDimExpr(2, context)}, context);
+  for (mlir::OpOperand *input : prologue.getDpsInputOperands()) {
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+    if (!argument || argument.getOwner() != &graph.function().front() || argument.getArgNumber() == scoresArgument ||
+        !llvm::is_contained(terms, prologue.getMatchingBlockArgument(input)) ||
+        prologue.getMatchingIndexingMap(input) != queryKey || !holdsCausalMask(argument.getArgNumber()))
+      continue;
+    softmax.causal = true;
+    softmax.maskInput = static_cast<int>(input->getOperandNumber());
+    softmax.maskArgument = static_cast<int>(argument.getArgNumber());
+    llvm::erase(softmax.extraArguments, argument.getArgNumber());
+    return softmax.maskArgument;
+  }
+  return -1;
+}
+
+mlir::func::FuncOp matchCausalMaskWriter(Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                                         mlir::SymbolTable &symbols) {
+  mlir::func::FuncOp writer;
+  matchCausalMaskInput(softmax, graph, [&](unsigned argument) {
+    writer = causalMaskWriter(call.getOperand(argument), call, symbols);
+    return static_cast<bool>(writer);
+  });
+  return writer;
+}
+
+} // namespace mlpipe::emitters

@@ -1,0 +1,208 @@
+//===- matmul/Passes.td ---------------------------------------------===//
+//
+// mlpipe's matmul passes: the paths a matmul takes: cuBLAS(Lt) calls, the generated kernel, BLAS on the CPU, and the operand views they read. Each with its summary, a
+// before/after description, its options and the dialects it creates.
+// mlir-tblgen turns this file into matmul/Passes.h.inc; each pass file
+// includes its GEN_PASS_DEF_ section, and compiler/'s registration calls
+// registerMatmulPasses() so that the text pipelines in pipelines/ and
+// mlpipe-opt can name them like any MLIR pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLPIPE_MATMUL_PASSES
+#define MLPIPE_MATMUL_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def TransposedOperandViewsPass : Pass<"mlpipe-transposed-operand-views", "mlir::func::FuncOp"> {
+  let summary = "Read matmul operands that are transposed copies through transposed views";
+  let description = [{
+    A matmul operand that is a transposed copy reads the original through a
+    transposed view instead; the copy goes.
+
+    ```mlir
+    %kT = memref.alloc() : memref<2x64x64xf32>
+    linalg.transpose ins(%k : memref<64x2x64xf32, strided<...>>) outs(%kT : ...) permutation = [1, 2, 0]
+    linalg.batch_matmul ins(%q, %kT : ...) outs(%s : ...)
+    memref.dealloc %kT : memref<2x64x64xf32>
+    ```
+    becomes
+    ```mlir
+    %kT = memref.transpose %k (d0, d1, d2) -> (d1, d2, d0) : ... to memref<2x64x64xf32, strided<...>>
+    linalg.batch_matmul ins(%q, %kT : ...) outs(%s : ...)
+    ```
+
+    The matmul kernels take fully strided operands, so the view costs nothing
+    but uncoalesced reads, while the copy cost a kernel and a buffer. It is
+    done only when the copy is read by nothing but matmul inputs, no op
+    between the copy and the last matmul writes to or frees the memory viewed,
+    and any later reuse of the copy's buffer starts by overwriting all of it.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
+def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
+  let summary = "Replace GPU matmuls with calls of the runtime's cuBLAS GEMM, folding the epilogues cuBLASLt computes";
+  let description = [{
+    Every f32 or f64 linalg.matmul and linalg.batch_matmul on memrefs whose
+    operands cuBLAS can read in place becomes a call of the runtime's GEMM
+    entry, @mlpipeGemm (runtime/gemm_abi.h): cuBLASLt for f32, cublasDgemm
+    for f64. The operand-layout matcher is mlpipe-blas-matmuls' (one
+    place): a transposed view becomes a transpose flag, a slice a leading
+    dimension, a batch a batch stride; nothing is copied. The zero fill
+    before a matmul becomes beta = 0; without one, beta = 1 adds C.
+
+    A matmul fusion (a function with mlpipe.fusion = "matmul", as fuse's
+    partitioner makes them) is replaced at each call site:
+
+    ```mlir
+    func.func private @c_attn_matmul(%x: memref<16x768xf32>, %w: memref<768x2304xf32>,
+        %b: memref<2304xf32>, %y: memref<16x2304xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
+      linalg.fill ins(%zero : f32) outs(%y : memref<16x2304xf32>)
+      linalg.matmul ins(%x, %w : ...) outs(%y : memref<16x2304xf32>)
+      linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d1), (d0, d1) -> (d0, d1)], ...}
+          ins(%y, %b : ...) outs(%y : ...) { %s = arith.addf %in, %bias : f32 ... }
+      return
+    }
+    ... call @c_attn_matmul(%x, %w, %b, %out) : (...) -> ()
+    ```
+    becomes (pointer arithmetic abbreviated)
+    ```mlir
+    // element, compute, transpose A, transpose B, batch, m, n, k, alpha,
+    // A, lda, stride A, B, ldb, stride B, beta, C, ldc, stride C, D, ldd, stride D, epilogue, bias
+    call @mlpipeGemm(%f32, %exact, %false, %false, %c1, %c16, %c2304, %c768, %one,
+                     %px, %c768, %c0, %pw, %c2304, %c0, %zero, %null, %c0, %c0,
+                     %pout, %c2304, %c0, %bias_epilogue, %pb)
+    ```
+    and @c_attn_matmul goes once no call is left.
+
+    The epilogue that follows the matmul (elementwise ops reading the product
+    through the identity map) folds into the GEMM as far as cuBLASLt
+    computes it the same way (gemm_epilogue.h): D = act(alpha (A B) +
+    residual + bias), with a per-column bias (BIAS), a matrix shaped like D
+    added as beta C with C apart from D, a constant scale as alpha, and
+    GELU's tanh form (GELU, GPT-2's gelu_new; cuBLASLt's GELU is the tanh
+    approximation). Folding is for f32; f64's DGEMM takes no epilogue. The
+    first op that does not fold stops it: in a fusion, what is left becomes
+    a new function with mlpipe.fusion = "loop", called right after the GEMM
+    with the GEMM's output among its arguments; around a bare matmul it
+    stays where it is. A matmul cuBLAS cannot read in place (a layout with
+    no unit stride, an integer type, an empty dimension) is left to the
+    generated kernel's pass, which runs next.
+
+    With enabled=false the pass changes nothing (outline's --matmul
+    generated); precision=tf32 lets f32 GEMMs round A and B to TF32 on tensor
+    cores (outline's --precision tf32), which is off by default.
+    `--debug-only=mlpipe-emitters` prints each GEMM and why an epilogue
+    stopped folding.
+  }];
+  let options = [
+    Option<"enabled", "enabled", "bool", /*default=*/"true",
+           "Replace matmuls (false leaves every one to the generated kernel)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "f32 (computed in f32, no TF32) or tf32 (opt-in: A and B rounded to TF32)">,
+    Option<"skinnyRows", "skinny-rows", "int64_t", /*default=*/"-1",
+           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel where it takes them in one launch (-1: kGeneratedSkinnyMaxRows, 1; 0: none)">,
+  ];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
+  let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated register-tiled GPU kernel";
+  let description = [{
+    Every floating-point linalg.matmul and linalg.batch_matmul on memrefs in
+    a host function becomes a launch of a kernel built for its shapes and
+    operand layouts (emitters/matmul_kernel.h). A zero linalg.fill of C right
+    before the matmul is folded into it: the kernel then writes C rather than
+    adding to it.
+
+    ```mlir
+    linalg.fill ins(%zero : f32) outs(%c : memref<1024x3072xf32>)
+    linalg.matmul ins(%a, %b : memref<1024x768xf32>, memref<768x3072xf32>) outs(%c : memref<1024x3072xf32>)
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @f_matmul::@f_matmul blocks in (%c8, %c48, %c1) threads in (%c256, %c1, %c1)
+        args(%a : memref<1024x768xf32>, %b : memref<768x3072xf32>, %c : memref<1024x3072xf32>)
+    gpu.module @f_matmul {
+      gpu.func @f_matmul(%a: memref<1024x768xf32>, %b: ..., %c: ...)
+          workgroup(%sa : memref<2x8x132xf32, #gpu.address_space<workgroup>>,
+                    %sb : memref<2x8x68xf32, #gpu.address_space<workgroup>>)
+          kernel attributes {known_block_size = array<i32: 256, 1, 1>, mlpipe.bytes = ..., mlpipe.flops = ...} {
+        ... tile 0 -> stage 0, gpu.barrier
+        scf.for %step = ... iter_args(%acc0 = ..., ... %acc15 = ...) -> (vector<4xf32>, ...) {
+          vector.load %a[...] {alignment = 16}          (tile step+1, into registers)
+          vector.load %sa[%stage, ...] {alignment = 16} (fragments; 8 K rows unrolled)
+          vector.fma ...
+          memref.store / vector.store ... %sa[%other, ...] (tile step+1 into the other stage)
+          gpu.barrier
+          scf.yield ...
+        }
+        vector.store ... %c[...]                        (masked at the edges)
+      }
+    }
+    ```
+
+    The tiled kernel: each block computes a tile of C (128x128 for large
+    products, 128x64 or 64x64 where that fills the SMs better, 32x128 or
+    16x128 for few rows; 64x64 for f64), each thread an 8x8, 8x4 or 4x4
+    register tile from 128-bit loads of double-buffered shared K-slices, one
+    gpu.barrier per K step. Global reads go along the contiguous axis of each
+    operand (a transposed view is read along K), as 128-bit vectors where the
+    layout keeps them aligned. Products whose grid would leave SMs idle are
+    split along K (partial products added atomically). Products with at most
+    64 rows whose B rows are contiguous take the skinny form, which streams B
+    once. `--debug-only=mlpipe-emitters` prints each choice; the options
+    below override them.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU whose device description the heuristics read">,
+    Option<"form", "form", "std::string", /*default=*/"\"auto\"",
+           "auto, tiled (the register-tiled kernel) or skinny (the bandwidth-bound form for small M)">,
+    ListOption<"blockTile", "block-tile", "int64_t",
+               "The tiled kernel's block tile M,N,K (default: chosen per product)">,
+    ListOption<"threadTile", "thread-tile", "int64_t",
+               "Each thread's register tile M,N, 4 or 8 each (default: chosen with the block tile; with a forced block tile 8x8, 4x4 for f64)">,
+    Option<"splitK", "split-k", "int64_t", /*default=*/"0",
+           "Slices K is split into across blocks (0: chosen per product, 1: none)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Widest global load or store, in elements (0: 128 bits)">,
+    Option<"testEpilogueKind", "test-epilogue", "std::string", /*default=*/"\"\"",
+           "For tests: give every matmul an epilogue (bias-gelu-residual: "
+           "gelu_tanh(A B + bias[col]) + residual, from the arguments named bias and residual)",
+           "llvm::cl::Hidden">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+}
+
+def BlasMatmulsPass : Pass<"mlpipe-blas-matmuls", "mlir::ModuleOp"> {
+  let summary = "Replace CPU matmuls with cblas_?gemm calls";
+  let description = [{
+    On the CPU, floating-point linalg.matmul and linalg.batch_matmul become
+    cblas_sgemm / cblas_dgemm calls wherever the operand layouts allow it; the
+    rest stay linalg and become loops.
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<64x128xf32>, memref<128x96xf32>) outs(%c : memref<64x96xf32>)
+    ```
+    becomes (pointer arithmetic abbreviated)
+    ```mlir
+    %pa = <aligned pointer of %a + its offset> : !llvm.ptr   (the same for %b and %c)
+    func.call @cblas_sgemm(%rowMajor, %noTrans, %noTrans, %c64, %c96, %c128, %one, %pa, %c128,
+                           %pb, %c96, %one, %pc, %c96) : (...) -> ()
+    ```
+
+    BLAS takes each matrix as row-major or transposed with a leading
+    dimension, so an operand qualifies when one of its two strides is 1 and
+    the other at least the row length (a transposed view is read with
+    CblasTrans, no copy). C must be row-major. beta = 1 keeps linalg's
+    C += A B. A batched matmul is a loop of calls stepping each pointer by its
+    batch stride.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::scf::SCFDialect", "mlir::func::FuncDialect"];
+}
+
+#endif // MLPIPE_MATMUL_PASSES

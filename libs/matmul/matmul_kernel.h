@@ -1,0 +1,115 @@
+// The generated matmul kernel (`--matmul generated`): C = epilogue(A·B [+ C])
+// as a register-tiled GPU kernel built with builders.
+//
+//   MatmulOperands operands{a, b, c};        // host-side memrefs, rank 2 or 3 (batch first)
+//   emitGeneratedMatmul(host, loc, operands, /*accumulate=*/false, nullptr, kernels, device, "c_fc_matmul");
+//
+// Shapes are static; operands may be strided views (a transposed weight is
+// read in place). Each thread block computes a tile of C, each thread a small
+// register tile of it; K-slices of A and B are staged through double-buffered
+// workgroup memory with 128-bit loads where the layout allows. Every edge
+// size is handled without out-of-bounds access. Skinny products (M small, as
+// in GPT-2 decoding) take a bandwidth-bound form that streams B once. The
+// choices read the device description and are printed under
+// --debug-only=mlpipe-emitters.
+#pragma once
+
+#include "codegen/device_description.h"
+#include "codegen/kernel_factory.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <array>
+#include <functional>
+#include <string>
+
+namespace mlpipe::emitters {
+
+struct MatmulOperands {
+  mlir::Value a; // [M, K] or [B, M, K]
+  mlir::Value b; // [K, N] or [B, K, N]
+  mlir::Value c; // [M, N] or [B, M, N]: the output (and, when accumulating, an input)
+};
+
+// What happens to each element of A·B before it is stored into C. The
+// emitter of a matmul fusion builds it from the fusion's elementwise
+// epilogue (a bias add, GELU, a residual add).
+struct MatmulEpilogue {
+  // Host-side buffers the epilogue reads; they become extra kernel arguments.
+  llvm::SmallVector<mlir::Value> hostOperands;
+  // Builds, inside the kernel, the value to store at `index` ((batch,) row,
+  // column; index-typed values) from the accumulated `product`;
+  // `kernelOperands` are the kernel's values of hostOperands.
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands, mlir::ValueRange index,
+                            mlir::Value product)>
+      apply;
+};
+
+// A's one row computed inside the kernel instead of read from memory (a
+// decode step's layer norm, computed by every block of the GEMV that reads
+// its output): only for a product the skinny form computes in one launch
+// (skinnyIsOneLaunch), whose block stages A's whole row in shared memory.
+struct MatmulRowPrologue {
+  // Host-side buffers the prologue reads; extra kernel arguments after the
+  // epilogue's.
+  llvm::SmallVector<mlir::Value> hostOperands;
+  // Elements of workgroup memory (A's element type) it needs.
+  int64_t slots = 0;
+  // Builds the row inside the kernel, whose block has `threads` threads;
+  // `kernelOperands` are the kernel's values of hostOperands. It hands
+  // `store` the row's elements k, k+1, ... (index-typed k) as it computes
+  // them, each exactly once.
+  std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands,
+                                    mlir::Value slots, int64_t threads,
+                                    const std::function<void(mlir::Value k, llvm::ArrayRef<mlir::Value>)> &store)>
+      build;
+};
+
+// Overrides of the emitter's choices, for experiments and tests (the pass
+// mlpipe-generated-matmuls exposes them as options). Zero, or "auto", leaves
+// the choice to the heuristics.
+struct GeneratedMatmulOptions {
+  // "tiled" (the register-tiled kernel), "skinny" (the bandwidth-bound form
+  // for small M; refused where B's rows are not contiguous) or "auto".
+  std::string form = "auto";
+  // The tiled kernel's block tile (M, N, K) and each thread's register tile
+  // (M, N; multiples of 4, at most 8).
+  std::array<int64_t, 3> blockTile = {0, 0, 0};
+  std::array<int64_t, 2> threadTile = {0, 0};
+  // Number of slices K is split into across the grid (1: none).
+  int64_t splitK = 0;
+  // The widest global load or store, in elements (0: 128 bits).
+  int64_t vectorWidth = 0;
+};
+
+// Builds the kernel (through `kernels`, named `name`) and launches it at the
+// host builder's insertion point. With `accumulate`, C's old value is added
+// to the product before the epilogue (linalg's C += A·B); otherwise C is
+// only written. Fails (with a diagnostic at `loc`) for shapes or types it
+// does not handle.
+//
+// Where the product is split along K across thread blocks (split-K, chosen
+// when the grid would not fill the GPU otherwise), the partial products are
+// added into C atomically: C is zeroed first by a small kernel unless
+// accumulating, and an epilogue runs afterwards as an elementwise kernel over
+// C. An epilogue operand that may alias C (same root buffer) turns split-K
+// off, since that kernel would read the product where it expects the operand.
+// Every launch (zero, product, epilogue) goes to the host builder's
+// insertion point in that order.
+// Whether the generated kernel computes an unbatched product of `m` rows
+// and depth `k` (B read row by row) in one launch without splitting K: its
+// one-row skinny form, whose row of A fits one staged slice. Such a kernel
+// adds in a fixed order (no atomics), so its results are the same bits run
+// after run.
+bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
+
+// With a `prologue`, A is not read: the product must be one the skinny form
+// computes in one launch (the caller checks skinnyIsOneLaunch), else it
+// fails.
+mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
+                                        bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
+                                        const DeviceDescription &device, const std::string &name,
+                                        const GeneratedMatmulOptions &options = {},
+                                        const MatmulRowPrologue *prologue = nullptr);
+
+} // namespace mlpipe::emitters

@@ -1,0 +1,332 @@
+//===- transforms/Passes.td ---------------------------------------------===//
+//
+// mlpipe's transforms passes: the host, buffer and kernel passes around the emitters: bufferization helpers, the buffer plan, kernel merging, costs, launch order and assembly. Each with its summary, a
+// before/after description, its options and the dialects it creates.
+// mlir-tblgen turns this file into transforms/Passes.h.inc; each pass file
+// includes its GEN_PASS_DEF_ section, and compiler/'s registration calls
+// registerTransformsPasses() so that the text pipelines in pipelines/ and
+// mlpipe-opt can name them like any MLIR pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLPIPE_TRANSFORMS_PASSES
+#define MLPIPE_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FillPerUsePass : Pass<"mlpipe-fill-per-use", "mlir::func::FuncOp"> {
+  let summary = "Give every use of a tensor linalg.fill its own fill";
+  let description = [{
+    cse merges equal fills, so two matmuls of one shape end up accumulating
+    into one zero-filled tensor; bufferization must then copy it for the first
+    matmul to keep it for the second. Refilling is cheaper than copying:
+
+    ```mlir
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x64x64xf32>) -> tensor<2x64x64xf32>
+    %a = linalg.batch_matmul ins(...) outs(%z : ...)
+    %b = linalg.batch_matmul ins(...) outs(%z : ...)
+    ```
+    becomes
+    ```mlir
+    %z = linalg.fill ins(%zero : f32) outs(%e : ...) -> ...
+    %a = linalg.batch_matmul ins(...) outs(%z : ...)
+    %z2 = linalg.fill ins(%zero : f32) outs(%e : ...) -> ...
+    %b = linalg.batch_matmul ins(...) outs(%z2 : ...)
+    ```
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
+def DropInoutResultsPass : Pass<"mlpipe-drop-inout-results", "mlir::ModuleOp"> {
+  let summary = "Drop the results that carry an in-out input's in-place update";
+  let description = [{
+    The front end returns the new value of an in-out input (a KV cache the
+    function writes in place) as a result marked `mlpipe.updates`, only so
+    that the writes are not dead code. After one-shot bufferization, such a
+    result must be the input's own buffer — the writes went into the
+    caller's memory — and is dropped; if bufferization had to copy instead,
+    this pass fails, naming the input, rather than lose the update.
+
+    ```mlir
+    func.func @decode(%cache: memref<2x8x4xf32> {mlpipe.name = "kv_cache"}, ...)
+        -> (memref<1x50xf32>, memref<2x8x4xf32> {mlpipe.updates = "kv_cache"}) {
+      ... memref.copy %row, %subview_of_cache ...
+      return %logits, %cache : memref<1x50xf32>, memref<2x8x4xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @decode(%cache: memref<2x8x4xf32> {mlpipe.name = "kv_cache"}, ...) -> memref<1x50xf32> {
+      ... memref.copy %row, %subview_of_cache ...
+      return %logits : memref<1x50xf32>
+    }
+    ```
+  }];
+}
+
+def ElideResultCopiesPass : Pass<"mlpipe-elide-result-copies", "mlir::func::FuncOp"> {
+  let summary = "Write results straight into their out-parameters instead of copying them there";
+  let description = [{
+    After buffer-results-to-out-params, a function whose result came from a
+    call (a fusion) allocates a buffer for the call and copies it into the
+    out-parameter at the end. When nothing else touches the out-parameter,
+    the call writes into it directly and the copy (a kernel, on the GPU)
+    goes:
+
+    ```mlir
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      %alloc = memref.alloc() : memref<64x256xf32>
+      call @gelu_loop(%x, %alloc) : (...) -> ()
+      memref.copy %alloc, %y : memref<64x256xf32> to memref<64x256xf32>
+      memref.dealloc %alloc : memref<64x256xf32>
+      return
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) {
+      call @gelu_loop(%x, %y) : (...) -> ()
+      return
+    }
+    ```
+  }];
+}
+
+def CopiesAsLinalgPass : Pass<"mlpipe-copies-as-linalg", "mlir::func::FuncOp"> {
+  let summary = "Turn memref.copy into linalg.copy";
+  let description = [{
+    memref.copy becomes linalg.copy, so that the kernel pipeline turns copies
+    (bufferization inserts them, e.g. when a result is an input) into GPU
+    kernels instead of host loops.
+
+    ```mlir
+    memref.copy %src, %dst : memref<4x8xf32> to memref<4x8xf32>
+    ```
+    becomes
+    ```mlir
+    linalg.copy ins(%src : memref<4x8xf32>) outs(%dst : memref<4x8xf32>)
+    ```
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
+def BufferPlanPass : Pass<"mlpipe-buffer-plan", "mlir::ModuleOp"> {
+  let summary = "Give every host temporary of an entry function an offset in one arena planned from lifetimes";
+  let description = [{
+    The host's temporaries become views of one arena, a trailing argument of
+    the entry function that the runtime allocates once per compiled module
+    and shape, in device memory, and reuses on every call; no memory is
+    allocated or freed while the function runs. As XLA's buffer assignment
+    does, each temporary's lifetime runs from its allocation to the last use
+    of it or of any view of it (in the order of the function's body), and
+    temporaries whose lifetimes do not overlap share bytes: greedy by size,
+    each at the lowest offset free for its whole lifetime, every offset a
+    multiple of `alignment` (so kernels may use 128-bit vector accesses).
+
+    ```mlir
+    func.func @f(%x: memref<64xf32>, %y: memref<64xf32>) attributes {mlpipe.inputs = [...]} {
+      %a = memref.alloc() : memref<64xf32>
+      gpu.launch_func @k::@k ... args(%x : memref<64xf32>, %a : memref<64xf32>)
+      %b = memref.alloc() : memref<64xf32>
+      gpu.launch_func @k::@k ... args(%a : memref<64xf32>, %b : memref<64xf32>)
+      memref.dealloc %a : memref<64xf32>
+      gpu.launch_func @k::@k ... args(%b : memref<64xf32>, %y : memref<64xf32>)
+      memref.dealloc %b : memref<64xf32>
+      return
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @f(%x: memref<64xf32>, %y: memref<64xf32>, %arena: memref<512xi8> {mlpipe.arena})
+        attributes {mlpipe.arena = {alignment = 256, allocated_at_run_time = 0, buffers = 2, bytes = 512,
+                                    peak_live_bytes = 512, unplanned_bytes = 512}, mlpipe.inputs = [...]} {
+      %c0 = arith.constant 0 : index
+      %a = memref.view %arena[%c0][] : memref<512xi8> to memref<64xf32>
+      ...
+      %c256 = arith.constant 256 : index
+      %b = memref.view %arena[%c256][] : memref<512xi8> to memref<64xf32>
+      ...
+    }
+    ```
+
+    The function attribute `mlpipe.arena` tells the runtime the arena's size
+    (`bytes`; no argument is added when it is 0) and, for `bench`, what
+    separate allocations would take (`unplanned_bytes`) and the most bytes
+    live at once (`peak_live_bytes`, a bound no plan can beat). Temporaries
+    that cannot be planned (in a function that is not an entry, allocated
+    inside a region, dynamically shaped, returned) are allocated in device
+    memory at run time instead, and counted in `allocated_at_run_time`.
+    `--debug-only=mlpipe-buffer-plan` prints every plan.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Every offset in the arena is a multiple of this many bytes">,
+  ];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect", "mlir::gpu::GPUDialect"];
+}
+
+def RecordEntrySignaturePass : Pass<"mlpipe-record-entry-signature", "mlir::ModuleOp"> {
+  let summary = "Record each entry's argument types before lowering erases them, checked against its signature";
+  let description = [{
+    `run` binds `.npy` files to an entry's buffers by the `mlpipe.inputs`
+    and `mlpipe.outputs` attributes trace wrote, and sizes each buffer from
+    them. Lowering to LLVM expands every memref into a descriptor and keeps
+    no shape, so before it this pass checks that those attributes describe
+    the function's arguments exactly (inputs, then outputs, then the arena
+    when the entry has one) and records the argument types as
+    `mlpipe.argument_types`, which the runtime checks the attributes
+    against again before it runs the lowered entry. A function whose
+    attributes disagree with its arguments is an error here.
+
+    ```mlir
+    func.func @gelu(%x: memref<64x256xf32>, %y: memref<64x256xf32>) attributes {
+        mlpipe.inputs = [{name = "x", type = tensor<64x256xf32>} ],
+        mlpipe.outputs = [{name = "y", type = tensor<64x256xf32>} ]} { ... }
+    ```
+    gains
+    ```mlir
+        mlpipe.argument_types = [memref<64x256xf32>, memref<64x256xf32>]
+    ```
+    while `mlpipe.outputs = [{name = "y", type = tensor<1xf32>} ]` is refused:
+    "@gelu declares 'y' in mlpipe.outputs as tensor<1xf32>, but its argument
+    1 is memref<64x256xf32>".
+  }];
+}
+
+def MergeIdenticalKernelsPass : Pass<"mlpipe-merge-identical-kernels", "mlir::ModuleOp"> {
+  let summary = "Merge gpu.modules that are equal but for their names";
+  let description = [{
+    Kernels that are structurally identical (the twelve blocks of GPT-2
+    launch the same kernels on different weights) are compiled, assembled
+    and loaded once: launches of a duplicate module launch the first one
+    instead, and the duplicate goes. Two modules are equal when their text,
+    printed under one fixed name, is.
+
+    ```mlir
+    gpu.launch_func @block_kernel::@block_kernel ... args(%w0 : memref<768xf32>, ...)
+    gpu.launch_func @block_kernel_0::@block_kernel ... args(%w1 : memref<768xf32>, ...)
+    gpu.module @block_kernel { gpu.func @block_kernel(...) kernel { BODY } }
+    gpu.module @block_kernel_0 { gpu.func @block_kernel(...) kernel { BODY } }
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @block_kernel::@block_kernel ... args(%w0 : memref<768xf32>, ...)
+    gpu.launch_func @block_kernel::@block_kernel ... args(%w1 : memref<768xf32>, ...)
+    gpu.module @block_kernel { gpu.func @block_kernel(...) kernel { BODY } }
+    ```
+  }];
+}
+
+def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"> {
+  let summary = "Let each kernel's launch overlap the end of the kernel before it (sm_90 and later)";
+  let description = [{
+    A launch that waits for the kernel before it to finish and only then
+    starts costs a microsecond or two of an idle GPU, which a decode step of
+    a hundred small kernels pays a hundred times. On chips with programmatic
+    dependent launch (sm_90 and later, `programmaticDependentLaunch` in the
+    device description of `chip`), every kernel
+
+      - waits, before touching memory, until the kernel before it has
+        finished and its writes are visible (`griddepcontrol.wait`);
+      - then lets the kernel after it be scheduled
+        (`griddepcontrol.launch_dependents`), so that kernel's blocks are
+        resident, waiting, when this one ends.
+
+    Letting the next kernel go only after the wait keeps one kernel waiting
+    ahead at most;
+    letting it go first thing let a whole chain of small kernels become
+    resident at once, each waiting on the one before, and made a GPT-2
+    decode step slower, not faster. A kernel launched without the attribute
+    returns from the wait at once. Each module gets a marker global,
+    `mlpipe_programmatic_launch`, that tells the runtime its kernels may be
+    launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION. On
+    older chips nothing changes. `--debug-only=mlpipe-launch` prints the
+    choice.
+
+    ```mlir
+    gpu.module @gelu_kernel {
+      gpu.func @gelu_kernel(%x: memref<64xf32>, %y: memref<64xf32>) kernel { BODY }
+    }
+    ```
+    becomes, for sm_90,
+    ```mlir
+    gpu.module @gelu_kernel {
+      llvm.mlir.global external constant @mlpipe_programmatic_launch(1 : i8) : i8
+      gpu.func @gelu_kernel(%x: memref<64xf32>, %y: memref<64xf32>) kernel {
+        nvvm.griddepcontrol wait
+        nvvm.griddepcontrol launch_dependents
+        BODY
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The chip the kernels are compiled for (sm_90 and later launch programmatically)">,
+  ];
+  let dependentDialects = ["mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect"];
+}
+
+def KernelCostsPass : Pass<"mlpipe-kernel-costs", "mlir::ModuleOp"> {
+  let summary = "Record each kernel's bytes moved and flops on the module, for the runtime's profiler";
+  let description = [{
+    Before the kernels are serialised, each kernel's cost goes into one
+    module attribute the runtime reads after lowering: the bytes it reads
+    plus writes per launch and its floating-point operations, from the
+    emitters' `mlpipe.bytes` and `mlpipe.flops` on the gpu.func. Without
+    `mlpipe.bytes` the bytes are -1: the runtime's profiler then counts the
+    extent of every memref argument of each launch, whose ranks and element
+    sizes `args` lists (rank -1 for a scalar argument). The table is keyed
+    by kernel name, as the runtime sees launches, so a kernel name that
+    several modules share is replaced by its module's name.
+
+    ```mlir
+    gpu.module @gelu_kernel {
+      gpu.func @gelu_kernel(%n: index, %x: memref<64x256xf32>, %y: memref<64x256xf32>) kernel
+          attributes {mlpipe.bytes = 131072 : i64, mlpipe.flops = 0 : i64} { ... }
+    }
+    ```
+    adds to the module
+    ```mlir
+    module attributes {mlpipe.kernels = {gelu_kernel = {args = [-1, 0, 2, 4, 2, 4], bytes = 131072 : i64,
+                                                        flops = 0 : i64}}}
+    ```
+  }];
+}
+
+def AssembleKernelsPass : Pass<"mlpipe-assemble-kernels", "mlir::ModuleOp"> {
+  let summary = "Assemble every kernel's PTX to cubin with ptxas, in parallel, each distinct PTX once, cached on disk";
+  let description = [{
+    gpu-module-to-binary leaves PTX, which the driver would assemble on every
+    load. Here each distinct PTX text is assembled once by the toolkit's
+    ptxas for the chip, several at a time (`jobs`, default one per core),
+    and kept in `cache-dir` under a hash of the PTX, the chip, the
+    optimisation level, the format and ptxas's version, so an unchanged
+    kernel is never assembled twice. Each object becomes its cubin (or, for
+    `format=fatbin`, a fatbin holding the cubin and the PTX); the PTX stays in
+    the object's properties as `mlpipe.ptx`, so ptx-check reads it. With
+    `format=isa` nothing changes. PTX calling a libdevice function it does
+    not define is refused, naming the function.
+
+    ```mlir
+    gpu.binary @gelu_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">, assembly = ".version 7.8 ...">]
+    ```
+    becomes
+    ```mlir
+    gpu.binary @gelu_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">,
+        properties = {mlpipe.ptx = ".version 7.8 ..."}, bin = "\7FELF...">]
+    ```
+    `--debug-only=mlpipe-ptxas` says how many kernels were assembled, how
+    many came from the cache, on how many threads.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"bin\"", "isa (leave PTX), bin (cubin) or fatbin">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"", "The GPU to assemble for">,
+    Option<"optLevel", "opt-level", "int", /*default=*/"3", "ptxas optimisation level, 0-3">,
+    Option<"toolkit", "toolkit", "std::string", /*default=*/"\"/usr/local/cuda\"", "CUDA toolkit root (bin/ptxas)">,
+    Option<"cacheDir", "cache-dir", "std::string", /*default=*/"\"\"", "Directory of assembled kernels; empty: no cache">,
+    Option<"jobsOption", "jobs", "int", /*default=*/"0", "ptxas processes at once; 0: one per core">,
+  ];
+}
+
+#endif // MLPIPE_TRANSFORMS_PASSES
