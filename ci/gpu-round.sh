@@ -215,7 +215,7 @@ if want timings; then
   step bench.matmul bench matmul
   # The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
   # issue's target products, defaults and a sweep of forced configurations.
-  step timings.matmuls python3 ci/time-matmuls.py
+  step timings.matmuls python3 bench/scripts/time-matmuls.py
   step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu --matmul generated --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2
 
 fi

@@ -6,7 +6,7 @@
 # kernels and a per-kernel profile of the decode step. Output in $OUT (or
 # /tmp/mlpipe-launch-timings).
 set -eu
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-/tmp/mlpipe-launch-timings}
 mkdir -p "$out"

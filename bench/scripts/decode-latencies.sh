@@ -5,10 +5,10 @@
 # once with L2 flushed before every kernel and once not. The last step's
 # kernels are summed per kernel: the latency each adds to a chain of
 # dependent kernels, and how much of it is reading from DRAM rather than L2.
-#   ci/decode-latencies.sh [MODE]      (MODE: fused, the default, or sublayer)
+#   bench/scripts/decode-latencies.sh [MODE]      (MODE: fused, the default, or sublayer)
 # Output in $OUT (or /tmp/mlpipe-decode-latencies): the ncu CSVs and the table.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-/tmp/mlpipe-decode-latencies}
 mkdir -p "$out"

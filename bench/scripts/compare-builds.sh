@@ -7,13 +7,13 @@
 # tools are thin mains over them; the work tree and .device must stay
 # under 64 MiB):
 #   ci/pack-device.sh build
-#   ci/compare-builds.sh --pack NAME BUILD_DIR LIBRARY...   (e.g. libmlpipe_compiler.so)
+#   bench/scripts/compare-builds.sh --pack NAME BUILD_DIR LIBRARY...   (e.g. libmlpipe_compiler.so)
 # then, on the GPU host:
-#   source .device/setup.sh && ci/compare-builds.sh [ROUNDS]     (default 2)
+#   source .device/setup.sh && bench/scripts/compare-builds.sh [ROUNDS]     (default 2)
 # A packed build runs with its libraries ahead of this build's on the
 # library path. Output in $OUT (or /tmp/mlpipe-compare-builds).
 set -eu
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 if [[ ${1:-} == --pack ]]; then
   name=${2:?--pack needs a name}
