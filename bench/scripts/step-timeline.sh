@@ -11,10 +11,8 @@
 # Output in $OUT (or /tmp/mlpipe-step-timeline): the CSV of every kernel and
 # the table.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
-out=${OUT:-/tmp/mlpipe-step-timeline}
-mkdir -p "$out"
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+on_the_gpu_host step-timeline
 mode=${1:-fused}
 tokens=${2:-4}
 shift $(($# < 2 ? $# : 2))
@@ -34,8 +32,6 @@ for record in "CUpti_ActivityKernel10 CUpti_ActivityMemcpy6" "CUpti_ActivityKern
   fi
 done
 [[ -f $library ]] || { cat "$out/build.log" >&2; exit 1; }
-export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
-export MLPIPE_CACHE_DIR=$(mktemp -d)
 generate=(generate "Hello there" --tokens "$tokens" --mode "$mode" --target gpu --config 124M --weights synthetic ${flags[@]+"${flags[@]}"})
 "${generate[@]}" >/dev/null # compiles outside the trace
 MLPIPE_TIMELINE_CSV=$out/kernels-$mode.csv CUDA_INJECTION64_PATH=$library "${generate[@]}" >/dev/null
