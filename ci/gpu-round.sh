@@ -2,12 +2,21 @@
 # One round on the GPU host: correctness first, then timings, a short table
 # last. Run it there after packing here (ci/pack-device.sh):
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
-# PART is any of units lit verify sanitize gpt2 rows decode persistent
-# timings (default: all but decode and persistent), so a
-# round can be split over calls. Full logs are packed into logs.tgz (and the
-# profile CSV beside it) in $OUT (the device tool's output folder) or
-# /tmp/mlpipe-round. Each step is stopped after MLPIPE_STEP_SECONDS (600).
+# PART is any of units lit verify sanitize gpt2 rows decode timings
+# (default: all but decode), so a round can be split over calls. Full logs
+# are packed into logs.tgz (and the profile CSV beside it) in $OUT (the
+# device tool's output folder) or /tmp/mlpipe-round. Each step is stopped
+# after MLPIPE_STEP_SECONDS (600).
 set -u
+for part in "$@"; do
+  case $part in
+    units | lit | verify | sanitize | gpt2 | rows | decode | timings) ;;
+    *)
+      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 rows decode timings)" >&2
+      exit 2
+      ;;
+  esac
+done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 final=${OUT:-/tmp/mlpipe-round}
@@ -184,27 +193,6 @@ if want decode; then
   step bench.decode.profile bench --config 124M --weights synthetic --target gpu --modes fused --seq 16 --repeat 5 \
     --warmup 1 --profile --csv "$logs/decode-profile.csv"
 fi
-# Persistent kernels (MLPIPE_PERSISTENT_KERNELS=1, off by default): decoding
-# verified with them (against forwards, with and without the cache), then
-# decode steps timed with them, with their grid barriers alone (computing
-# nothing), and without them, in one run.
-persistent_bench() {
-  for mode in 1 barriers-only 0; do
-    echo "== MLPIPE_PERSISTENT_KERNELS=$mode"
-    MLPIPE_PERSISTENT_KERNELS=$mode bench --config 124M --weights synthetic --target gpu --modes sublayer,fused \
-      --seq 16 --repeat 10 --warmup 2 || return 1
-  done
-}
-if want persistent; then
-  step persistent.gpt2_runner_gpu_test env MLPIPE_PERSISTENT_KERNELS=1 gpt2_runner_gpu_test --log_level=message
-  for mode in sublayer fused; do
-    step persistent.verify.$mode.cache-compare env MLPIPE_PERSISTENT_KERNELS=1 verify gpt2 --steps 10 --mode $mode \
-      --cache compare --target gpu --weights synthetic --config 124M
-  done
-  step persistent.memcheck env MLPIPE_PERSISTENT_KERNELS=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    generate "Hello" --tokens 4 --config tiny --mode fused --target gpu
-  step persistent.bench persistent_bench
-fi
 if want timings; then
   step bench.kernels bench kernels
   step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
@@ -215,7 +203,7 @@ if want timings; then
   step bench.matmul bench matmul
   # The generated matmul kernels against cuBLAS (PyTorch, TF32 off) on the
   # issue's target products, defaults and a sweep of forced configurations.
-  step timings.matmuls python3 ci/time-matmuls.py
+  step timings.matmuls python3 bench/scripts/time-matmuls.py
   step bench.gpt2.generated bench --config 124M --weights synthetic --target gpu --matmul generated --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2
 
 fi

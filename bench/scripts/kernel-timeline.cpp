@@ -2,16 +2,16 @@
 // the GPU, from the GPU's own timestamps, and writes them as CSV at exit
 // (a copy's name says its direction and bytes): loaded into an
 // unchanged program through CUDA_INJECTION64_PATH (CUPTI's activity API;
-// kernels in CUDA graphs too). ci/step-timeline.sh builds and uses it on
-// the GPU host:
-//   g++ -shared -fPIC -O2 ci/kernel-timeline.cpp -I$CUDA_HOME/include \
+// kernels in CUDA graphs too). bench/scripts/step-timeline.sh builds and
+// uses it on the GPU host:
+//   g++ -shared -fPIC -O2 bench/scripts/kernel-timeline.cpp -I$CUDA_HOME/include \
 //     -I$CUDA_HOME/extras/CUPTI/include -L$CUDA_HOME/extras/CUPTI/lib64 -lcupti -o libkernel-timeline.so
 //   MLPIPE_TIMELINE_CSV=out.csv CUDA_INJECTION64_PATH=$PWD/libkernel-timeline.so generate ...
 // Columns: start_ns, end_ns, grid, block, name (the name last, quoted).
 #include <cupti.h>
 
-// The kernel record of this CUPTI (ci/step-timeline.sh picks the newest the
-// headers have).
+// The kernel record of this CUPTI (bench/scripts/step-timeline.sh picks the
+// newest the headers have).
 #ifndef KERNEL_RECORD
 #define KERNEL_RECORD CUpti_ActivityKernel9
 #endif

@@ -7,14 +7,13 @@
 # tools are thin mains over them; the work tree and .device must stay
 # under 64 MiB):
 #   ci/pack-device.sh build
-#   ci/compare-builds.sh --pack NAME BUILD_DIR LIBRARY...   (e.g. libmlpipe_compiler.so)
+#   bench/scripts/compare-builds.sh --pack NAME BUILD_DIR LIBRARY...   (e.g. libmlpipe_compiler.so)
 # then, on the GPU host:
-#   source .device/setup.sh && ci/compare-builds.sh [ROUNDS]     (default 2)
+#   source .device/setup.sh && bench/scripts/compare-builds.sh [ROUNDS]     (default 2)
 # A packed build runs with its libraries ahead of this build's on the
 # library path. Output in $OUT (or /tmp/mlpipe-compare-builds).
-set -eu
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 if [[ ${1:-} == --pack ]]; then
   name=${2:?--pack needs a name}
   build=$(realpath "${3:?--pack needs the build directory}")
@@ -29,14 +28,13 @@ if [[ ${1:-} == --pack ]]; then
   echo "packed build '$name': $*"
   exit 0
 fi
+on_the_gpu_host compare-builds
 names=()
 for dir in .device/builds/*/; do
   [[ -d $dir ]] && names+=("$(basename "$dir")")
 done
 ((${#names[@]} > 0)) || { echo "compare-builds: pack another build first (--pack NAME DIR LIBRARY...)" >&2; exit 2; }
 rounds=${1:-2}
-out=${OUT:-/tmp/mlpipe-compare-builds}
-mkdir -p "$out"
 declare -A caches
 for name in this "${names[@]}"; do
   caches[$name]=$(mktemp -d)

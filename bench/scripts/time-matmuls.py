@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times mlpipe's generated matmul kernels against cuBLAS on the GPU host.
 
-    source .device/setup.sh && ci/time-matmuls.py [--quick] [--repeat N]
+    source .device/setup.sh && bench/scripts/time-matmuls.py [--quick] [--repeat N]
 
 For each of the issue's target products it compiles the product with the
 tools (trace | fuse | bufferize | outline --pipeline P | lower-nvvm, P being
@@ -29,8 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (label, M, K, N, batch, b stored transposed, target). A target is
 # ("speed", x): at least x times cuBLAS's speed, or ("time", x): at most x

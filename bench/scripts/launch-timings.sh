@@ -5,13 +5,9 @@
 # alternately with and without (MLPIPE_PROGRAMMATIC_LAUNCH=0), then the unit
 # kernels and a per-kernel profile of the decode step. Output in $OUT (or
 # /tmp/mlpipe-launch-timings).
-set -eu
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-out=${OUT:-/tmp/mlpipe-launch-timings}
-mkdir -p "$out"
-export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
-export MLPIPE_CACHE_DIR=$(mktemp -d)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+on_the_gpu_host launch-timings
 gpt2=(bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --repeat 10 --warmup 2)
 # timed LAUNCH LENGTH: one bench of GPT-2 at T=LENGTH, kernels launched
 # programmatically or serially; its forward table (and decode table at 16).
@@ -33,4 +29,4 @@ bench kernels
 echo "== decode step, per kernel"
 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16 --repeat 5 --warmup 1 --profile \
   --csv "$out/decode-profile.csv" >/dev/null
-grep '^fused-step' "$out/decode-profile.csv" | sort -t, -k5 -rn | head -12
+grep '^fused-step' "$out/decode-profile.csv" | sort -t, -k5 -rn | sed -n 1,12p

@@ -5,15 +5,14 @@
 # before it ended it started (negative: it was resident early) and ended.
 # The second is what the kernel adds to the step. On the GPU host (after
 # ci/pack-device.sh; source .device/setup.sh first):
-#   ci/step-timeline.sh [MODE] [TOKENS] [FLAG...]   (fused or sublayer; 4 tokens;
-#                                                    flags for generate, e.g. --no-graphs)
-# Builds ci/kernel-timeline.cpp against the toolkit's CUPTI. Output in $OUT
-# (or /tmp/mlpipe-step-timeline): the CSV of every kernel and the table.
+#   bench/scripts/step-timeline.sh [MODE] [TOKENS] [FLAG...]
+#     (fused or sublayer; 4 tokens; flags for generate, e.g. --no-graphs)
+# Builds bench/scripts/kernel-timeline.cpp against the toolkit's CUPTI.
+# Output in $OUT (or /tmp/mlpipe-step-timeline): the CSV of every kernel and
+# the table.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-out=${OUT:-/tmp/mlpipe-step-timeline}
-mkdir -p "$out"
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+on_the_gpu_host step-timeline
 mode=${1:-fused}
 tokens=${2:-4}
 shift $(($# < 2 ? $# : 2))
@@ -27,14 +26,12 @@ rm -f "$library"
 for record in "CUpti_ActivityKernel10 CUpti_ActivityMemcpy6" "CUpti_ActivityKernel9 CUpti_ActivityMemcpy5" \
   "CUpti_ActivityKernel8 CUpti_ActivityMemcpy5"; do
   set -- $record
-  if g++ -shared -fPIC -O2 -DKERNEL_RECORD=$1 -DMEMCPY_RECORD=$2 ci/kernel-timeline.cpp "${cupti[@]}" -lcupti \
-    -o "$library" 2>>"$out/build.log"; then
+  if g++ -shared -fPIC -O2 -DKERNEL_RECORD=$1 -DMEMCPY_RECORD=$2 bench/scripts/kernel-timeline.cpp "${cupti[@]}" \
+    -lcupti -o "$library" 2>>"$out/build.log"; then
     break
   fi
 done
 [[ -f $library ]] || { cat "$out/build.log" >&2; exit 1; }
-export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
-export MLPIPE_CACHE_DIR=$(mktemp -d)
 generate=(generate "Hello there" --tokens "$tokens" --mode "$mode" --target gpu --config 124M --weights synthetic ${flags[@]+"${flags[@]}"})
 "${generate[@]}" >/dev/null # compiles outside the trace
 MLPIPE_TIMELINE_CSV=$out/kernels-$mode.csv CUDA_INJECTION64_PATH=$library "${generate[@]}" >/dev/null

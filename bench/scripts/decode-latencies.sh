@@ -5,16 +5,12 @@
 # once with L2 flushed before every kernel and once not. The last step's
 # kernels are summed per kernel: the latency each adds to a chain of
 # dependent kernels, and how much of it is reading from DRAM rather than L2.
-#   ci/decode-latencies.sh [MODE]      (MODE: fused, the default, or sublayer)
+#   bench/scripts/decode-latencies.sh [MODE]      (MODE: fused, the default, or sublayer)
 # Output in $OUT (or /tmp/mlpipe-decode-latencies): the ncu CSVs and the table.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-out=${OUT:-/tmp/mlpipe-decode-latencies}
-mkdir -p "$out"
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+on_the_gpu_host decode-latencies
 mode=${1:-fused}
-export MLPIPE_TOKENIZER_DIR=$root/.device/tokenizer
-export MLPIPE_CACHE_DIR=$(mktemp -d)
 generate=(generate "Hello there" --tokens 3 --mode "$mode" --target gpu --config 124M --weights synthetic --no-graphs)
 "${generate[@]}" >/dev/null # compiles outside the profile
 for flush in all none; do
