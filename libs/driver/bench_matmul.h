@@ -1,6 +1,6 @@
 // bench matmul: mlpipe's compiled matmul (each --matmul path) and cuBLAS
 // called directly (cublasSgemm / cublasSgemmStridedBatched), on the same
-// shapes in one run, for BENCHMARKS.md and issue 11's targets.
+// shapes in one run, for BENCHMARKS.md.
 //
 // Each path is timed with CUDA events around `launches` back-to-back calls,
 // `repeat` times after `warmup` such batches, and the median per call is

@@ -161,7 +161,7 @@ protected:
     // cache's and never moves, so a pass like the last queues the same
     // steps. Planning looks each of ~150 weights up by name; a decode step
     // that planned again took 20-40 us longer on the H200, the GPU idle
-    // until its launches (BENCHMARKS.md).
+    // until its launches (docs/benchmark-history.md).
     struct PlanKey {
       bool capture = false, staged = false;
       CacheBinding cache;
