@@ -264,7 +264,7 @@ Value Builder::buildChecked(const Instruction &ins, const std::vector<const Valu
     std::optional<Graph::Scope> scope;
     if (std::string name = scopeName(ins); !name.empty() && ins.opcode != "call" && ins.opcode != "fusion")
       scope.emplace(*graph_, name);
-    value = build(ins, operands, arguments, isEntry, depth);
+    value = buildInstruction(ins, operands, arguments, isEntry, depth);
     if (ins.shape) {
       checkDeclared(ins, *ins.shape, value);
       value.defaultLayout = hasDefaultLayout(*ins.shape);
@@ -337,170 +337,78 @@ void Builder::checkDeclared(const Instruction &ins, const ShapeText &declared, c
                             hloShape(tensor.dtype(), tensor.shape()), hloShape(dtype, declared.dims)));
 }
 
-Value Builder::build(const Instruction &ins, const std::vector<const Value *> &operands,
-                     const std::vector<Value> &arguments, bool isEntry, int depth) {
+// One instruction recorded into the graph from its operands' values
+// (`arguments` are the parameters of the computation being walked).
+Value Builder::buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
+                                const std::vector<Value> &arguments, bool isEntry, int depth) {
   const std::string &op = ins.opcode;
-  Graph &g = *graph_;
-  auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
+  if (op == "parameter")
+    return buildParameter(ins, arguments, isEntry);
+  if (op == "constant")
+    return buildConstant(ins);
+  if (std::optional<Value> value = buildElementwise(ins, operands))
+    return *value;
+  if (std::optional<Value> value = buildShapeOp(ins, operands))
+    return *value;
+  if (std::optional<Value> value = buildReduceDotGather(ins, operands))
+    return *value;
+  if (op == "tuple")
+    return tupleOf(operands);
+  if (op == "get-tuple-element")
+    return tupleElement(ins, operands);
+  if (op == "call" || op == "fusion")
+    return inlineCall(ins, operands, depth);
+  refuse(ins);
+}
 
-  if (op == "parameter") {
-    if (isEntry)
-      return tensorValue(inputs_.at(static_cast<size_t>(ins.parameterNumber)));
-    if (ins.parameterNumber < 0 || ins.parameterNumber >= static_cast<int64_t>(arguments.size()))
-      failOp(ins, fmt::format("parameter {} is not passed: the call gives {} operands", ins.parameterNumber,
-                              arguments.size()));
-    return arguments[static_cast<size_t>(ins.parameterNumber)];
-  }
-  if (op == "constant") {
-    const ShapeText &shape = arrayShape(ins);
-    DType dtype = elementType(shape);
-    for (double v : ins.literal)
-      checkLiteralValue(ins, v, dtype);
-    if (shape.dims.empty())
-      return tensorValue(g.constant(ins.literal.front(), dtype));
-    return tensorValue(g.literal(shape.dims, dtype, ins.literal));
-  }
-  if (auto unary = unaryOpcodes().find(op); unary != unaryOpcodes().end()) {
-    expectOperands(ins, 1);
-    return tensorValue(g.unary(unary->second, operand(0)));
-  }
-  if (auto binary = binaryOpcodes().find(op); binary != binaryOpcodes().end()) {
-    expectOperands(ins, 2);
-    expectSameShape(ins, {operand(0), operand(1)}, false);
-    return tensorValue(g.binary(binary->second, operand(0), operand(1)));
-  }
-  if (op == "copy" || op == "opt-barrier" || op == "optimization-barrier") { // values unchanged
-    expectOperands(ins, 1);
-    return *operands[0];
-  }
-  if (op == "logistic") { // 1 / (1 + exp(-x))
-    expectOperands(ins, 1);
-    Tensor x = operand(0);
-    Tensor one = g.constant(1.0, x.dtype());
-    return tensorValue(
-        g.binary(BinaryFn::Div, one, g.binary(BinaryFn::Add, one, g.unary(UnaryFn::Exp, g.unary(UnaryFn::Neg, x)))));
-  }
-  if (op == "clamp") { // clamp(min, x, max)
-    expectOperands(ins, 3);
-    expectSameShape(ins, {operand(0), operand(1), operand(2)}, true);
-    Tensor x = operand(1);
-    return tensorValue(g.binary(BinaryFn::Min, g.binary(BinaryFn::Max, x, operand(0)), operand(2)));
-  }
-  if (op == "compare") {
-    expectOperands(ins, 2);
-    expectSameShape(ins, {operand(0), operand(1)}, false);
-    static const std::map<std::string, CompareFn> directions = {{"EQ", CompareFn::Eq}, {"NE", CompareFn::Ne},
-                                                                {"LT", CompareFn::Lt}, {"LE", CompareFn::Le},
-                                                                {"GT", CompareFn::Gt}, {"GE", CompareFn::Ge}};
-    const Attribute &direction = attribute(ins, "direction");
-    auto found = directions.find(word(direction));
-    if (found == directions.end())
-      fail(direction.valueLoc, "compare's direction must be EQ, NE, LT, LE, GT or GE");
-    return tensorValue(g.compare(found->second, operand(0), operand(1)));
-  }
-  if (op == "select") {
-    expectOperands(ins, 3);
-    expectSameShape(ins, {operand(1), operand(2)}, false);
-    expectSameShape(ins, {operand(0), operand(1)}, true);
-    return tensorValue(g.select(operand(0), operand(1), operand(2)));
-  }
-  if (op == "convert") {
-    expectOperands(ins, 1);
-    return tensorValue(g.convert(operand(0), elementType(arrayShape(ins))));
-  }
-  if (op == "iota") {
-    expectOperands(ins, 0);
-    const ShapeText &shape = arrayShape(ins);
-    DType dtype = elementType(shape);
-    return tensorValue(g.iota(shape.dims, dtype, intValue(attribute(ins, "iota_dimension"))));
-  }
-  if (op == "broadcast") {
-    expectOperands(ins, 1);
-    const ShapeText &shape = arrayShape(ins);
-    elementType(shape);
-    return tensorValue(g.broadcast(operand(0), shape.dims, intList(attribute(ins, "dimensions"))));
-  }
-  if (op == "reshape") {
-    expectOperands(ins, 1);
-    const ShapeText &shape = arrayShape(ins);
-    elementType(shape);
-    return tensorValue(g.reshape(operand(0), shape.dims));
-  }
-  if (op == "bitcast") {
-    expectOperands(ins, 1);
-    const ShapeText &shape = arrayShape(ins);
-    DType dtype = elementType(shape);
-    if (dtype != operand(0).dtype())
-      failOp(ins, "a bitcast between element types is a bitcast-convert, which mlpipe does not support");
-    if (!operands[0]->defaultLayout || !hasDefaultLayout(shape))
-      failOp(ins, fmt::format("a bitcast to or from a non-default layout reinterprets memory: read row-major it "
-                              "would change the values, so mlpipe reads bitcasts between default layouts only"));
-    return tensorValue(g.reshape(operand(0), shape.dims));
-  }
-  if (op == "transpose") {
-    expectOperands(ins, 1);
-    return tensorValue(g.transpose(operand(0), intList(attribute(ins, "dimensions"))));
-  }
-  if (op == "slice") {
-    expectOperands(ins, 1);
-    return tensorValue(slice(ins, operand(0)));
-  }
-  if (op == "concatenate") {
-    if (ins.operands.empty())
-      failOp(ins, "it needs at least one operand");
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < operands.size(); ++i)
-      parts.push_back(operand(i));
-    std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
-    if (dimensions.size() != 1)
-      failOp(ins, "dimensions= must name one axis");
-    if (dimensions[0] < 0)
-      failOp(ins, fmt::format("axis {} is negative", dimensions[0]));
-    return tensorValue(g.concat(parts, dimensions[0]));
-  }
-  if (op == "pad") {
-    expectOperands(ins, 2);
-    return tensorValue(pad(ins, operand(0), operand(1)));
-  }
-  if (op == "reduce")
-    return tensorValue(reduce(ins, operands));
-  if (op == "dot") {
-    expectOperands(ins, 2);
-    return tensorValue(dot(ins, operand(0), operand(1)));
-  }
-  if (op == "gather") {
-    expectOperands(ins, 2);
-    return tensorValue(gather(ins, operand(0), operand(1)));
-  }
-  if (op == "tuple") {
-    Value tuple;
-    tuple.tensor.reset();
-    for (const Value *element : operands)
-      tuple.elements.push_back(*element);
-    return tuple;
-  }
-  if (op == "get-tuple-element") {
-    expectOperands(ins, 1);
-    int64_t index = intValue(attribute(ins, "index"));
-    const Value &tuple = *operands[0];
-    if (tuple.tensor)
-      failOp(ins, fmt::format("operand %{} is an array, not a tuple", ins.operands[0].name));
-    if (index < 0 || index >= static_cast<int64_t>(tuple.elements.size()))
-      failOp(ins, fmt::format("index {} is out of range for a tuple of {} elements", index, tuple.elements.size()));
-    return tuple.elements[static_cast<size_t>(index)];
-  }
-  if (op == "call" || op == "fusion") {
-    const Attribute &callee = attribute(ins, op == "call" ? "to_apply" : "calls");
-    size_t index = computationNamed(callee);
-    std::vector<Value> passed;
-    for (const Value *value : operands)
-      passed.push_back(*value);
-    size_t parameters = parameterCount(module_.computations[index]);
-    if (parameters != passed.size())
-      failOp(ins, fmt::format("it passes {} operands to %{}, which has {} parameters", passed.size(),
-                              module_.computations[index].name, parameters));
-    return evaluate(index, passed, depth + 1, ins.opcodeLoc);
-  }
+// An entry parameter is its input; any other computation's is what the
+// call passes.
+Value Builder::buildParameter(const Instruction &ins, const std::vector<Value> &arguments, bool isEntry) {
+  if (isEntry)
+    return tensorValue(inputs_.at(static_cast<size_t>(ins.parameterNumber)));
+  if (ins.parameterNumber < 0 || ins.parameterNumber >= static_cast<int64_t>(arguments.size()))
+    failOp(ins, fmt::format("parameter {} is not passed: the call gives {} operands", ins.parameterNumber,
+                            arguments.size()));
+  return arguments[static_cast<size_t>(ins.parameterNumber)];
+}
+
+Value Builder::tupleOf(const std::vector<const Value *> &operands) {
+  Value tuple;
+  tuple.tensor.reset();
+  for (const Value *element : operands)
+    tuple.elements.push_back(*element);
+  return tuple;
+}
+
+Value Builder::tupleElement(const Instruction &ins, const std::vector<const Value *> &operands) {
+  expectOperands(ins, 1);
+  int64_t index = intValue(attribute(ins, "index"));
+  const Value &tuple = *operands[0];
+  if (tuple.tensor)
+    failOp(ins, fmt::format("operand %{} is an array, not a tuple", ins.operands[0].name));
+  if (index < 0 || index >= static_cast<int64_t>(tuple.elements.size()))
+    failOp(ins, fmt::format("index {} is out of range for a tuple of {} elements", index, tuple.elements.size()));
+  return tuple.elements[static_cast<size_t>(index)];
+}
+
+// call and fusion: the callee walked with the operands as its parameters.
+Value Builder::inlineCall(const Instruction &ins, const std::vector<const Value *> &operands, int depth) {
+  const std::string &op = ins.opcode;
+  const Attribute &callee = attribute(ins, op == "call" ? "to_apply" : "calls");
+  size_t index = computationNamed(callee);
+  std::vector<Value> passed;
+  for (const Value *value : operands)
+    passed.push_back(*value);
+  size_t parameters = parameterCount(module_.computations[index]);
+  if (parameters != passed.size())
+    failOp(ins, fmt::format("it passes {} operands to %{}, which has {} parameters", passed.size(),
+                            module_.computations[index].name, parameters));
+  return evaluate(index, passed, depth + 1, ins.opcodeLoc);
+}
+
+// Every other opcode: refused, saying whether XLA has it at all.
+void Builder::refuse(const Instruction &ins) const {
+  const std::string &op = ins.opcode;
   if (unsupportedOpcodes().count(op))
     fail(ins.opcodeLoc, fmt::format("{} %{} is not supported: mlpipe reads elementwise arithmetic and math, "
                                     "compare, select, convert, broadcast, reshape, bitcast, transpose, slice, "

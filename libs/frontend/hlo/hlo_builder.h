@@ -7,7 +7,8 @@
 // instruction declares.
 //
 // The Builder's members live in several files, one concern each:
-//   hlo_builder.cpp               the walk, inlining, entry inputs, outputs and layouts
+//   hlo_builder.cpp               the walk, the dispatch by opcode, tuples, inlining,
+//                                 the entry's inputs, outputs and layouts
 //   hlo_attributes.cpp            an instruction's attributes, operands and declared shape
 //   hlo_opcodes.cpp               the opcode tables: unary, binary, and those refused
 //   hlo_ops_elementwise.cpp       constants and elementwise arithmetic, compare, select, convert
@@ -46,11 +47,12 @@ std::string hloShape(DType dtype, const Shape &dims);
 // row-major layout.
 bool hasDefaultLayout(const ShapeText &shape);
 
-// Every opcode XLA knows that mlpipe does not read, to tell "not supported"
-// from "unknown".
-const std::set<std::string_view> &unsupportedOpcodes();
+// The opcodes recorded as the graph's unary and binary functions, and every
+// opcode XLA knows that mlpipe does not read (to tell "not supported" from
+// "unknown").
 const std::map<std::string_view, UnaryFn> &unaryOpcodes();
 const std::map<std::string_view, BinaryFn> &binaryOpcodes();
+const std::set<std::string_view> &unsupportedOpcodes();
 
 class Builder {
 public:
@@ -75,8 +77,13 @@ private:
   static std::string scopeName(const Instruction &ins);
   void checkDeclared(const Instruction &ins, const ShapeText &declared, const Value &value) const;
   Value tensorValue(Tensor t) const { return Value{t, {}, true}; }
-  Value build(const Instruction &ins, const std::vector<const Value *> &operands, const std::vector<Value> &arguments,
-              bool isEntry, int depth);
+  Value buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
+                         const std::vector<Value> &arguments, bool isEntry, int depth);
+  Value buildParameter(const Instruction &ins, const std::vector<Value> &arguments, bool isEntry);
+  static Value tupleOf(const std::vector<const Value *> &operands);
+  Value tupleElement(const Instruction &ins, const std::vector<const Value *> &operands);
+  Value inlineCall(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
+  [[noreturn]] void refuse(const Instruction &ins) const;
   static size_t parameterCount(const Computation &computation);
   static void flatten(const Value &value, std::vector<Tensor> &out);
   void markIndexInputs();
@@ -105,18 +112,22 @@ private:
   std::string describe(Tensor t) const { return hloShape(t.dtype(), t.shape()); }
   void expectSameShape(const Instruction &ins, const std::vector<Tensor> &tensors, bool scalarsAllowed) const;
 
-  // ---- Constants (hlo_ops_elementwise.cpp) ----
+  // ---- Constants and elementwise ops (hlo_ops_elementwise.cpp) ----
 
+  Value buildConstant(const Instruction &ins);
+  std::optional<Value> buildElementwise(const Instruction &ins, const std::vector<const Value *> &operands);
   void checkLiteralValue(const Instruction &ins, double v, DType dtype) const;
   static double largestFinite(DType dtype);
 
   // ---- Shape ops (hlo_ops_shape.cpp) ----
 
+  std::optional<Value> buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor slice(const Instruction &ins, Tensor x);
   Tensor pad(const Instruction &ins, Tensor x, Tensor value);
 
   // ---- Reduce, dot and gather (hlo_ops_reduce_dot_gather.cpp) ----
 
+  std::optional<Value> buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands);
   ReduceFn reduction(const Instruction &ins, const Attribute &toApply, DType dtype) const;
   static bool isIdentity(ReduceFn fn, double value, DType dtype);
   Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands);

@@ -6,6 +6,77 @@
 
 namespace mlpipe::fe::hlo {
 
+// constant: a scalar is captured by the ops that use it, an array is a
+// literal.
+Value Builder::buildConstant(const Instruction &ins) {
+  Graph &g = *graph_;
+  const ShapeText &shape = arrayShape(ins);
+  DType dtype = elementType(shape);
+  for (double v : ins.literal)
+    checkLiteralValue(ins, v, dtype);
+  if (shape.dims.empty())
+    return tensorValue(g.constant(ins.literal.front(), dtype));
+  return tensorValue(g.literal(shape.dims, dtype, ins.literal));
+}
+
+// Elementwise arithmetic and math, compare, select and convert (and the
+// ops that pass values through unchanged); nullopt for any other opcode.
+std::optional<Value> Builder::buildElementwise(const Instruction &ins, const std::vector<const Value *> &operands) {
+  const std::string &op = ins.opcode;
+  Graph &g = *graph_;
+  auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
+
+  if (auto unary = unaryOpcodes().find(op); unary != unaryOpcodes().end()) {
+    expectOperands(ins, 1);
+    return tensorValue(g.unary(unary->second, operand(0)));
+  }
+  if (auto binary = binaryOpcodes().find(op); binary != binaryOpcodes().end()) {
+    expectOperands(ins, 2);
+    expectSameShape(ins, {operand(0), operand(1)}, false);
+    return tensorValue(g.binary(binary->second, operand(0), operand(1)));
+  }
+  if (op == "copy" || op == "opt-barrier" || op == "optimization-barrier") { // values unchanged
+    expectOperands(ins, 1);
+    return *operands[0];
+  }
+  if (op == "logistic") { // 1 / (1 + exp(-x))
+    expectOperands(ins, 1);
+    Tensor x = operand(0);
+    Tensor one = g.constant(1.0, x.dtype());
+    return tensorValue(
+        g.binary(BinaryFn::Div, one, g.binary(BinaryFn::Add, one, g.unary(UnaryFn::Exp, g.unary(UnaryFn::Neg, x)))));
+  }
+  if (op == "clamp") { // clamp(min, x, max)
+    expectOperands(ins, 3);
+    expectSameShape(ins, {operand(0), operand(1), operand(2)}, true);
+    Tensor x = operand(1);
+    return tensorValue(g.binary(BinaryFn::Min, g.binary(BinaryFn::Max, x, operand(0)), operand(2)));
+  }
+  if (op == "compare") {
+    expectOperands(ins, 2);
+    expectSameShape(ins, {operand(0), operand(1)}, false);
+    static const std::map<std::string, CompareFn> directions = {{"EQ", CompareFn::Eq}, {"NE", CompareFn::Ne},
+                                                                {"LT", CompareFn::Lt}, {"LE", CompareFn::Le},
+                                                                {"GT", CompareFn::Gt}, {"GE", CompareFn::Ge}};
+    const Attribute &direction = attribute(ins, "direction");
+    auto found = directions.find(word(direction));
+    if (found == directions.end())
+      fail(direction.valueLoc, "compare's direction must be EQ, NE, LT, LE, GT or GE");
+    return tensorValue(g.compare(found->second, operand(0), operand(1)));
+  }
+  if (op == "select") {
+    expectOperands(ins, 3);
+    expectSameShape(ins, {operand(1), operand(2)}, false);
+    expectSameShape(ins, {operand(0), operand(1)}, true);
+    return tensorValue(g.select(operand(0), operand(1), operand(2)));
+  }
+  if (op == "convert") {
+    expectOperands(ins, 1);
+    return tensorValue(g.convert(operand(0), elementType(arrayShape(ins))));
+  }
+  return std::nullopt;
+}
+
 // A constant's element must be a value of its type, as XLA's parser
 // demands ("out of range for literal's primitive type"): nothing wraps,
 // saturates or overflows to infinity.

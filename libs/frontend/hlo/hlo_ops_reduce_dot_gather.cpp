@@ -9,6 +9,24 @@
 
 namespace mlpipe::fe::hlo {
 
+// reduce, dot and gather; nullopt for any other opcode.
+std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands) {
+  const std::string &op = ins.opcode;
+  auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
+
+  if (op == "reduce")
+    return tensorValue(reduce(ins, operands));
+  if (op == "dot") {
+    expectOperands(ins, 2);
+    return tensorValue(dot(ins, operand(0), operand(1)));
+  }
+  if (op == "gather") {
+    expectOperands(ins, 2);
+    return tensorValue(gather(ins, operand(0), operand(1)));
+  }
+  return std::nullopt;
+}
+
 // The reduction a to_apply computation performs: an add, maximum, minimum
 // or multiply of its two parameters, each a scalar of the reduced type
 // `dtype`, as its result.

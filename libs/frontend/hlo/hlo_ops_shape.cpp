@@ -5,6 +5,70 @@
 
 namespace mlpipe::fe::hlo {
 
+// iota, broadcast, reshape, bitcast, transpose, slice, concatenate and pad;
+// nullopt for any other opcode.
+std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands) {
+  const std::string &op = ins.opcode;
+  Graph &g = *graph_;
+  auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
+
+  if (op == "iota") {
+    expectOperands(ins, 0);
+    const ShapeText &shape = arrayShape(ins);
+    DType dtype = elementType(shape);
+    return tensorValue(g.iota(shape.dims, dtype, intValue(attribute(ins, "iota_dimension"))));
+  }
+  if (op == "broadcast") {
+    expectOperands(ins, 1);
+    const ShapeText &shape = arrayShape(ins);
+    elementType(shape);
+    return tensorValue(g.broadcast(operand(0), shape.dims, intList(attribute(ins, "dimensions"))));
+  }
+  if (op == "reshape") {
+    expectOperands(ins, 1);
+    const ShapeText &shape = arrayShape(ins);
+    elementType(shape);
+    return tensorValue(g.reshape(operand(0), shape.dims));
+  }
+  if (op == "bitcast") {
+    expectOperands(ins, 1);
+    const ShapeText &shape = arrayShape(ins);
+    DType dtype = elementType(shape);
+    if (dtype != operand(0).dtype())
+      failOp(ins, "a bitcast between element types is a bitcast-convert, which mlpipe does not support");
+    if (!operands[0]->defaultLayout || !hasDefaultLayout(shape))
+      failOp(ins, fmt::format("a bitcast to or from a non-default layout reinterprets memory: read row-major it "
+                              "would change the values, so mlpipe reads bitcasts between default layouts only"));
+    return tensorValue(g.reshape(operand(0), shape.dims));
+  }
+  if (op == "transpose") {
+    expectOperands(ins, 1);
+    return tensorValue(g.transpose(operand(0), intList(attribute(ins, "dimensions"))));
+  }
+  if (op == "slice") {
+    expectOperands(ins, 1);
+    return tensorValue(slice(ins, operand(0)));
+  }
+  if (op == "concatenate") {
+    if (ins.operands.empty())
+      failOp(ins, "it needs at least one operand");
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < operands.size(); ++i)
+      parts.push_back(operand(i));
+    std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
+    if (dimensions.size() != 1)
+      failOp(ins, "dimensions= must name one axis");
+    if (dimensions[0] < 0)
+      failOp(ins, fmt::format("axis {} is negative", dimensions[0]));
+    return tensorValue(g.concat(parts, dimensions[0]));
+  }
+  if (op == "pad") {
+    expectOperands(ins, 2);
+    return tensorValue(pad(ins, operand(0), operand(1)));
+  }
+  return std::nullopt;
+}
+
 // slice={[start:limit(:stride)?], ...}: one contiguous axis maps onto the
 // graph's slice, anything else onto its strided slice.
 Tensor Builder::slice(const Instruction &ins, Tensor x) {
