@@ -331,15 +331,109 @@ Array triu(const Node &node) {
   return result;
 }
 
-} // namespace
-
-Values evaluate(const fe::Graph &graph, const Values &inputs) {
+// The value of one node, from the values of its operands (an input's from
+// `inputs`).
+ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vector<ArrayPtr> &values,
+                      const Values &inputs) {
   const auto &nodes = graph.nodes();
-  // The last node reading each value, so it can be freed after that.
+  auto operand = [&](size_t i) -> const Array & { return *values[node.operands[i]]; };
+  switch (node.kind) {
+  case OpKind::Input: {
+    auto found = inputs.find(node.name);
+    if (found == inputs.end())
+      fail("reference: no value for input '{}' of '{}'", node.name, graph.name());
+    if (found->second->shape != node.shape)
+      fail("reference: input '{}' is {}, but '{}' wants {}", node.name, formatShape(found->second->shape), graph.name(),
+           formatShape(node.shape));
+    return found->second;
+  }
+  case OpKind::Constant:
+    return std::make_shared<Array>(Array{{}, {node.value}});
+  case OpKind::Triu:
+    return std::make_shared<Array>(triu(node));
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Compare:
+  case OpKind::Select:
+  case OpKind::Convert: {
+    std::vector<const Array *> arrays;
+    for (int input : node.operands)
+      arrays.push_back(values[input].get());
+    // Compare and Convert read their operands in the operands' own type.
+    DType operandType = nodes[node.operands.back()].dtype;
+    for (int input : node.operands)
+      if (nodes[input].kind != OpKind::Constant)
+        operandType = nodes[input].dtype;
+    return std::make_shared<Array>(elementwise(node, arrays, operandType));
+  }
+  case OpKind::Insert:
+    return std::make_shared<Array>(
+        insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
+  case OpKind::PositionMask:
+    return std::make_shared<Array>(positionMask(node, operand(0)));
+  case OpKind::Reduce:
+    return std::make_shared<Array>(reduce(node, operand(0)));
+  case OpKind::MatMul:
+    return std::make_shared<Array>(matmul(node, operand(0), operand(1)));
+  case OpKind::Reshape:
+    return std::make_shared<Array>(Array{node.shape, operand(0).data});
+  case OpKind::Transpose:
+    return std::make_shared<Array>(transpose(node, operand(0)));
+  case OpKind::Slice:
+    return std::make_shared<Array>(slice(node, operand(0)));
+  case OpKind::Gather:
+    return std::make_shared<Array>(gather(node, operand(0), operand(1)));
+  case OpKind::Broadcast:
+    return std::make_shared<Array>(broadcast(node, operand(0)));
+  case OpKind::Iota:
+    return std::make_shared<Array>(iota(node));
+  case OpKind::Pad:
+    return std::make_shared<Array>(pad(node, operand(0), operand(1).data[0]));
+  case OpKind::Concat: {
+    std::vector<const Array *> parts;
+    for (size_t i = 0; i < node.operands.size(); ++i)
+      parts.push_back(&operand(i));
+    return std::make_shared<Array>(concat(node, parts));
+  }
+  case OpKind::Literal:
+    return std::make_shared<Array>(Array{node.shape, node.values});
+  case OpKind::StridedSlice:
+    return std::make_shared<Array>(stridedSlice(node, operand(0)));
+  }
+  return nullptr;
+}
+
+// What the compiled code stores: f16, bf16 and integer results of
+// arithmetic are rounded or wrapped to their type after every op (f32
+// results are kept in float64, the reference's own precision; ops that
+// only move elements cannot leave the type).
+ArrayPtr asStored(const Node &node, ArrayPtr value) {
+  bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
+                  node.kind == OpKind::Reduce || node.kind == OpKind::MatMul || node.kind == OpKind::Iota;
+  if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {
+    auto rounded = std::make_shared<Array>(*value);
+    for (double &v : rounded->data)
+      v = storedValue(node.dtype, v);
+    return rounded;
+  }
+  return value;
+}
+
+// The last node reading each value, so it can be freed after that.
+std::vector<int> lastUses(const fe::Graph &graph) {
+  const auto &nodes = graph.nodes();
   std::vector<int> lastUse(nodes.size(), -1);
   for (size_t id = 0; id < nodes.size(); ++id)
     for (int operand : nodes[id].operands)
       lastUse[operand] = static_cast<int>(id);
+  return lastUse;
+}
+
+} // namespace
+
+Values evaluate(const fe::Graph &graph, const Values &inputs) {
+  const auto &nodes = graph.nodes();
+  std::vector<int> lastUse = lastUses(graph);
   std::vector<bool> kept(nodes.size(), false);
   for (auto &[name, id] : graph.outputs())
     kept[id] = true;
@@ -349,100 +443,7 @@ Values evaluate(const fe::Graph &graph, const Values &inputs) {
   std::vector<ArrayPtr> values(nodes.size());
   for (size_t id = 0; id < nodes.size(); ++id) {
     const Node &node = nodes[id];
-    auto operand = [&](size_t i) -> const Array & { return *values[node.operands[i]]; };
-    switch (node.kind) {
-    case OpKind::Input: {
-      auto found = inputs.find(node.name);
-      if (found == inputs.end())
-        fail("reference: no value for input '{}' of '{}'", node.name, graph.name());
-      if (found->second->shape != node.shape)
-        fail("reference: input '{}' is {}, but '{}' wants {}", node.name, formatShape(found->second->shape),
-             graph.name(), formatShape(node.shape));
-      values[id] = found->second;
-      break;
-    }
-    case OpKind::Constant:
-      values[id] = std::make_shared<Array>(Array{{}, {node.value}});
-      break;
-    case OpKind::Triu:
-      values[id] = std::make_shared<Array>(triu(node));
-      break;
-    case OpKind::Unary:
-    case OpKind::Binary:
-    case OpKind::Compare:
-    case OpKind::Select:
-    case OpKind::Convert: {
-      std::vector<const Array *> arrays;
-      for (int input : node.operands)
-        arrays.push_back(values[input].get());
-      // Compare and Convert read their operands in the operands' own type.
-      DType operandType = nodes[node.operands.back()].dtype;
-      for (int input : node.operands)
-        if (nodes[input].kind != OpKind::Constant)
-          operandType = nodes[input].dtype;
-      values[id] = std::make_shared<Array>(elementwise(node, arrays, operandType));
-      break;
-    }
-    case OpKind::Insert:
-      values[id] = std::make_shared<Array>(
-          insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
-      break;
-    case OpKind::PositionMask:
-      values[id] = std::make_shared<Array>(positionMask(node, operand(0)));
-      break;
-    case OpKind::Reduce:
-      values[id] = std::make_shared<Array>(reduce(node, operand(0)));
-      break;
-    case OpKind::MatMul:
-      values[id] = std::make_shared<Array>(matmul(node, operand(0), operand(1)));
-      break;
-    case OpKind::Reshape:
-      values[id] = std::make_shared<Array>(Array{node.shape, operand(0).data});
-      break;
-    case OpKind::Transpose:
-      values[id] = std::make_shared<Array>(transpose(node, operand(0)));
-      break;
-    case OpKind::Slice:
-      values[id] = std::make_shared<Array>(slice(node, operand(0)));
-      break;
-    case OpKind::Gather:
-      values[id] = std::make_shared<Array>(gather(node, operand(0), operand(1)));
-      break;
-    case OpKind::Broadcast:
-      values[id] = std::make_shared<Array>(broadcast(node, operand(0)));
-      break;
-    case OpKind::Iota:
-      values[id] = std::make_shared<Array>(iota(node));
-      break;
-    case OpKind::Pad:
-      values[id] = std::make_shared<Array>(pad(node, operand(0), operand(1).data[0]));
-      break;
-    case OpKind::Concat: {
-      std::vector<const Array *> parts;
-      for (size_t i = 0; i < node.operands.size(); ++i)
-        parts.push_back(&operand(i));
-      values[id] = std::make_shared<Array>(concat(node, parts));
-      break;
-    }
-    case OpKind::Literal:
-      values[id] = std::make_shared<Array>(Array{node.shape, node.values});
-      break;
-    case OpKind::StridedSlice:
-      values[id] = std::make_shared<Array>(stridedSlice(node, operand(0)));
-      break;
-    }
-    // What the compiled code stores: f16, bf16 and integer results of
-    // arithmetic are rounded or wrapped to their type after every op (f32
-    // results are kept in float64, the reference's own precision; ops that
-    // only move elements cannot leave the type).
-    bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
-                    node.kind == OpKind::Reduce || node.kind == OpKind::MatMul || node.kind == OpKind::Iota;
-    if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {
-      auto rounded = std::make_shared<Array>(*values[id]);
-      for (double &v : rounded->data)
-        v = storedValue(node.dtype, v);
-      values[id] = rounded;
-    }
+    values[id] = asStored(node, evaluateNode(graph, node, values, inputs));
     for (int input : node.operands)
       if (lastUse[input] == static_cast<int>(id) && !kept[input])
         values[input].reset();

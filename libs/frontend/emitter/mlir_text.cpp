@@ -1,0 +1,221 @@
+// The spellings of MLIR text the emitter builds from: literals, maps,
+// reassociations and op names (see mlir_text.h).
+#include "frontend/emitter/mlir_text.h"
+
+#include "support/error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace mlpipe::fe::emitter {
+
+namespace {
+
+// A float as arith.constant takes it: 9 significant digits for f32 and the
+// 16-bit floats, 17 for f64; infinities and NaN as their bit patterns.
+std::string floatLiteral(double value, DType dtype) {
+  if (std::isinf(value) || std::isnan(value)) {
+    if (dtype == DType::f32)
+      return fmt::format("0x{:08X}", std::bit_cast<uint32_t>(static_cast<float>(value)));
+    if (dtype == DType::f16)
+      return std::isnan(value) ? "0x7E00" : value > 0 ? "0x7C00" : "0xFC00";
+    if (dtype == DType::bf16)
+      return std::isnan(value) ? "0x7FC0" : value > 0 ? "0x7F80" : "0xFF80";
+    return fmt::format("0x{:016X}", std::bit_cast<uint64_t>(value));
+  }
+  if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16)
+    return fmt::format("{:.9e}", static_cast<double>(static_cast<float>(value)));
+  return fmt::format("{:.17e}", value);
+}
+
+} // namespace
+
+bool groupDimensions(const Shape &small, const Shape &big, Reassociation &groups) {
+  groups.clear();
+  if (small.empty()) // a scalar: every dimension of `big` must be 1
+    return std::all_of(big.begin(), big.end(), [](int64_t dim) { return dim == 1; });
+  size_t next = 0;
+  for (int64_t target : small) {
+    std::vector<int64_t> group;
+    int64_t product = 1;
+    do {
+      if (next >= big.size())
+        return false;
+      product *= big[next];
+      group.push_back(static_cast<int64_t>(next++));
+    } while (product < target);
+    if (product != target)
+      return false;
+    groups.push_back(group);
+  }
+  for (; next < big.size(); ++next) {
+    if (big[next] != 1)
+      return false;
+    groups.back().push_back(static_cast<int64_t>(next));
+  }
+  return true;
+}
+
+std::string formatReassociation(const Reassociation &groups) {
+  std::vector<std::string> parts;
+  for (auto &group : groups)
+    parts.push_back(fmt::format("[{}]", fmt::join(group, ", ")));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+std::string scalarLiteral(double value, DType dtype) {
+  if (isFloat(dtype))
+    return floatLiteral(value, dtype);
+  if (dtype == DType::i1)
+    return value != 0 ? "true" : "false";
+  return fmt::format("{}", saturatingInt64(storedValue(dtype, value)));
+}
+
+std::string typedLiteral(double value, DType dtype) {
+  if (dtype == DType::i1)
+    return scalarLiteral(value, dtype);
+  return fmt::format("{} : {}", scalarLiteral(value, dtype), dtypeName(dtype));
+}
+
+DType computeType(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype; }
+
+std::string identityMap(size_t rank) {
+  std::vector<std::string> dims;
+  for (size_t i = 0; i < rank; ++i)
+    dims.push_back(fmt::format("d{}", i));
+  return fmt::format("affine_map<({}) -> ({})>", fmt::join(dims, ", "), fmt::join(dims, ", "));
+}
+
+std::string broadcastMap(const Shape &in, const Shape &out, int64_t dropAxis) {
+  std::vector<std::string> dims, results;
+  for (size_t i = 0; i < out.size(); ++i)
+    dims.push_back(fmt::format("d{}", i));
+  size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    if (static_cast<int64_t>(i) != dropAxis)
+      results.push_back(in[i] == 1 && out[offset + i] != 1 ? "0" : dims[offset + i]);
+  return fmt::format("affine_map<({}) -> ({})>", fmt::join(dims, ", "), fmt::join(results, ", "));
+}
+
+std::string parallelIterators(size_t rank) {
+  std::vector<std::string> kinds(rank, "\"parallel\"");
+  return fmt::format("[{}]", fmt::join(kinds, ", "));
+}
+
+const char *unaryFloatOp(UnaryFn fn) {
+  switch (fn) {
+  case UnaryFn::Exp:
+    return "math.exp";
+  case UnaryFn::Tanh:
+    return "math.tanh";
+  case UnaryFn::Sqrt:
+    return "math.sqrt";
+  case UnaryFn::Rsqrt:
+    return "math.rsqrt";
+  case UnaryFn::Neg:
+    return "arith.negf";
+  case UnaryFn::Log:
+    return "math.log";
+  case UnaryFn::Abs:
+    return "math.absf";
+  case UnaryFn::Not:
+    break;
+  }
+  fail("internal: no float form of this elementwise function");
+}
+
+const char *binaryFloatOp(BinaryFn fn) {
+  switch (fn) {
+  case BinaryFn::Add:
+    return "arith.addf";
+  case BinaryFn::Sub:
+    return "arith.subf";
+  case BinaryFn::Mul:
+    return "arith.mulf";
+  case BinaryFn::Div:
+    return "arith.divf";
+  case BinaryFn::Max:
+    return "arith.maximumf";
+  case BinaryFn::Min:
+    return "arith.minimumf";
+  case BinaryFn::Pow:
+    return "math.powf";
+  case BinaryFn::And:
+  case BinaryFn::Or:
+    break;
+  }
+  fail("internal: no float form of this elementwise arithmetic");
+}
+
+const char *binaryIntegerOp(BinaryFn fn, DType dtype) {
+  bool truth = dtype == DType::i1; // on i1, max is or and min is and
+  switch (fn) {
+  case BinaryFn::Add:
+    return "arith.addi";
+  case BinaryFn::Sub:
+    return "arith.subi";
+  case BinaryFn::Mul:
+    return "arith.muli";
+  case BinaryFn::Max:
+    return truth ? "arith.ori" : "arith.maxsi";
+  case BinaryFn::Min:
+    return truth ? "arith.andi" : "arith.minsi";
+  case BinaryFn::And:
+    return "arith.andi";
+  case BinaryFn::Or:
+    return "arith.ori";
+  case BinaryFn::Div:
+  case BinaryFn::Pow:
+    break;
+  }
+  fail("internal: no integer form of this elementwise arithmetic");
+}
+
+std::string comparePredicate(CompareFn fn, DType dtype) {
+  static const char *floats[] = {"oeq", "une", "olt", "ole", "ogt", "oge"};
+  static const char *signedInts[] = {"eq", "ne", "slt", "sle", "sgt", "sge"};
+  static const char *truths[] = {"eq", "ne", "ult", "ule", "ugt", "uge"};
+  auto index = static_cast<size_t>(fn);
+  return isFloat(dtype) ? floats[index] : dtype == DType::i1 ? truths[index] : signedInts[index];
+}
+
+double reductionIdentity(ReduceFn fn, DType dtype) {
+  bool integer = isInteger(dtype);
+  switch (fn) {
+  case ReduceFn::Sum:
+    return 0.0;
+  case ReduceFn::Prod:
+    return 1.0;
+  case ReduceFn::Max:
+    return integer ? static_cast<double>(dtype == DType::i32 ? std::numeric_limits<int32_t>::min()
+                                                             : std::numeric_limits<int64_t>::min())
+                   : -INFINITY;
+  case ReduceFn::Min:
+    return integer ? static_cast<double>(dtype == DType::i32 ? std::numeric_limits<int32_t>::max()
+                                                             : std::numeric_limits<int64_t>::max())
+                   : INFINITY;
+  }
+  return 0.0;
+}
+
+const char *reductionOp(ReduceFn fn, DType dtype) {
+  bool integer = isInteger(dtype);
+  switch (fn) {
+  case ReduceFn::Sum:
+    return integer ? "arith.addi" : "arith.addf";
+  case ReduceFn::Prod:
+    return integer ? "arith.muli" : "arith.mulf";
+  case ReduceFn::Max:
+    return integer ? "arith.maxsi" : "arith.maximumf";
+  case ReduceFn::Min:
+    return integer ? "arith.minsi" : "arith.minimumf";
+  }
+  return "";
+}
+
+} // namespace mlpipe::fe::emitter

@@ -1,0 +1,144 @@
+// The HLO builder: records a parsed module's ENTRY computation into a
+// front-end graph. The ENTRY computation is walked in dependency order (so
+// operands may be defined after their use, and a cycle is reported as one)
+// and each instruction is recorded into the graph; call and fusion
+// computations are walked the same way with their operands as parameters,
+// which inlines them. Every result is checked against the shape the
+// instruction declares.
+//
+// The Builder's members live in several files, one concern each:
+//   hlo_builder.cpp               the walk, the dispatch by opcode, tuples, inlining,
+//                                 the entry's inputs, outputs and layouts
+//   hlo_attributes.cpp            an instruction's attributes, operands and declared shape
+//   hlo_opcodes.cpp               the opcode tables: unary, binary, and those refused
+//   hlo_ops_elementwise.cpp       constants and elementwise arithmetic, compare, select, convert
+//   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota
+//   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
+#pragma once
+
+#include "frontend/graph.h"
+#include "frontend/hlo/hlo_cursor.h"
+#include "frontend/hlo/hlo_syntax.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlpipe::fe::hlo {
+
+// A value: one tensor, or a tuple of values.
+struct Value {
+  std::optional<Tensor> tensor;
+  std::vector<Value> elements;
+  bool defaultLayout = true; // as its instruction declares it (bitcast reads this)
+};
+
+// HLO's spelling of an element type ("s32", "pred") and of an array shape
+// ("f32[2,3]").
+const char *hloTypeName(DType dtype);
+std::string hloShape(DType dtype, const Shape &dims);
+
+// Whether a written shape (every element of a tuple) has the default,
+// row-major layout.
+bool hasDefaultLayout(const ShapeText &shape);
+
+// The opcodes recorded as the graph's unary and binary functions, and every
+// opcode XLA knows that mlpipe does not read (to tell "not supported" from
+// "unknown").
+const std::map<std::string_view, UnaryFn> &unaryOpcodes();
+const std::map<std::string_view, BinaryFn> &binaryOpcodes();
+const std::set<std::string_view> &unsupportedOpcodes();
+
+class Builder {
+public:
+  Builder(const ModuleText &module, const std::string &source) : module_(module), source_(source) {}
+
+  Program build();
+
+private:
+  [[noreturn]] void fail(Location loc, const std::string &message) const { failAt(source_, loc, message); }
+
+  [[noreturn]] void failOp(const Instruction &ins, const std::string &message) const {
+    fail(ins.opcodeLoc, fmt::format("{} %{}: {}", ins.opcode, ins.name, message));
+  }
+
+  // ---- The walk, the entry and its results (hlo_builder.cpp) ----
+
+  void checkEntryLayout(const Computation &entry) const;
+  void createInputs(const Computation &entry);
+  Value evaluate(size_t index, const std::vector<Value> &arguments, int depth, Location callLoc);
+  Value buildChecked(const Instruction &ins, const std::vector<const Value *> &operands,
+                     const std::vector<Value> &arguments, bool isEntry, int depth);
+  static std::string scopeName(const Instruction &ins);
+  void checkDeclared(const Instruction &ins, const ShapeText &declared, const Value &value) const;
+  Value tensorValue(Tensor t) const { return Value{t, {}, true}; }
+  Value buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
+                         const std::vector<Value> &arguments, bool isEntry, int depth);
+  Value buildParameter(const Instruction &ins, const std::vector<Value> &arguments, bool isEntry);
+  static Value tupleOf(const std::vector<const Value *> &operands);
+  Value tupleElement(const Instruction &ins, const std::vector<const Value *> &operands);
+  Value inlineCall(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
+  [[noreturn]] void refuse(const Instruction &ins) const;
+  static size_t parameterCount(const Computation &computation);
+  static void flatten(const Value &value, std::vector<Tensor> &out);
+  void markIndexInputs();
+
+  // ---- Attributes, operands and declared shapes (hlo_attributes.cpp) ----
+
+  static DType elementType(const ShapeText &shape);
+  const ShapeText &arrayShape(const Instruction &ins) const;
+  const Attribute *findAttribute(const Instruction &ins, std::string_view name) const;
+  const Attribute &attribute(const Instruction &ins, std::string_view name) const;
+  // Parses an attribute's text with `parse`, which must read all of it.
+  template <typename Parse> auto parseAttribute(const Attribute &attribute, Parse parse) const {
+    Cursor in(attribute.text, source_, attribute.valueLoc);
+    auto result = parse(in);
+    if (in.next() != '\0' || !in.atEnd())
+      in.unexpected(fmt::format("the end of the {} attribute", attribute.name));
+    return result;
+  }
+  std::vector<int64_t> intList(const Attribute &attribute) const;
+  std::vector<int64_t> optionalIntList(const Instruction &ins, std::string_view name) const;
+  int64_t intValue(const Attribute &attribute) const;
+  std::string word(const Attribute &attribute) const;
+  size_t computationNamed(const Attribute &attribute) const;
+  Tensor tensorOperand(const Instruction &ins, const std::vector<const Value *> &operands, size_t i) const;
+  void expectOperands(const Instruction &ins, size_t count) const;
+  std::string describe(Tensor t) const { return hloShape(t.dtype(), t.shape()); }
+  void expectSameShape(const Instruction &ins, const std::vector<Tensor> &tensors, bool scalarsAllowed) const;
+
+  // ---- Constants and elementwise ops (hlo_ops_elementwise.cpp) ----
+
+  Value buildConstant(const Instruction &ins);
+  std::optional<Value> buildElementwise(const Instruction &ins, const std::vector<const Value *> &operands);
+  void checkLiteralValue(const Instruction &ins, double v, DType dtype) const;
+  static double largestFinite(DType dtype);
+
+  // ---- Shape ops (hlo_ops_shape.cpp) ----
+
+  std::optional<Value> buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands);
+  Tensor slice(const Instruction &ins, Tensor x);
+  Tensor pad(const Instruction &ins, Tensor x, Tensor value);
+
+  // ---- Reduce, dot and gather (hlo_ops_reduce_dot_gather.cpp) ----
+
+  std::optional<Value> buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands);
+  ReduceFn reduction(const Instruction &ins, const Attribute &toApply, DType dtype) const;
+  static bool isIdentity(ReduceFn fn, double value, DType dtype);
+  Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands);
+  Tensor dot(const Instruction &ins, Tensor lhs, Tensor rhs);
+  Tensor gather(const Instruction &ins, Tensor table, Tensor indices);
+
+  const ModuleText &module_;
+  const std::string &source_;
+  Graph *graph_ = nullptr;
+  std::vector<Tensor> inputs_;
+  std::vector<size_t> active_; // computations being walked, for recursion
+};
+
+} // namespace mlpipe::fe::hlo

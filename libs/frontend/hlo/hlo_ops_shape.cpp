@@ -1,0 +1,123 @@
+// HLO ops that move elements without computing them (broadcast, reshape,
+// bitcast, transpose, slice, concatenate, pad, iota) recorded into the
+// front-end graph.
+#include "frontend/hlo/hlo_builder.h"
+
+namespace mlpipe::fe::hlo {
+
+// iota, broadcast, reshape, bitcast, transpose, slice, concatenate and pad;
+// nullopt for any other opcode.
+std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands) {
+  const std::string &op = ins.opcode;
+  Graph &g = *graph_;
+  auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
+
+  if (op == "iota") {
+    expectOperands(ins, 0);
+    const ShapeText &shape = arrayShape(ins);
+    DType dtype = elementType(shape);
+    return tensorValue(g.iota(shape.dims, dtype, intValue(attribute(ins, "iota_dimension"))));
+  }
+  if (op == "broadcast") {
+    expectOperands(ins, 1);
+    const ShapeText &shape = arrayShape(ins);
+    elementType(shape);
+    return tensorValue(g.broadcast(operand(0), shape.dims, intList(attribute(ins, "dimensions"))));
+  }
+  if (op == "reshape") {
+    expectOperands(ins, 1);
+    const ShapeText &shape = arrayShape(ins);
+    elementType(shape);
+    return tensorValue(g.reshape(operand(0), shape.dims));
+  }
+  if (op == "bitcast") {
+    expectOperands(ins, 1);
+    const ShapeText &shape = arrayShape(ins);
+    DType dtype = elementType(shape);
+    if (dtype != operand(0).dtype())
+      failOp(ins, "a bitcast between element types is a bitcast-convert, which mlpipe does not support");
+    if (!operands[0]->defaultLayout || !hasDefaultLayout(shape))
+      failOp(ins, fmt::format("a bitcast to or from a non-default layout reinterprets memory: read row-major it "
+                              "would change the values, so mlpipe reads bitcasts between default layouts only"));
+    return tensorValue(g.reshape(operand(0), shape.dims));
+  }
+  if (op == "transpose") {
+    expectOperands(ins, 1);
+    return tensorValue(g.transpose(operand(0), intList(attribute(ins, "dimensions"))));
+  }
+  if (op == "slice") {
+    expectOperands(ins, 1);
+    return tensorValue(slice(ins, operand(0)));
+  }
+  if (op == "concatenate") {
+    if (ins.operands.empty())
+      failOp(ins, "it needs at least one operand");
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < operands.size(); ++i)
+      parts.push_back(operand(i));
+    std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
+    if (dimensions.size() != 1)
+      failOp(ins, "dimensions= must name one axis");
+    if (dimensions[0] < 0)
+      failOp(ins, fmt::format("axis {} is negative", dimensions[0]));
+    return tensorValue(g.concat(parts, dimensions[0]));
+  }
+  if (op == "pad") {
+    expectOperands(ins, 2);
+    return tensorValue(pad(ins, operand(0), operand(1)));
+  }
+  return std::nullopt;
+}
+
+// slice={[start:limit(:stride)?], ...}: one contiguous axis maps onto the
+// graph's slice, anything else onto its strided slice.
+Tensor Builder::slice(const Instruction &ins, Tensor x) {
+  const Attribute &ranges = attribute(ins, "slice");
+  std::vector<int64_t> starts, limits, strides;
+  parseAttribute(ranges, [&](Cursor &in) {
+    in.expect('{', "'{' opening the slice ranges");
+    if (!in.consume('}')) {
+      do {
+        in.expect('[', "'[' opening a range");
+        starts.push_back(in.integer("a start"));
+        in.expect(':', "':' after the start");
+        limits.push_back(in.integer("a limit"));
+        strides.push_back(in.consume(':') ? in.integer("a stride") : 1);
+        in.expect(']', "']' closing the range");
+      } while (in.consume(','));
+      in.expect('}', "',' or '}' in the slice ranges");
+    }
+    return 0;
+  });
+  if (static_cast<int64_t>(starts.size()) != x.rank())
+    failOp(ins, fmt::format("it gives {} ranges for an operand of rank {}", starts.size(), x.rank()));
+  std::vector<size_t> cut;
+  for (size_t i = 0; i < starts.size(); ++i)
+    if (starts[i] != 0 || limits[i] != x.shape()[i] || strides[i] != 1)
+      cut.push_back(i);
+  if (cut.empty())
+    return x;
+  if (cut.size() == 1 && strides[cut[0]] == 1 && limits[cut[0]] > starts[cut[0]])
+    return graph_->slice(x, static_cast<int64_t>(cut[0]), starts[cut[0]], limits[cut[0]] - starts[cut[0]]);
+  return graph_->stridedSlice(x, starts, limits, strides);
+}
+
+// padding=low_high(_interior)?x... per axis.
+Tensor Builder::pad(const Instruction &ins, Tensor x, Tensor value) {
+  const Attribute &padding = attribute(ins, "padding");
+  std::vector<int64_t> low, high, interior;
+  parseAttribute(padding, [&](Cursor &in) {
+    do {
+      low.push_back(in.integer("the low padding"));
+      in.expect('_', "'_' between low and high padding");
+      high.push_back(in.integer("the high padding"));
+      interior.push_back(in.peek() == '_' ? (in.advance(), in.integer("the interior padding")) : 0);
+    } while (!in.atEnd() && in.peek() == 'x' && (in.advance(), true));
+    return 0;
+  });
+  if (static_cast<int64_t>(low.size()) != x.rank())
+    failOp(ins, fmt::format("padding= gives {} axes for an operand of rank {}", low.size(), x.rank()));
+  return graph_->pad(x, value, low, high, interior);
+}
+
+} // namespace mlpipe::fe::hlo
