@@ -20,7 +20,6 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace mlpipe::gpu {
 namespace {
@@ -37,22 +36,11 @@ struct KernelInfo {
   // holds kProgrammaticLaunchMarker), so it may be launched while that one
   // finishes.
   bool programmaticLaunch = false;
-  // A persistent kernel (its module holds kGridBarrierMarker): its blocks
-  // wait for each other, so its whole grid must be resident at once.
-  bool gridSynchronized = false;
-  // The largest grid found to be resident at once, so repeated launches
-  // skip the occupancy query (a persistent kernel is always launched with
-  // one block size and one shared memory size).
-  intptr_t residentGridChecked = 0;
 };
 
 // The global mlpipe-programmatic-launch puts in every module whose kernels
 // wait for their predecessors before touching memory.
 constexpr const char *kProgrammaticLaunchMarker = "mlpipe_programmatic_launch";
-
-// The global mlpipe-persistent-kernels puts in the module of a kernel whose
-// blocks meet at grid-wide barriers (their arrival count).
-constexpr const char *kGridBarrierMarker = "mlpipe_grid_barrier";
 
 // MLPIPE_PROGRAMMATIC_LAUNCH=0 launches every kernel after the one before it
 // has finished, as on chips before sm_90 (to measure what overlapping gains).
@@ -78,8 +66,6 @@ struct Registry {
   std::mutex mutex;
   std::unordered_map<CUfunction, KernelInfo> kernels;
   std::unordered_map<CUmodule, FunctionsByName> moduleFunctions;
-  // Modules whose image defines kGridBarrierMarker.
-  std::unordered_set<CUmodule> gridSynchronizedModules;
   std::unordered_map<CUstream, std::string> lastKernelOnStream;
   std::unordered_map<CUevent, std::string> kernelBeforeEvent;
   std::string lastKernel;
@@ -347,16 +333,6 @@ CUmodule loadModule(const void *image, size_t bytes, const int *optLevel) {
       message += "; JIT log: " + log;
     throw Error(message);
   }
-  // A persistent kernel's module defines the grid barrier's count. Its name
-  // is looked for in the image (PTX, cubin or fatbin all hold it verbatim)
-  // rather than asked of the driver: asking every other module fails, which
-  // compute-sanitizer reports as an error.
-  const char *text = static_cast<const char *>(image);
-  if (std::string_view(text, bytes ? bytes : std::strlen(text)).find(kGridBarrierMarker) != std::string_view::npos) {
-    Registry &reg = registry();
-    std::lock_guard lock(reg.mutex);
-    reg.gridSynchronizedModules.insert(module);
-  }
   return module;
 }
 
@@ -380,22 +356,18 @@ void checkLaunchShape(std::string_view name, const intptr_t (&dims)[6], int32_t 
 // allowed, and remembered so repeated launches skip the call.
 // The kernel's name, after opting it into `smem` bytes of dynamic shared
 // memory where it needs more than before; `programmatic` says whether it may
-// be launched programmatically (KernelInfo), and `residentGrid` the largest
-// grid of a persistent kernel found resident so far (-1: not one).
-std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &programmatic, intptr_t &residentGrid) {
+// be launched programmatically (KernelInfo).
+std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &programmatic) {
   Registry &reg = registry();
   std::string name;
   bool raise = false;
   programmatic = false;
-  residentGrid = -1;
   {
     std::lock_guard lock(reg.mutex);
     auto it = reg.kernels.find(f);
     if (it != reg.kernels.end()) {
       name = it->second.name;
       programmatic = it->second.programmaticLaunch;
-      if (it->second.gridSynchronized)
-        residentGrid = it->second.residentGridChecked;
       raise = smem > it->second.dynamicSharedAllowed;
     } else {
       raise = smem > 0;
@@ -408,29 +380,6 @@ std::string prepareLaunch(CudaDriver &d, CUfunction f, int32_t smem, bool &progr
       it->second.dynamicSharedAllowed = smem;
   }
   return name;
-}
-
-// A kernel whose blocks wait for each other deadlocks unless its whole grid
-// is resident at once: its launch fails instead, in one sentence, where this
-// GPU holds fewer of its blocks than the grid has (a chip with fewer SMs
-// than the one it was compiled for, or another kernel's registers).
-void checkGridResident(CudaDriver &d, CUfunction f, const std::string &name, const intptr_t (&dims)[6], int32_t smem,
-                       intptr_t residentGrid) {
-  uintmax_t grid = uintmax_t(dims[0]) * uintmax_t(dims[1]) * uintmax_t(dims[2]);
-  if (grid <= uintmax_t(residentGrid))
-    return;
-  int perSm = 0, sms = 0;
-  check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, f, int(dims[3] * dims[4] * dims[5]), size_t(smem)),
-        "cuOccupancyMaxActiveBlocksPerMultiprocessor", name);
-  check(d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device()), "cuDeviceGetAttribute");
-  if (uintmax_t(perSm) * uintmax_t(sms) < grid)
-    fail("kernel '{}' synchronizes its whole grid of {} blocks, but this GPU holds only {} of them at once "
-         "({} an SM on {} SMs): compile for this GPU's chip, or without MLPIPE_PERSISTENT_KERNELS=1",
-         name, grid, intptr_t(perSm) * sms, perSm, sms);
-  Registry &reg = registry();
-  std::lock_guard lock(reg.mutex);
-  if (auto it = reg.kernels.find(f); it != reg.kernels.end())
-    it->second.residentGridChecked = intptr_t(grid);
 }
 
 void noteLaunch(CUstream stream, const std::string &name) {
@@ -495,11 +444,8 @@ void launch(CUfunction f, const intptr_t (&dims)[6], int32_t smem, CUstream stre
             size_t paramsCount) {
   CudaDriver &d = driver();
   bool programmatic = false;
-  intptr_t residentGrid = -1;
-  std::string name = prepareLaunch(d, f, smem, programmatic, residentGrid);
+  std::string name = prepareLaunch(d, f, smem, programmatic);
   checkLaunchShape(name, dims, smem);
-  if (residentGrid >= 0)
-    checkGridResident(d, f, name, dims, smem, residentGrid);
   ProfilerState *profiler = capturingOnThread ? nullptr : profilerOnThread;
   ProfiledLaunch timed;
   bool bracketed = profiler && profiler->replays == 0;
@@ -645,7 +591,6 @@ void mgpuModuleUnload(void *module) {
           reg.kernels.erase(f);
         reg.moduleFunctions.erase(it);
       }
-      reg.gridSynchronizedModules.erase(m);
     }
     checkRelease(driver().cuModuleUnload(m), "cuModuleUnload");
   });
@@ -674,7 +619,6 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
     info.programmaticLaunch = programmaticLaunchAllowed() && d.cuLaunchKernelEx && d.cuModuleGetGlobal &&
                               d.cuModuleGetGlobal(&marker, &markerBytes, m, kProgrammaticLaunchMarker) == CUDA_SUCCESS;
     std::lock_guard lock(reg.mutex);
-    info.gridSynchronized = reg.gridSynchronizedModules.count(m) != 0;
     reg.moduleFunctions[m].emplace(owned, f);
     reg.kernels.try_emplace(f, std::move(info));
     return static_cast<void *>(f);
