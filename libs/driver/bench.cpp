@@ -1,3 +1,6 @@
+// bench: GPT-2 forwards and KV-cache decoding timed on the target
+// (benchGpt2), and the unit kernels timed beside a copy of their bytes
+// (benchKernels).
 #include "driver/bench.h"
 
 #include "driver/matmul_choice.h"
@@ -77,15 +80,6 @@ std::string csvField(const std::string &text) {
   return quoted + "\"";
 }
 
-} // namespace
-
-// KV-cache decoding, per mode: a prompt of request.decodePrompt tokens
-// prefilled, each decode step after it timed alone, and the whole job of
-// kDecodeTokens tokens after the prompt (a prefill and kDecodeTokens - 1
-// decode steps) timed end to end; medians over `repeat`, after the
-// programs are compiled, run directly and captured.
-namespace {
-
 constexpr int64_t kDecodeTokens = 10;
 
 // --profile times each kernel over a graph of this many replays of its
@@ -93,6 +87,11 @@ constexpr int64_t kDecodeTokens = 10;
 // microseconds, more than a layer norm or a decode step's kernels take.
 constexpr int kProfileReplays = 20;
 
+// KV-cache decoding, per mode: a prompt of request.decodePrompt tokens
+// prefilled, each decode step after it timed alone, and the whole job of
+// kDecodeTokens tokens after the prompt (a prefill and kDecodeTokens - 1
+// decode steps) timed end to end; medians over `repeat`, after the
+// programs are compiled, run directly and captured.
 void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
                    const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator,
                    std::vector<KernelRow> &kernelRows) {
@@ -154,45 +153,113 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
   }
 }
 
-} // namespace
-
-void benchGpt2(const BenchRequest &request) {
+// Flag values bench gpt2 refuses before anything loads.
+void checkBenchRequest(const BenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0)
     fail("--repeat must be positive and --warmup not negative");
   if (!request.csv.empty() && !request.profile)
     fail("--csv writes the --profile table: give --profile too");
   if (request.decodePrompt < 1)
     fail("--decode-prompt must be at least 1 token, not {}", request.decodePrompt);
-  Gpt2Weights weights = loadGpt2Weights(request.model.weights, request.model.config, request.model.seed);
+}
+
+// The first line: the model, the target, and how forwards are timed.
+void printBenchHeader(const BenchRequest &request, const Gpt2Weights &weights) {
   const Gpt2Config &config = weights.config();
-  Target target = request.model.run.compile.target;
-  bool gpu = target == Target::Gpu;
-  if (request.profile && !gpu)
-    fail("--profile times kernels on the GPU: use --target gpu");
   const CompileOptions &compile = request.model.run.compile;
+  bool gpu = compile.target == Target::Gpu;
   std::cout << fmt::format(
       "bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up{}\n", config.nLayer,
-      config.nHead, config.nEmbd, config.vocabSize, weights.description(), targetName(target),
+      config.nHead, config.nEmbd, config.vocabSize, weights.description(), targetName(compile.target),
       gpu ? " (" + gpu::deviceName() + ", " + describeMatmuls(compile.matmul, compile.precision) + ")" : "",
       request.repeat, request.warmup,
       gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
-  double copyRate = 0;
+}
+
+// What --profile's rows are measured against, in the same run.
+struct Ceilings {
+  double copyRate = 0; // bytes read plus written per second
   gpu::MatmulCeiling matmul;
-  if (request.profile) {
-    copyRate = gpu::copyBytesPerSecond();
-    matmul = gpu::measureMatmulCeiling();
-    std::cout << fmt::format("ceilings measured now: copy {:.0f} GB/s (read + written); matmul {}\n", copyRate / 1e9,
-                             matmul.flopsPerSecond > 0
-                                 ? fmt::format("{:.1f} TFLOP/s ({})", matmul.flopsPerSecond / 1e12, matmul.source)
-                                 : matmul.source);
+};
+
+Ceilings measureCeilings() {
+  Ceilings ceilings;
+  ceilings.copyRate = gpu::copyBytesPerSecond();
+  ceilings.matmul = gpu::measureMatmulCeiling();
+  const gpu::MatmulCeiling &matmul = ceilings.matmul;
+  std::cout << fmt::format(
+      "ceilings measured now: copy {:.0f} GB/s (read + written); matmul {}\n", ceilings.copyRate / 1e9,
+      matmul.flopsPerSecond > 0 ? fmt::format("{:.1f} TFLOP/s ({})", matmul.flopsPerSecond / 1e12, matmul.source)
+                                : matmul.source);
+  return ceilings;
+}
+
+// One forward shape on `runner`: compiled (the time by stage kept), run
+// directly once (its launches counted), captured as a graph (unless graphs
+// are off), warmed up and timed; then, on the GPU, one more forward launched
+// directly with every kernel timed (each row kept with --profile).
+ShapeReport benchForwardShape(const BenchRequest &request, Gpt2Runner &runner, Gpt2Mode mode,
+                              const std::vector<int32_t> &tokens, std::vector<KernelRow> &kernelRows) {
+  Target target = request.model.run.compile.target;
+  bool gpu = target == Target::Gpu;
+  int64_t length = static_cast<int64_t>(tokens.size());
+  ShapeReport report;
+  report.mode = modeName(mode);
+  report.length = length;
+  CompileTimings before = runner.timing().stages;
+  runner.prepare(length);
+  report.compile = runner.timing().stages;
+  report.compile.add({-before.traceMs, -before.fuseMs, -before.bufferizeMs, -before.outlineMs, -before.lowerMs,
+                      -before.ptxasMs, -before.loadMs, -before.cacheHits});
+  if (gpu)
+    gpu::resetPeakAllocationBytes();
+
+  // The first forward runs directly: its launches are counted. The second
+  // is captured as a graph (unless graphs are off), outside the timing.
+  uint64_t launchesBefore = gpu ? gpu::counters().launches : 0;
+  int capturesBefore = runner.timing().graphCaptures;
+  runner.forward(tokens, false, false);
+  if (gpu)
+    report.launches = static_cast<int64_t>(gpu::counters().launches - launchesBefore);
+  runner.forward(tokens, false, false);
+  report.graph = runner.timing().graphCaptures > capturesBefore;
+  for (int i = 0; i < request.warmup; ++i)
+    runner.forward(tokens, false, false);
+  std::vector<double> times;
+  for (int i = 0; i < request.repeat; ++i)
+    times.push_back(timeOnTarget(target, [&] { runner.forward(tokens, false, false); }));
+  report.medianMs = median(times);
+  report.minMs = *std::min_element(times.begin(), times.end());
+
+  // One more forward, launched directly with every kernel timed.
+  if (gpu) {
+    runner.useGraphs(false);
+    std::vector<gpu::KernelTime> launches;
+    {
+      gpu::LaunchProfiler profiler(request.profile ? kProfileReplays : 0);
+      runner.forward(tokens, false, false);
+      launches = profiler.take();
+    }
+    runner.useGraphs(request.model.run.graphs);
+    report.kernelMs = 0;
+    for (const gpu::KernelTime &launch : launches)
+      report.kernelMs += launch.microseconds / 1000.0;
+    if (request.profile)
+      for (KernelRow &row : aggregate(launches, report.mode, length))
+        kernelRows.push_back(std::move(row));
+    report.peakBytes = gpu::peakAllocationBytes();
   }
-  std::mt19937 generator(12345);
+  report.module = runner.moduleInfo(length);
+  return report;
+}
+
+// Every mode at every length, a row printed as each is measured.
+std::vector<ShapeReport> benchForwards(const BenchRequest &request, const Gpt2Config &config,
+                                       const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator,
+                                       std::vector<KernelRow> &kernelRows) {
+  bool gpu = request.model.run.compile.target == Target::Gpu;
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
-  // Uploaded once, shared by the runner of each mode.
-  std::shared_ptr<const TargetWeights> onTarget =
-      TargetWeights::upload(weights, target, request.model.run.execution.memory);
   std::vector<ShapeReport> reports;
-  std::vector<KernelRow> kernelRows;
   std::cout << fmt::format("{:<9} {:>5} {:>10} {:>10} {:>11} {:>8} {:>9} {:>6} {:>10} {:>10}\n", "mode", "T",
                            "median ms", "min ms", "kernels ms", "launches", "arena MiB", "graph", "peak MiB",
                            "compile ms");
@@ -206,53 +273,7 @@ void benchGpt2(const BenchRequest &request) {
       std::vector<int32_t> tokens(static_cast<size_t>(length));
       for (int32_t &id : tokens)
         id = token(generator);
-      ShapeReport report;
-      report.mode = modeName(mode);
-      report.length = length;
-      CompileTimings before = runner->timing().stages;
-      runner->prepare(length);
-      report.compile = runner->timing().stages;
-      report.compile.add({-before.traceMs, -before.fuseMs, -before.bufferizeMs, -before.outlineMs, -before.lowerMs,
-                          -before.ptxasMs, -before.loadMs, -before.cacheHits});
-      if (gpu)
-        gpu::resetPeakAllocationBytes();
-
-      // The first forward runs directly: its launches are counted. The second
-      // is captured as a graph (unless graphs are off), outside the timing.
-      uint64_t launchesBefore = gpu ? gpu::counters().launches : 0;
-      int capturesBefore = runner->timing().graphCaptures;
-      runner->forward(tokens, false, false);
-      if (gpu)
-        report.launches = static_cast<int64_t>(gpu::counters().launches - launchesBefore);
-      runner->forward(tokens, false, false);
-      report.graph = runner->timing().graphCaptures > capturesBefore;
-      for (int i = 0; i < request.warmup; ++i)
-        runner->forward(tokens, false, false);
-      std::vector<double> times;
-      for (int i = 0; i < request.repeat; ++i)
-        times.push_back(timeOnTarget(target, [&] { runner->forward(tokens, false, false); }));
-      report.medianMs = median(times);
-      report.minMs = *std::min_element(times.begin(), times.end());
-
-      // One more forward, launched directly with every kernel timed.
-      if (gpu) {
-        runner->useGraphs(false);
-        std::vector<gpu::KernelTime> launches;
-        {
-          gpu::LaunchProfiler profiler(request.profile ? kProfileReplays : 0);
-          runner->forward(tokens, false, false);
-          launches = profiler.take();
-        }
-        runner->useGraphs(request.model.run.graphs);
-        report.kernelMs = 0;
-        for (const gpu::KernelTime &launch : launches)
-          report.kernelMs += launch.microseconds / 1000.0;
-        if (request.profile)
-          for (KernelRow &row : aggregate(launches, report.mode, length))
-            kernelRows.push_back(std::move(row));
-        report.peakBytes = gpu::peakAllocationBytes();
-      }
-      report.module = runner->moduleInfo(length);
+      ShapeReport report = benchForwardShape(request, *runner, mode, tokens, kernelRows);
       std::cout << fmt::format("{:<9} {:>5} {:>10.3f} {:>10.3f} {:>11} {:>8} {:>9.2f} {:>6} {:>10} {:>10.0f}\n",
                                report.mode, length, report.medianMs, report.minMs,
                                report.kernelMs < 0 ? "-" : fmt::format("{:.3f}", report.kernelMs),
@@ -264,7 +285,10 @@ void benchGpt2(const BenchRequest &request) {
       reports.push_back(report);
     }
   }
+  return reports;
+}
 
+void printForwardAgainstKernels(const std::vector<ShapeReport> &reports) {
   std::cout << "\nforward against its kernels (GPU): the forward's median over the sum of its kernels' own times\n";
   std::cout << fmt::format("{:<9} {:>5} {:>10} {:>11} {:>7} {:>14} {:>16}\n", "mode", "T", "forward ms", "kernels ms",
                            "ratio", "us per launch", "unplanned MiB");
@@ -277,9 +301,9 @@ void benchGpt2(const BenchRequest &request) {
         known ? fmt::format("{:.2f}", 1000.0 * (report.medianMs - report.kernelMs) / double(report.launches)) : "-",
         double(report.module.unplannedBytes) / kMiB);
   }
+}
 
-  benchDecoding(request, config, onTarget, generator, kernelRows);
-
+void printCompileStages(const std::vector<ShapeReport> &reports, bool gpu) {
   std::cout << "\ncompile ms by stage (a cold compile; 'cached' when the lowered module came from the disk cache)\n";
   std::cout << fmt::format("{:<9} {:>5} {:>7} {:>7} {:>9} {:>8} {:>10} {:>7} {:>7} {:>8}\n", "mode", "T", "trace",
                            "fuse", "bufferize", "outline", gpu ? "lower-nvvm" : "lower-cpu", "ptxas", "load", "total");
@@ -289,9 +313,13 @@ void benchGpt2(const BenchRequest &request) {
                              report.mode, report.length, c.traceMs, c.fuseMs, c.bufferizeMs, c.outlineMs, c.lowerMs,
                              c.ptxasMs, c.loadMs, c.totalMs(), c.cacheHits > 0 ? "  cached" : "");
   }
+}
 
-  if (!request.profile)
-    return;
+// --profile's table: one row per kernel against the ceilings, and the same
+// rows as CSV in `csvPath` when it is set.
+void printKernelProfile(const std::vector<KernelRow> &kernelRows, const Ceilings &ceilings,
+                        const std::string &csvPath) {
+  double copyRate = ceilings.copyRate;
   std::cout << fmt::format(
       "\nkernels, one forward (and one decode step: mode '-step', T its position) launched directly; each kernel "
       "timed over {} replays of its launch in a graph (library calls: one launch between events); floor: the bytes "
@@ -326,12 +354,36 @@ void benchGpt2(const BenchRequest &request) {
     csv += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.0f},{:.0f},{:.3f},{:.4f},{:.4f},{:.6f},{:.3f},{:.4f},{:.3f}\n",
                        row.mode, row.length, csvField(row.kernel), row.calls, row.microseconds, perCall, bytesPerCall,
                        double(row.flops) / double(row.calls), rate / 1e9, flopRate / 1e12, floorRatio, intensity,
-                       copyRate / 1e9, matmul.flopsPerSecond / 1e12, copyUs);
+                       copyRate / 1e9, ceilings.matmul.flopsPerSecond / 1e12, copyUs);
   }
-  if (!request.csv.empty()) {
-    writeOutput(request.csv, csv);
-    std::cout << "wrote " << request.csv << "\n";
+  if (!csvPath.empty()) {
+    writeOutput(csvPath, csv);
+    std::cout << "wrote " << csvPath << "\n";
   }
+}
+
+} // namespace
+
+void benchGpt2(const BenchRequest &request) {
+  checkBenchRequest(request);
+  Gpt2Weights weights = loadGpt2Weights(request.model.weights, request.model.config, request.model.seed);
+  const Gpt2Config &config = weights.config();
+  bool gpu = request.model.run.compile.target == Target::Gpu;
+  if (request.profile && !gpu)
+    fail("--profile times kernels on the GPU: use --target gpu");
+  printBenchHeader(request, weights);
+  Ceilings ceilings = request.profile ? measureCeilings() : Ceilings{};
+  std::mt19937 generator(12345);
+  // Uploaded once, shared by the runner of each mode.
+  std::shared_ptr<const TargetWeights> onTarget =
+      TargetWeights::upload(weights, request.model.run.compile.target, request.model.run.execution.memory);
+  std::vector<KernelRow> kernelRows;
+  std::vector<ShapeReport> reports = benchForwards(request, config, onTarget, generator, kernelRows);
+  printForwardAgainstKernels(reports);
+  benchDecoding(request, config, onTarget, generator, kernelRows);
+  printCompileStages(reports, gpu);
+  if (request.profile)
+    printKernelProfile(kernelRows, ceilings, request.csv);
 }
 
 // ---- bench kernels ---------------------------------------------------------------

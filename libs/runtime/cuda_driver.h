@@ -41,7 +41,6 @@ namespace mlpipe::gpu {
   X(cuModuleGetFunction)                                                                                               \
   X(cuLaunchKernel)                                                                                                    \
   X(cuFuncSetAttribute)                                                                                                \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                                       \
   X(cuStreamCreate)                                                                                                    \
   X(cuStreamDestroy)                                                                                                   \
   X(cuStreamSynchronize)                                                                                               \

@@ -3,6 +3,11 @@
 // `run` uses. Both sit on the CUDA driver loaded at run time (cuda_driver.h),
 // so nothing here needs a GPU until GPU work is asked for.
 //
+// The C ABI is mgpu_abi.cpp, a thin layer over the rest: driver_access.cpp
+// (the context, the device, errors), module_loading.cpp, kernel_launch.cpp,
+// kernel_profiler.cpp, streams_and_graphs.cpp and device_memory.cpp, which
+// share runtime_internal.h.
+//
 // Error policy. The C functions are called from JIT-compiled code, which
 // cannot handle errors, and a failed CUDA call usually means device memory is
 // already wrong; so on any error they print one line to stderr, e.g.
@@ -15,8 +20,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>

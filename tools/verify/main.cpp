@@ -2,17 +2,9 @@
 // float64 reference on fresh random inputs.
 #include "driver/cli_checks.h"
 #include "driver/matmul_choice.h"
-#include "driver/model_options.h"
-#include "driver/verify.h"
-#include "driver/verify_gpt2.h"
-#include "runtime/mgpu_runtime.h"
-#include "support/error.h"
-#include "support/tool.h"
+#include "driver/verify_command.h"
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
-#include <algorithm>
 
 int main(int argc, char **argv) {
   CLI::App app{"Check results.\n"
@@ -35,29 +27,26 @@ int main(int argc, char **argv) {
       "  verify model.hlo --target cpu --save out/\n"
       "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny\n"
       "  verify gpt2 --steps 10 --mode fused --cache compare --config tiny   # with against without the KV cache");
-  std::vector<std::string> what;
-  double rtol = 1e-5, atol = 1e-8;
-  std::vector<std::string> shapes;
-  std::string dtype = "f32", target;
-  mlpipe::KernelVerifyRequest request;
-  uint64_t seed = 0;
-  double tolerance = 0;
-  app.add_option("what", what, "Two .npy files, kernel names or FILE.hlo modules, or gpt2")->required();
-  app.add_option("--rtol", rtol, "Files: relative tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
-  app.add_option("--atol", atol, "Files: absolute tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
-  app.add_option("--shape", shapes, "Kernels: shape of each input in order");
-  app.add_option("--dtype", dtype, "Kernels: float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  mlpipe::VerifyFlags flags;
+  mlpipe::KernelVerifyRequest &request = flags.kernels;
+  mlpipe::Gpt2VerifyRequest &gpt2 = flags.gpt2;
+  app.add_option("what", flags.what, "Two .npy files, kernel names or FILE.hlo modules, or gpt2")->required();
+  app.add_option("--rtol", flags.rtol, "Files: relative tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
+  app.add_option("--atol", flags.atol, "Files: absolute tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
+  app.add_option("--shape", flags.shapes, "Kernels: shape of each input in order");
+  app.add_option("--dtype", flags.dtype, "Kernels: float type")
+      ->check(CLI::IsMember({"f32", "f64"}))
+      ->capture_default_str();
   app.add_option("--batch", request.options.batch, "matmul: batch size")->check(mlpipe::kPositive);
   app.add_option("--heads", request.options.heads, "attention: heads")->capture_default_str();
-  app.add_option("--target", target, "Kernels: gpu or cpu (default: gpu when there is one)")
+  app.add_option("--target", flags.target, "Kernels: gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.chip, "Kernels on the GPU: chip to compile for")->capture_default_str();
   app.add_option("--format", request.format,
                  "Kernels on the GPU: bin (cubin), fatbin, or isa (PTX the driver assembles)")
       ->check(CLI::IsMember({"bin", "fatbin", "isa"}))
       ->capture_default_str();
-  std::string matmul;
-  app.add_option("--matmul", matmul, mlpipe::kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+  app.add_option("--matmul", flags.matmul, mlpipe::kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
   app.add_option("--precision", request.precision, mlpipe::kPrecisionFlagHelp)
       ->check(CLI::IsMember({"f32", "tf32"}))
       ->capture_default_str();
@@ -72,32 +61,27 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
-  auto *seedOption = app.add_option(
-      "--seed", seed, "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)");
-  seedOption->check(mlpipe::kNonNegative);
-  auto *toleranceOption = app.add_option("--tolerance", tolerance, "Kernels: bound on ||out-ref||/||ref||")
-                              ->check(mlpipe::kPositive);
+  app.add_option("--seed", flags.seed,
+                 "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)")
+      ->check(mlpipe::kNonNegative);
+  app.add_option("--tolerance", flags.tolerance, "Kernels: bound on ||out-ref||/||ref||")->check(mlpipe::kPositive);
   app.add_option("--input-offset", request.inputOffset, "Kernels: the first input is OFFSET + SCALE * uniform[-1, 1)")
       ->check(mlpipe::kFinite)
       ->capture_default_str();
   app.add_option("--input-scale", request.inputScale, "Kernels: see --input-offset")
       ->check(mlpipe::kFinite)
       ->capture_default_str();
-  mlpipe::Gpt2VerifyRequest gpt2;
-  std::string gpt2Mode = "sublayer";
-  bool managed = false, noGraphs = false;
-  app.add_flag("--managed", managed, "GPU buffers in managed memory (the tutorial's path), not device memory");
-  app.add_flag("--no-graphs", noGraphs, "gpt2: launch every kernel directly instead of replaying CUDA graphs");
+  app.add_flag("--managed", flags.managed, "GPU buffers in managed memory (the tutorial's path), not device memory");
+  app.add_flag("--no-graphs", flags.noGraphs, "gpt2: launch every kernel directly instead of replaying CUDA graphs");
   app.add_option("--steps", gpt2.steps, "gpt2: greedy steps")->check(mlpipe::kPositive)->capture_default_str();
-  app.add_option("--mode", gpt2Mode, "gpt2: sublayer or fused")
+  app.add_option("--mode", flags.gpt2Mode, "gpt2: sublayer or fused")
       ->check(CLI::IsMember({"sublayer", "fused"}))
       ->capture_default_str();
   app.add_option("--weights", gpt2.model.weights, "gpt2: synthetic or a model.safetensors")->capture_default_str();
   app.add_option("--config", gpt2.model.config, "gpt2: tiny, 124M or a config.json");
   app.add_option("--prompt", gpt2.model.prompt, "gpt2: the prompt (default: ten tokens)")->check(mlpipe::kNonEmpty);
   app.add_option("--save-weights", gpt2.saveWeights, "gpt2: also write the weights used as .safetensors");
-  std::string gpt2Cache = "on";
-  app.add_option("--cache", gpt2Cache,
+  app.add_option("--cache", flags.gpt2Cache,
                  "gpt2: on (prefill the prompt, then decode steps against the KV cache), off (a forward over the "
                  "whole sequence every step), or compare (both, also against each other)")
       ->check(CLI::IsMember({"on", "off", "compare"}))
@@ -108,65 +92,5 @@ int main(int argc, char **argv) {
     int status = app.exit(error); // prints the flag's error (or --help)
     return status == 0 ? 0 : 2;   // a bad flag is unusable input
   }
-
-  bool pass = false;
-  int status = mlpipe::runTool(
-      "verify",
-      [&] {
-        bool anyNpy = std::any_of(what.begin(), what.end(), [](auto &w) { return w.ends_with(".npy"); });
-        if (anyNpy && what.size() != 2)
-          throw mlpipe::Error(fmt::format("comparing arrays takes two .npy files (actual, then expected), not {}",
-                                          what.size()));
-        bool files = what.size() == 2 && what[0].ends_with(".npy") && what[1].ends_with(".npy");
-        if (anyNpy && !files)
-          throw mlpipe::Error("comparing arrays takes two .npy files (actual, then expected)");
-        // Flags that belong to another use of verify are refused, not ignored.
-        const auto fileFlags = {"--rtol", "--atol"};
-        const auto gpt2Flags = {"--steps", "--mode", "--weights", "--config", "--prompt", "--save-weights",
-                                    "--cache", "--no-graphs"};
-        const auto kernelFlags = {"--shape",   "--dtype", "--batch",        "--heads",        "--transpose-a",
-                                      "--transpose-b", "--epilogue", "--save", "--tolerance", "--input-offset",
-                                      "--input-scale", "--format"};
-        if (files) {
-          mlpipe::refuseFlags(app, gpt2Flags, "comparing two .npy files");
-          mlpipe::refuseFlags(app, kernelFlags, "comparing two .npy files");
-          mlpipe::refuseFlags(app, {"--target", "--chip", "--matmul", "--precision", "--seed", "--managed"},
-                              "comparing two .npy files");
-          pass = mlpipe::verifyFiles(what[0], what[1], rtol, atol);
-          return;
-        }
-        if (what.size() == 1 && what[0] == "gpt2") {
-          mlpipe::refuseFlags(app, fileFlags, "gpt2");
-          mlpipe::refuseFlags(app, kernelFlags, "gpt2");
-          mlpipe::ModelFlags flags{target, gpt2Mode, managed, noGraphs, matmul};
-          gpt2.model.run.compile.chip = request.chip;
-          gpt2.model.run.compile.precision = request.precision;
-          if (request.precision == "tf32")
-            gpt2.tolerance = mlpipe::kGpt2Tf32Tolerance;
-          if (*seedOption)
-            gpt2.model.seed = seed;
-          mlpipe::applyModelFlags(gpt2.model, flags);
-          gpt2.cache = mlpipe::parseGpt2CacheCheck(gpt2Cache);
-          pass = mlpipe::verifyGpt2(gpt2);
-          return;
-        }
-        mlpipe::refuseFlags(app, fileFlags, "kernels (they compare with a float64 reference)");
-        mlpipe::refuseFlags(app, gpt2Flags, "kernels or HLO modules (they apply to gpt2)");
-        request.kernels = what;
-        request.managed = managed;
-        for (const std::string &shape : shapes)
-          request.options.shapes.push_back(mlpipe::parseShape(shape));
-        request.options.dtype = *mlpipe::parseDType(dtype);
-        if (target.empty())
-          target = mlpipe::gpu::available() ? "gpu" : "cpu";
-        request.target = target == "gpu" ? mlpipe::Target::Gpu : mlpipe::Target::Cpu;
-        request.matmul = matmul;
-        if (*seedOption)
-          request.seed = seed;
-        if (*toleranceOption)
-          request.tolerance = tolerance;
-        pass = mlpipe::verifyKernels(request);
-      },
-      /*errorStatus=*/2);
-  return status != 0 ? status : (pass ? 0 : 1);
+  return mlpipe::runVerify(app, flags);
 }

@@ -831,19 +831,6 @@ BOOST_AUTO_TEST_CASE(an_empty_grid_exits_naming_the_kernel) {
                                  "dynamic shared memory (each dimension must be 1 to 4294967295)\n");
 }
 
-// A persistent kernel (its module has the grid barrier's count) launched
-// with more blocks than the GPU holds at once would wait forever at its
-// first barrier: the launch is refused in one sentence instead.
-BOOST_AUTO_TEST_CASE(a_grid_synchronized_kernel_larger_than_the_gpu_exits) {
-  test::ChildResult child = test::runScenario("grid-too-large");
-  BOOST_TEST_MESSAGE(child.stderrText);
-  BOOST_TEST(child.exitCode == 1);
-  BOOST_TEST(isOneLine(child.stderrText));
-  BOOST_TEST(child.stderrText.starts_with("mlpipe: kernel 'saxpy' synchronizes its whole grid of 100000000 blocks, "
-                                          "but this GPU holds only "));
-  BOOST_TEST(child.stderrText.find("without MLPIPE_PERSISTENT_KERNELS=1") != std::string::npos);
-}
-
 BOOST_AUTO_TEST_CASE(switching_device_after_gpu_work_exits) {
   test::ChildResult child = test::runScenario("switch-device");
   BOOST_TEST_MESSAGE(child.stderrText);
@@ -868,20 +855,6 @@ static int runScenario(const std::string &name) {
     void *params[] = {&address};
     mgpuLaunchKernel(k.storeTo, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr, 1);
     mgpuStreamSynchronize(stream);
-  } else if (name == "grid-too-large") {
-    // saxpy in a module marked as a persistent kernel's.
-    std::string all = kKernelsPtx;
-    size_t begin = all.find(".visible .entry saxpy(");
-    std::string ptx = ".version 7.8\n.target sm_75\n.address_size 64\n"
-                      ".visible .global .align 8 .u64 mlpipe_grid_barrier = 0;\n" +
-                      all.substr(begin, all.find("\n}\n", begin) + 3 - begin);
-    void *module = mgpuModuleLoadJIT(ptx.data(), 2);
-    void *saxpy = mgpuModuleGetFunction(module, "saxpy");
-    void *x = nullptr, *y = nullptr;
-    float a = 1;
-    uint32_t n = 0;
-    void *params[] = {&x, &y, &a, &n};
-    mgpuLaunchKernel(saxpy, 100000000, 1, 1, kBlock, 1, 1, 0, nullptr, params, nullptr, 4);
   } else if (name == "empty-grid") {
     Kernels k;
     void *x = nullptr, *y = nullptr;
