@@ -25,11 +25,26 @@ endfunction()
 # The layers share one precompiled header of the MLIR headers most of their
 # files include (MLIR's headers dominate their compile time).
 set(MLPIPE_GENERATED_INCLUDE ${PROJECT_BINARY_DIR}/include)
+set(MLPIPE_COMPILER_PCH
+  <mlir/Dialect/Arith/IR/Arith.h> <mlir/Dialect/Func/IR/FuncOps.h> <mlir/Dialect/GPU/IR/GPUDialect.h>
+  <mlir/Dialect/LLVMIR/LLVMDialect.h> <mlir/Dialect/Linalg/IR/Linalg.h> <mlir/Dialect/Math/IR/Math.h>
+  <mlir/Dialect/MemRef/IR/MemRef.h> <mlir/Dialect/SCF/IR/SCF.h> <mlir/Dialect/Vector/IR/VectorOps.h>
+  <mlir/IR/Builders.h> <mlir/IR/BuiltinOps.h> <mlir/IR/IRMapping.h> <mlir/IR/Matchers.h> <mlir/IR/SymbolTable.h>
+  <mlir/Interfaces/SideEffectInterfaces.h> <mlir/Interfaces/ViewLikeInterface.h> <mlir/Pass/Pass.h>
+  <llvm/Support/raw_ostream.h>)
 function(mlpipe_compiler_library name)
   cmake_parse_arguments(ARG "" "PASSES" "SOURCES;DEPENDS" ${ARGN})
   mlpipe_library(${name} SOURCES ${ARG_SOURCES} DEPENDS ${ARG_DEPENDS} MLIR LLVM)
   target_include_directories(${name} PUBLIC ${MLPIPE_GENERATED_INCLUDE})
   target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  # The first layer builds the precompiled header; the others reuse it. A
+  # header precompiled under other macros is not used: no NAME_EXPORTS.
+  set_target_properties(${name} PROPERTIES DEFINE_SYMBOL "")
+  if(name STREQUAL "mlpipe_codegen")
+    target_precompile_headers(${name} PRIVATE ${MLPIPE_COMPILER_PCH})
+  else()
+    target_precompile_headers(${name} REUSE_FROM mlpipe_codegen)
+  endif()
   if(ARG_PASSES)
     get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
     set(generated ${MLPIPE_GENERATED_INCLUDE}/${folder}/Passes.h.inc)

@@ -227,7 +227,9 @@ size_t OutputFiles::add(const std::string &path) {
         fail("{} is named as two outputs", path);
       fail("{} and {} are one file, named as two outputs", output.target.given, path);
     }
-  impl_->outputs.push_back({std::move(target)});
+  Impl::Output output;
+  output.target = std::move(target);
+  impl_->outputs.push_back(std::move(output));
   return impl_->outputs.size() - 1;
 }
 
