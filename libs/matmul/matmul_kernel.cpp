@@ -35,6 +35,7 @@
 #include "matmul/matmul_kernel.h"
 
 #include "codegen/debug.h"
+#include "codegen/type_sizes.h"
 #include "fusion/fusion_graph.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -220,7 +221,7 @@ struct Problem {
   bool accumulate = false;
   const MatmulEpilogue *epilogue = nullptr;
   const MatmulRowPrologue *prologue = nullptr; // A's row computed in the kernel
-  int64_t maxVector = 4; // elements in the widest access
+  int64_t maxVector = 4;                       // elements in the widest access
 
   int64_t rowDim() const { return rank - 2; }
   int64_t colDim() const { return rank - 1; }
@@ -720,13 +721,6 @@ llvm::SmallVector<mlir::Type> argumentTypes(const Problem &p, bool withAB) {
     for (Value operand : p.prologue->hostOperands)
       types.push_back(operand.getType());
   return types;
-}
-
-int64_t bytesOf(mlir::Type type) {
-  auto memref = mlir::dyn_cast<mlir::MemRefType>(type);
-  if (!memref || !memref.hasStaticShape())
-    return 0;
-  return memref.getNumElements() * static_cast<int64_t>(memref.getElementTypeBitWidth() / 8);
 }
 
 //===----------------------------------------------------------------------===//
