@@ -37,18 +37,18 @@
 // The step's own keys and values, which the host copied into the cache
 // just before, are written there by the block whose split holds their key,
 // before it reads the cache (matchCacheWrite).
+#include "attention/passes.h"
+#include "attention/split_combine.h"
 #include "codegen/debug.h"
-#include "codegen/path_choice.h"
 #include "codegen/device_description.h"
+#include "codegen/kernel_factory.h"
+#include "codegen/pass_support.h"
+#include "codegen/path_choice.h"
 #include "emitters/elemental_emitter.h"
 #include "emitters/fusion_emitter.h"
 #include "fusion/fusion_graph.h"
 #include "fusion/hero_analysis.h"
-#include "codegen/kernel_factory.h"
 #include "fusion/softmax_analysis.h"
-#include "attention/split_combine.h"
-#include "codegen/pass_support.h"
-#include "attention/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -62,6 +62,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <limits>
 #include <optional>
@@ -107,8 +108,6 @@ constexpr int64_t kMinKeyTilesPerSplit = 1;
 // Threads per block of the kernel that combines the splits (one thread
 // per output element).
 constexpr int64_t kCombineThreads = 256;
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- Matching --------------------------------------------------------------
 
@@ -922,7 +921,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     // per SM, from kQueryRowsPerBlock down.
     cfg.rowsPerBlock = kQueryRowsPerBlock;
     while (cfg.rowsPerBlock > kMinQueryRowsPerBlock &&
-           cfg.heads * ceilDiv(cfg.length, cfg.rowsPerBlock) < kMinBlocksPerSm * device.smCount)
+           cfg.heads * llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock) < kMinBlocksPerSm * device.smCount)
       cfg.rowsPerBlock /= 2;
     // Never more rows than the sequence (rounded to a warp's worth of rows).
     int64_t rowsPerWarp = std::max<int64_t>(1, device.warpSize / cfg.lanes);
@@ -933,7 +932,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       cfg.rowsPerBlock /= 2;
       cfg.threads = cfg.rowsPerBlock * cfg.lanes;
     }
-    cfg.queryTiles = ceilDiv(cfg.length, cfg.rowsPerBlock);
+    cfg.queryTiles = llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock);
     cfg.keysPerTile = kScoreRegistersPerLane * 4 / cfg.elementBytes;
     auto sharedBytes = [&] { return 2 * cfg.keysPerTile * cfg.headSize * cfg.elementBytes; };
     while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMinKeysPerTile)
@@ -941,16 +940,16 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     if (sharedBytes() > device.sharedMemoryPerBlock)
       return why = "the K and V tiles do not fit shared memory", mlir::failure();
     int64_t maxWidth = kVectorBytes / cfg.elementBytes;
-    cfg.keyTiles = ceilDiv(cfg.keys, cfg.keysPerTile);
+    cfg.keyTiles = llvm::divideCeilSigned(cfg.keys, cfg.keysPerTile);
     // Split the keys when the blocks would leave SMs idle (never causal
     // attention: its blocks' key ranges differ by design).
     if (!cfg.causal) {
       int64_t blocks = cfg.heads * cfg.queryTiles;
-      int64_t wanted = ceilDiv(kSplitBlocksPerSm * device.smCount, blocks);
+      int64_t wanted = llvm::divideCeilSigned(kSplitBlocksPerSm * device.smCount, blocks);
       int64_t most = std::max<int64_t>(1, cfg.keyTiles / kMinKeyTilesPerSplit);
       cfg.splits = std::clamp<int64_t>(wanted, 1, most);
-      cfg.tilesPerSplit = ceilDiv(cfg.keyTiles, cfg.splits);
-      cfg.splits = ceilDiv(cfg.keyTiles, cfg.tilesPerSplit);
+      cfg.tilesPerSplit = llvm::divideCeilSigned(cfg.keyTiles, cfg.splits);
+      cfg.splits = llvm::divideCeilSigned(cfg.keyTiles, cfg.tilesPerSplit);
     }
     cfg.partialStride = cfg.headSize + maxWidth;
 
@@ -1098,15 +1097,14 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                     << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
                     << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles * cfg.splits
                     << " blocks x " << cfg.threads << " threads" << splitText
-                    << (cacheWrite ? ", writing the step's keys and values into the cache first" : "")
-                    << "\n");
+                    << (cacheWrite ? ", writing the step's keys and values into the cache first" : "") << "\n");
     LaunchDims dims;
     dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};
     kernels.launch(host, valuesCall.getLoc(), *kernel, dims, launchOperands);
     if (partials) {
       LaunchDims combineDims;
-      combineDims.grid = {ceilDiv(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};
+      combineDims.grid = {llvm::divideCeilSigned(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};
       combineDims.block = {kCombineThreads, 1, 1};
       llvm::SmallVector<Value> combineOperands{partials, oHost};
       if (position)

@@ -20,6 +20,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include "llvm/Support/MathExtras.h"
+
 namespace mlpipe::emitters {
 
 namespace {
@@ -60,13 +62,12 @@ public:
     int64_t groups = elements / width;
     const DeviceDescription &device = *options_.device;
     int64_t threads =
-        std::min<int64_t>(kThreadsPerBlock, (groups + device.warpSize - 1) / device.warpSize * device.warpSize);
+        std::min<int64_t>(kThreadsPerBlock, llvm::divideCeilSigned(groups, device.warpSize) * device.warpSize);
     int64_t residentBlocks = device.smCount * std::max<int64_t>(1, device.maxThreadsPerSm / threads);
     // Unroll only when there is work enough to give every resident thread
     // all its groups.
     int64_t perThread = groups >= residentBlocks * threads * kGroupsPerThread ? kGroupsPerThread : 1;
-    int64_t blocks =
-        std::min((groups + threads * perThread - 1) / (threads * perThread), kWavesOfBlocks * residentBlocks);
+    int64_t blocks = std::min(llvm::divideCeilSigned(groups, threads * perThread), kWavesOfBlocks * residentBlocks);
     blocks = std::max<int64_t>(blocks, 1);
     int64_t gridThreads = blocks * threads;
     int64_t stride = gridThreads * perThread;

@@ -33,6 +33,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <limits>
 
 namespace mlpipe::emitters {
@@ -95,19 +97,21 @@ public:
       lanes_ = nextPowerOfTwo(chunks_);
     } else {
       lanes_ = warp;
-      while ((chunks_ + lanes_ - 1) / lanes_ * width_ > kMaxRowElementsPerLane && lanes_ < device.maxThreadsPerBlock)
+      while (llvm::divideCeilSigned(chunks_, lanes_) * width_ > kMaxRowElementsPerLane &&
+             lanes_ < device.maxThreadsPerBlock)
         lanes_ *= 2;
     }
-    perLane_ = (chunks_ + lanes_ - 1) / lanes_;
+    perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
     inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     // A block of one row when the row needs more than a warp; else several
     // rows share a block.
-    int64_t threadsForEnoughBlocks = nextPowerOfTwo((rows_ * lanes_ + kMinBlocksPerSm * device.smCount - 1) /
-                                                    (kMinBlocksPerSm * device.smCount));
-    threads_ = lanes_ > warp ? lanes_
-                             : std::max<int64_t>({warp, lanes_, std::min<int64_t>(kThreadsPerBlock, threadsForEnoughBlocks)});
+    int64_t threadsForEnoughBlocks =
+        nextPowerOfTwo(llvm::divideCeilSigned(rows_ * lanes_, kMinBlocksPerSm * device.smCount));
+    threads_ = lanes_ > warp
+                   ? lanes_
+                   : std::max<int64_t>({warp, lanes_, std::min<int64_t>(kThreadsPerBlock, threadsForEnoughBlocks)});
     rowsPerBlock_ = threads_ / lanes_;
-    int64_t blocks = (rows_ + rowsPerBlock_ - 1) / rowsPerBlock_;
+    int64_t blocks = llvm::divideCeilSigned(rows_, rowsPerBlock_);
     int64_t warpsPerRow = lanes_ / warp;
 
     // A causally masked softmax held in registers reads only the keys up to
@@ -173,7 +177,7 @@ public:
       width_ /= 2;
     chunks_ = columns_ / width_;
     lanes_ = threads;
-    perLane_ = (chunks_ + lanes_ - 1) / lanes_;
+    perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
     inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     if (!inRegisters_)
       return why = "a row too long for the block's registers", mlir::failure();

@@ -48,6 +48,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <functional>
@@ -166,8 +167,7 @@ constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
 // thread.
 constexpr int64_t kElementwiseThreads = 256;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+int64_t roundUp(int64_t a, int64_t b) { return llvm::divideCeilSigned(a, b) * b; }
 
 //===----------------------------------------------------------------------===//
 // The problem, as the operand types describe it.
@@ -286,7 +286,7 @@ struct SkinnyConfig {
   // Groups of lanes that each take their own rows of the K-slice.
   int64_t rowSlots() const { return warps * (32 / lanesN); }
   int64_t rowsPerWarp() const { return kPerSplit / rowSlots(); }
-  int64_t chunks() const { return ceilDiv(rowsPerWarp(), rowsInFlight); }
+  int64_t chunks() const { return llvm::divideCeilSigned(rowsPerWarp(), rowsInFlight); }
 };
 
 int64_t paddedRow(int64_t elements, int64_t elementBytes) { return elements + kSharedPadBytes / elementBytes; }
@@ -334,12 +334,12 @@ int64_t residentBlocks(const Problem &p, const TiledConfig &c, const DeviceDescr
 // resident to issue every cycle) and its loads from L2, plus the split-K
 // atomics spread over the SMs.
 double tiledCost(const Problem &p, const TiledConfig &c, const DeviceDescription &device) {
-  int64_t blocks = p.batch * ceilDiv(p.m, c.blockM) * ceilDiv(p.n, c.blockN) * c.splitK;
-  int64_t blocksPerSm = ceilDiv(blocks, device.smCount);
+  int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, c.blockM) * llvm::divideCeilSigned(p.n, c.blockN) * c.splitK;
+  int64_t blocksPerSm = llvm::divideCeilSigned(blocks, device.smCount);
   double fmasPerThreadStep = static_cast<double>(c.threadM * c.threadN * c.blockK);
   double fragmentLoads = static_cast<double>((c.threadM + c.threadN) / kFragment * c.blockK);
   double instructionsPerStep = fmasPerThreadStep + fragmentLoads + kStepOverheadInstructions;
-  double steps = static_cast<double>(ceilDiv(c.kPerSplit, c.blockK));
+  double steps = static_cast<double>(llvm::divideCeilSigned(c.kPerSplit, c.blockK));
   int64_t warps = c.threads() / device.warpSize;
   int64_t residentWarps = std::min(blocksPerSm, residentBlocks(p, c, device)) * warps;
   double issueRate = std::min(1.0, static_cast<double>(residentWarps) / kWarpsForFullIssue);
@@ -351,8 +351,8 @@ double tiledCost(const Problem &p, const TiledConfig &c, const DeviceDescription
 }
 
 TiledConfig withSplit(const Problem &p, TiledConfig c, int64_t splits) {
-  c.kPerSplit = roundUp(ceilDiv(p.k, splits), c.blockK);
-  c.splitK = ceilDiv(p.k, c.kPerSplit);
+  c.kPerSplit = roundUp(llvm::divideCeilSigned(p.k, splits), c.blockK);
+  c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
   return c;
 }
 
@@ -417,14 +417,16 @@ mlir::FailureOr<TiledConfig> chooseTiled(const Problem &p, const GeneratedMatmul
   // Consecutive blocks share the tile of the operand with fewer tiles along
   // the other axis: the logits product's 8 tiles of M run side by side on
   // one tile of the 50257 columns, so B comes from HBM once.
-  best->mFastest = ceilDiv(p.m, best->blockM) <= ceilDiv(p.n, best->blockN);
+  best->mFastest = llvm::divideCeilSigned(p.m, best->blockM) <= llvm::divideCeilSigned(p.n, best->blockN);
   // Ask ptxas to fit as many blocks as an SM will be given, as far as the
   // register estimate allows. The estimate is good for f32 tiles; ptxas's
   // own choice serves f64 better (it hoists fragments of doubles across the
   // K steps).
-  int64_t blocks = p.batch * ceilDiv(p.m, best->blockM) * ceilDiv(p.n, best->blockN) * best->splitK;
-  best->blocksPerSm =
-      p.elementBytes == 4 ? std::min(residentBlocks(p, *best, device), ceilDiv(blocks, device.smCount)) : 1;
+  int64_t blocks =
+      p.batch * llvm::divideCeilSigned(p.m, best->blockM) * llvm::divideCeilSigned(p.n, best->blockN) * best->splitK;
+  best->blocksPerSm = p.elementBytes == 4
+                          ? std::min(residentBlocks(p, *best, device), llvm::divideCeilSigned(blocks, device.smCount))
+                          : 1;
   return *best;
 }
 
@@ -433,11 +435,13 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   SkinnyConfig c;
   c.vectorN = vectorN;
   c.rowsPerBlock = std::min(p.m, kSkinnyRowsPerBlock);
-  c.rowGroups = ceilDiv(p.m, c.rowsPerBlock);
+  c.rowGroups = llvm::divideCeilSigned(p.m, c.rowsPerBlock);
   // Narrower row segments (more blocks across N) instead of splitting K,
   // for one row whose whole K fits one staged slice (a decode step's GEMVs).
   c.lanesN = 32;
-  auto columnBlocksOf = [&](int64_t lanes) { return ceilDiv(p.n, lanes * vectorN) * p.batch * c.rowGroups; };
+  auto columnBlocksOf = [&](int64_t lanes) {
+    return llvm::divideCeilSigned(p.n, lanes * vectorN) * p.batch * c.rowGroups;
+  };
   bool narrowable = options.splitK <= 0 && skinnyIsOneLaunch(p.m, p.k, p.elementBytes);
   while (narrowable && c.lanesN > 1 && (c.lanesN / 2) * vectorN * p.elementBytes >= kSkinnyMinSegmentBytes &&
          columnBlocksOf(c.lanesN) < kSkinnyTargetBlocksPerSm * device.smCount &&
@@ -453,7 +457,7 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
     // slot. A narrowed block never splits (kSkinnyTargetBlocksPerSm).
     if (c.lanesN == 32) {
       int64_t deepest = std::max<int64_t>(1, p.k / (c.rowSlots() * kSkinnyMinRowsPerWarp));
-      splits = std::clamp<int64_t>(ceilDiv(device.smCount, columnBlocks), 1, deepest);
+      splits = std::clamp<int64_t>(llvm::divideCeilSigned(device.smCount, columnBlocks), 1, deepest);
     }
   }
   if (!splitAllowed)
@@ -462,14 +466,14 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   int64_t rowBytes = roundUp(c.rowsPerBlock, c.rowsPerBlock >= kFragment ? kFragment : 1) * p.elementBytes;
   int64_t slots = c.rowSlots();
   int64_t maxSlice = std::max<int64_t>(slots, kSkinnyASharedBytes / rowBytes / slots * slots);
-  c.kPerSplit = std::min(roundUp(ceilDiv(p.k, splits), slots), maxSlice);
-  c.splitK = ceilDiv(p.k, c.kPerSplit);
+  c.kPerSplit = std::min(roundUp(llvm::divideCeilSigned(p.k, splits), slots), maxSlice);
+  c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
   int64_t words = p.elementBytes / 4;
   int64_t accumulators = c.rowsPerBlock * c.vectorN * words;
   int64_t forB = (kSkinnyRegisters - kRegisterOverhead - accumulators) / (2 * c.vectorN * words);
   int64_t most = std::clamp<int64_t>(std::min(forB, kSkinnyRowsInFlight), 1, c.rowsPerWarp());
   // As many chunks as that needs, evened out (16 rows by at most 5: 4 x 4).
-  c.rowsInFlight = ceilDiv(c.rowsPerWarp(), ceilDiv(c.rowsPerWarp(), most));
+  c.rowsInFlight = llvm::divideCeilSigned(c.rowsPerWarp(), llvm::divideCeilSigned(c.rowsPerWarp(), most));
   int64_t bytesPerReductionRow = slots * c.blockN * p.elementBytes;
   c.reductionRows = std::clamp<int64_t>(kSkinnyReductionSharedBytes / bytesPerReductionRow, 1, c.rowsPerBlock);
   return c;
@@ -768,7 +772,7 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
     Value length = ix.min(ix.sub(ix.c(p.k), kStart), cfg.kPerSplit);
     steps = ix.div(ix.add(length, cfg.blockK - 1), cfg.blockK);
   } else {
-    steps = ix.c(ceilDiv(p.k, cfg.blockK));
+    steps = ix.c(llvm::divideCeilSigned(p.k, cfg.blockK));
   }
   const bool maskK = p.k % cfg.blockK != 0;
   Value tx = ix.rem(tid, threadsN);
@@ -783,7 +787,7 @@ void buildTiledBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p
     int64_t vectors = blockOuter * cfg.blockK / plan.width;
     int64_t perRow = (plan.alongK ? cfg.blockK : blockOuter) / plan.width;
     llvm::SmallVector<Slot> slots;
-    for (int64_t j = 0; j < ceilDiv(vectors, threads); ++j) {
+    for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
       Value q = ix.add(tid, j * threads);
       Slot slot;
       if ((j + 1) * threads > vectors) {
@@ -1065,7 +1069,7 @@ mlir::LogicalResult buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, 
     // Stage A's slice: element q is (row q / kPerSplit, k q % kPerSplit), so
     // consecutive threads read consecutive k.
     int64_t count = cfg.kPerSplit * rows;
-    for (int64_t j = 0; j < ceilDiv(count, threads); ++j) {
+    for (int64_t j = 0; j < llvm::divideCeilSigned(count, threads); ++j) {
       Value q = ix.add(tid, j * threads);
       Value valid;
       if ((j + 1) * threads > count) {
@@ -1123,7 +1127,7 @@ mlir::LogicalResult buildSkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, 
                                     llvm::MaybeAlign(vn * eb));
     mlir::gpu::BarrierOp::create(b, loc);
     int64_t outputs = count * cfg.lanesN;
-    for (int64_t j = 0; j < ceilDiv(outputs, threads); ++j) {
+    for (int64_t j = 0; j < llvm::divideCeilSigned(outputs, threads); ++j) {
       Value q = ix.add(tid, j * threads);
       Value valid = (j + 1) * threads > outputs ? ix.lt(q, outputs) : Value();
       Value i = ix.div(q, cfg.lanesN), l = ix.rem(q, cfg.lanesN);
@@ -1195,7 +1199,7 @@ mlir::LogicalResult emitElementwise(mlir::OpBuilder &host, mlir::Location loc, c
     });
   });
   LaunchDims dims;
-  dims.grid = {ceilDiv(total, kElementwiseThreads), 1, 1};
+  dims.grid = {llvm::divideCeilSigned(total, kElementwiseThreads), 1, 1};
   dims.block = {kElementwiseThreads, 1, 1};
   llvm::SmallVector<Value> arguments{c};
   if (what != Elementwise::Zero)
@@ -1359,7 +1363,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
       signature.flops = flops;
       signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
       LaunchDims dims;
-      dims.grid = {ceilDiv(p.n, cfg.blockN), cfg.splitK, p.batch * cfg.rowGroups};
+      dims.grid = {llvm::divideCeilSigned(p.n, cfg.blockN), cfg.splitK, p.batch * cfg.rowGroups};
       dims.block = {cfg.threads(), 1, 1};
       if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
         return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
@@ -1394,7 +1398,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   signature.bytesMoved = bytes;
   signature.flops = flops;
   signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
-  int64_t tilesM = ceilDiv(p.m, cfg.blockM), tilesN = ceilDiv(p.n, cfg.blockN);
+  int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
   LaunchDims dims;
   dims.grid = {cfg.mFastest ? tilesM : tilesN, cfg.mFastest ? tilesN : tilesM, p.batch * cfg.splitK};
   dims.block = {cfg.threads(), 1, 1};
