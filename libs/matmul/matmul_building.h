@@ -1,10 +1,14 @@
-// What the generated matmul's kernels are built with (private to
-// libs/matmul): index arithmetic that folds constants, matrix operands read
-// and written by logical (batch, row, column), the small builders the
-// bodies share, and the writer of C's elements through the epilogue.
+// What the generated matmul's kernels are built and launched with (private
+// to libs/matmul): index arithmetic that folds constants, matrix operands
+// read and written by logical (batch, row, column), the small builders the
+// bodies share, the writer of C's elements through the epilogue, and the
+// launch of a product kernel in either form (tiled_matmul.cpp,
+// skinny_matmul.cpp).
 #pragma once
 
 #include "matmul/matmul_config.h"
+
+#include "codegen/kernel_factory.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -191,5 +195,54 @@ mlir::MemRefType workgroupType(llvm::ArrayRef<int64_t> shape, mlir::Type element
 // The kernel's arguments: A and B (`withAB`), C, the epilogue's operands,
 // the prologue's.
 llvm::SmallVector<mlir::Type> argumentTypes(const Problem &p, bool withAB);
+
+//===----------------------------------------------------------------------===//
+// Launching a product kernel (matmul_kernel.cpp) in either form.
+//===----------------------------------------------------------------------===//
+
+// The host side of one emitGeneratedMatmul call: where its kernels go, and
+// what every launch of the product reads.
+struct ProductLaunch {
+  ProductLaunch(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands, KernelFactory &kernels,
+                const DeviceDescription &device, const std::string &name, const GeneratedMatmulOptions &options)
+      : host(host), loc(loc), operands(operands), kernels(kernels), device(device), name(name), options(options) {}
+
+  mlir::OpBuilder &host;
+  mlir::Location loc;
+  const MatmulOperands &operands;
+  KernelFactory &kernels;
+  const DeviceDescription &device;
+  const std::string &name;
+  const GeneratedMatmulOptions &options;
+  llvm::SmallVector<Value> epilogueOperands; // the epilogue's host operands
+  // Whether K may be split across blocks: not where every block computes
+  // A's row, nor where an epilogue operand may be C itself.
+  bool splitAllowed = true;
+  // The whole product's work, for the kernel's signature.
+  int64_t flops = 0, bytes = 0;
+  // The widest vector (in elements) C's rows are stored with.
+  int64_t widthC = 1;
+};
+
+using KernelBody = std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)>;
+
+// The problem the product kernel computes when K is split `splits` ways:
+// with more than one it only adds into C (the epilogue follows as a kernel
+// of its own).
+Problem productProblem(const Problem &p, int64_t splits);
+
+// Builds the product kernel (its body by `body`) and launches it; with split
+// K, C is zeroed first (unless accumulating) and the epilogue runs after, as
+// kernels over C.
+mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p, int64_t splits,
+                                  const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body);
+
+// The tiled form (tiled_matmul.cpp): its configuration chosen, built and
+// launched.
+mlir::LogicalResult emitTiledMatmul(const ProductLaunch &launch, const Problem &p);
+
+// The skinny form (skinny_matmul.cpp) with configuration `cfg`, built and
+// launched.
+mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem &p, const SkinnyConfig &cfg);
 
 } // namespace mlpipe::emitters::generated_matmul
