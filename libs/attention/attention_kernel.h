@@ -1,6 +1,6 @@
 // The fused attention kernel (private to libs/attention): its launch
-// configuration, and the bodies of the kernel and of the kernel combining
-// split keys.
+// configuration, chosen from the shapes and the device description, and
+// the bodies of the kernel and of the kernel combining split keys.
 //
 // A block per (head, tile of query rows); each query row is held by a group
 // of lanes, each lane a slice of the head dimension (its q and its output
@@ -42,7 +42,7 @@ struct Config {
   int64_t partialStride = 0; // elements per row of the partials: D values, max, sum, padding
   mlir::Type element;
   int64_t elementBytes = 4;
-  int64_t rowsPerBlock = 0; // kQueryRowsPerBlock or fewer
+  int64_t rowsPerBlock = 0; // chooseLaunch: kQueryRowsPerBlock or fewer
   int64_t lanes = 1;        // per query row
   int64_t width = 1;        // elements per register chunk
   int64_t chunks = 1;       // per lane
@@ -61,6 +61,15 @@ struct Config {
   int64_t cacheSourceArgument = -1;
   llvm::SmallVector<int64_t> cacheKeyInputArguments;
 };
+
+// The configuration's shapes, from the matched products: Q [H, Tq, D],
+// K^T [H, D, Tk], V [H, Tk, D], out [H, Tq, D], all f32 or all f64; failure
+// with the reason otherwise.
+mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why);
+
+// The launch configuration, from the device description: lanes per query
+// row, query rows per block, keys per tile, splits of the keys.
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, std::string &why);
 
 // The widest vector (at most `maxElements`) along the last dimension of a
 // memref: every vector aligned to its size, given an aligned base.

@@ -1,6 +1,8 @@
 // What mlpipe-fused-attention matches (attention_matching.h).
 #include "attention/attention_matching.h"
 
+#include "fusion/hero_analysis.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -8,6 +10,8 @@
 #include "llvm/ADT/SetVector.h"
 
 namespace mlpipe::emitters::fused_attention {
+
+namespace {
 
 // A fusion that is one batch_matmul from zero (its fill), nothing else:
 // the node of the product, or -1.
@@ -31,7 +35,120 @@ int plainBatchMatmul(const FusionGraph &graph) {
   return product;
 }
 
-namespace {
+// The other call using a buffer, besides `call` and deallocations.
+mlir::func::CallOp otherCall(Value buffer, mlir::func::CallOp call) {
+  mlir::func::CallOp other;
+  for (mlir::Operation *user : buffer.getUsers()) {
+    if (user == call.getOperation() || mlir::isa<mlir::memref::DeallocOp>(user))
+      continue;
+    auto userCall = mlir::dyn_cast<mlir::func::CallOp>(user);
+    if (!userCall || other)
+      return {};
+    other = userCall;
+  }
+  return other;
+}
+
+// The softmax fusion the call calls, the host temporaries it reads and
+// writes (the scores and the probabilities), and the mask or position it
+// reads.
+mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, AttentionMatch &match,
+                                     std::string &why, bool &looksLikeSoftmax) {
+  auto softmaxFn = symbols.lookup<mlir::func::FuncOp>(softmaxCall.getCallee());
+  auto kind = softmaxFn->getAttrOfType<mlir::StringAttr>(kFusionAttrName);
+  if (!kind || kind.getValue() != "row_reduction")
+    return mlir::failure();
+  auto softmaxGraph = FusionGraph::analyze(softmaxFn, why);
+  if (mlir::failed(softmaxGraph))
+    return mlir::failure();
+  match.softmaxCall = softmaxCall;
+  match.softmaxGraph = std::move(*softmaxGraph);
+  const FusionGraph &graph = match.softmaxGraph;
+  // Which argument is read, which written.
+  if (graph.outputs().size() != 1)
+    return why = "not one output", mlir::failure();
+  auto softmax = matchSoftmax(graph, why, looksLikeSoftmax);
+  if (mlir::failed(softmax))
+    return mlir::failure();
+  match.softmax = *softmax;
+  unsigned outArg = graph.outputs().front().argument;
+  unsigned inArg =
+      mlir::cast<mlir::BlockArgument>(graph.node(softmax->prologue).op.getDpsInputs()[softmax->scoresInput])
+          .getArgNumber();
+  Value scores = softmaxCall.getOperand(inArg), probs = softmaxCall.getOperand(outArg);
+  if (!scores.getDefiningOp<mlir::memref::AllocOp>() || !probs.getDefiningOp<mlir::memref::AllocOp>())
+    return why = "scores or probabilities are not temporaries of the host", mlir::failure();
+  for (unsigned argument : softmax->extraArguments)
+    if (softmaxCall.getOperand(argument) == scores || softmaxCall.getOperand(argument) == probs)
+      return why = "the softmax reads its own buffers twice", mlir::failure();
+  match.scores = scores;
+  match.probs = probs;
+  // A mask read from memory, added to the scaled scores at [query, key].
+  mlir::func::FuncOp maskWriter;
+  if (!match.softmax.causal && (maskWriter = matchCausalMaskWriter(match.softmax, graph, softmaxCall, symbols)))
+    match.mask = softmaxCall.getOperand(match.softmax.maskArgument);
+  // A decode step's mask past a run-time position (positionMaskSource)
+  // makes those keys' weights exact zeros: tiles of keys wholly after it
+  // are not read, and a split holding none writes an empty partial (max
+  // -inf, sum 0), which the combining kernel skips. A step early in a long
+  // cache then reads the keys it has, not the whole cache.
+  match.position = !match.softmax.causal ? maskingPosition(match.softmax, graph, softmaxCall, symbols) : Value();
+  if (maskWriter) {
+    auto analyzed = FusionGraph::analyze(maskWriter, why);
+    if (mlir::failed(analyzed))
+      return mlir::failure();
+    match.maskGraph = std::move(*analyzed);
+  }
+  return mlir::success();
+}
+
+// The scores matmul call writing the scores, the values matmul call reading
+// the probabilities, each a plain batch matmul, in a row with the softmax.
+mlir::LogicalResult matchProductCalls(mlir::SymbolTable &symbols, AttentionMatch &match, std::string &why) {
+  mlir::func::CallOp softmaxCall = match.softmaxCall;
+  Value scores = match.scores, probs = match.probs;
+  mlir::func::CallOp scoresCall = otherCall(scores, softmaxCall), valuesCall = otherCall(probs, softmaxCall);
+  if (!scoresCall || !valuesCall || scoresCall->getBlock() != softmaxCall->getBlock() ||
+      valuesCall->getBlock() != softmaxCall->getBlock() || !scoresCall->isBeforeInBlock(softmaxCall) ||
+      !softmaxCall->isBeforeInBlock(valuesCall))
+    return why = "the scores or probabilities have other users", mlir::failure();
+  auto scoresFn = symbols.lookup<mlir::func::FuncOp>(scoresCall.getCallee());
+  auto valuesFn = symbols.lookup<mlir::func::FuncOp>(valuesCall.getCallee());
+  if (!scoresFn || !valuesFn)
+    return why = "a callee is missing", mlir::failure();
+  auto scoresGraph = FusionGraph::analyze(scoresFn, why);
+  auto valuesGraph = FusionGraph::analyze(valuesFn, why);
+  if (mlir::failed(scoresGraph) || mlir::failed(valuesGraph))
+    return mlir::failure();
+  int scoresProduct = plainBatchMatmul(*scoresGraph), valuesProduct = plainBatchMatmul(*valuesGraph);
+  if (scoresProduct < 0 || valuesProduct < 0)
+    return why = "the products are not plain batch matmuls", mlir::failure();
+  // The scores call writes `scores` (its output argument), and nothing else.
+  unsigned scoresOut = scoresGraph->outputs().front().argument;
+  unsigned valuesOut = valuesGraph->outputs().front().argument;
+  if (scoresCall.getOperand(scoresOut) != scores)
+    return why = "the scores matmul does not write the scores", mlir::failure();
+  for (auto [i, operand] : llvm::enumerate(scoresCall.getOperands()))
+    if (i != scoresOut && operand == scores)
+      return why = "the scores matmul reads the scores", mlir::failure();
+  mlir::linalg::LinalgOp scoresOp = scoresGraph->node(scoresProduct).op;
+  mlir::linalg::LinalgOp valuesOp = valuesGraph->node(valuesProduct).op;
+  // The values product reads the probabilities as its A operand, as they are.
+  auto probsArg = mlir::dyn_cast<mlir::BlockArgument>(valuesOp.getDpsInputs()[0]);
+  if (!probsArg || probsArg.getOwner() != &valuesFn.front() || valuesCall.getOperand(probsArg.getArgNumber()) != probs)
+    return why = "the values matmul does not read the probabilities directly", mlir::failure();
+  for (auto [i, operand] : llvm::enumerate(valuesCall.getOperands()))
+    if (i != probsArg.getArgNumber() && operand == probs)
+      return why = "the values matmul reads the probabilities twice", mlir::failure();
+  match.scoresCall = scoresCall;
+  match.valuesCall = valuesCall;
+  match.scoresFn = scoresFn;
+  match.valuesFn = valuesFn;
+  match.scoresOp = scoresOp;
+  match.valuesOp = valuesOp;
+  match.valuesOut = valuesOut;
+  return mlir::success();
+}
 
 // The ops `value` is computed from, in order, if they are pure or loads of
 // arguments of the host function, with those arguments; else false.
@@ -69,6 +186,13 @@ bool staticLayout(mlir::Type type, llvm::SmallVector<int64_t> &strides, int64_t 
 }
 
 } // namespace
+
+mlir::LogicalResult matchAttention(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, AttentionMatch &match,
+                                   std::string &why, bool &looksLikeSoftmax) {
+  if (mlir::failed(matchSoftmaxCall(softmaxCall, symbols, match, why, looksLikeSoftmax)))
+    return mlir::failure();
+  return matchProductCalls(symbols, match, why);
+}
 
 // The copy before `scoresCall` that writes, at one run-time key, exactly
 // the elements k[h, key, d] and v[h, key, d] of the cache that `k` and `v`

@@ -1,6 +1,6 @@
 // What mlpipe-fused-attention matches in host code (private to
-// libs/attention). The pass looks for attention's three calls in a row, as
-// `fuse` and `bufferize` make them of nn::causalAttention,
+// libs/attention): attention's three calls in a row, as `fuse` and
+// `bufferize` make them of nn::causalAttention,
 //
 //   scores = scores_matmul(Q, K)      a batch_matmul of per-head views
 //   probs  = softmax(scores)          prologue x = f(s, h, i, j) (scale, mask),
@@ -30,9 +30,37 @@ namespace mlpipe::emitters::fused_attention {
 
 using mlir::Value;
 
-// A fusion that is one batch_matmul from zero (its fill), nothing else:
-// the node of the product, or -1.
-int plainBatchMatmul(const FusionGraph &graph);
+// ---- The three calls -------------------------------------------------------
+
+struct AttentionMatch {
+  mlir::func::CallOp scoresCall, softmaxCall, valuesCall;
+  mlir::func::FuncOp scoresFn, valuesFn;
+  FusionGraph softmaxGraph;
+  Softmax softmax;
+  Value scores, probs; // the host temporaries between the calls
+  // A causal mask in memory that the softmax's prologue reads, whose
+  // elements the kernel computes instead (with its writer's graph); null
+  // if none.
+  Value mask;
+  std::optional<FusionGraph> maskGraph;
+  // A decode step's run-time position, keys past which are masked; null if
+  // none.
+  Value position;
+  // The two products, in their fusions, and the values call's output
+  // argument.
+  mlir::linalg::LinalgOp scoresOp, valuesOp;
+  unsigned valuesOut = 0;
+};
+
+// Whether `softmaxCall` (a call of a row_reduction fusion from host code)
+// is the softmax of an attention, with the scores matmul call before it and
+// the values matmul call after it; failure with the reason `why` otherwise.
+// `looksLikeSoftmax` is set once the softmax starts like one (a max from a
+// constant), so that callers report only near misses. `match.mask` is set
+// as soon as the softmax is seen to read a causal mask, even where the
+// rest does not match.
+mlir::LogicalResult matchAttention(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, AttentionMatch &match,
+                                   std::string &why, bool &looksLikeSoftmax);
 
 // ---- A decode step's cache write -------------------------------------------
 
