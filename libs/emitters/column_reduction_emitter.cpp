@@ -20,6 +20,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include "llvm/Support/MathExtras.h"
+
 namespace mlpipe::emitters {
 
 namespace {
@@ -53,13 +55,13 @@ public:
     if (mlir::failed(analyze(why)))
       return mlir::failure();
     const DeviceDescription &device = *options_.device;
-    int64_t columnTiles = (columns_ + kColumns - 1) / kColumns;
+    int64_t columnTiles = llvm::divideCeilSigned(columns_, kColumns);
     int64_t base = outer_ * columnTiles;
-    int64_t wanted = (device.smCount * kBlocksPerSm + base - 1) / base;
+    int64_t wanted = llvm::divideCeilSigned(device.smCount * kBlocksPerSm, base);
     int64_t mostChunks = std::max<int64_t>(1, rows_ / (kRowsAtOnce * kMinRowsPerThread));
     chunks_ = std::clamp<int64_t>(wanted, 1, mostChunks);
-    rowsPerChunk_ = (rows_ + chunks_ - 1) / chunks_;
-    chunks_ = (rows_ + rowsPerChunk_ - 1) / rowsPerChunk_;
+    rowsPerChunk_ = llvm::divideCeilSigned(rows_, chunks_);
+    chunks_ = llvm::divideCeilSigned(rows_, rowsPerChunk_);
     int64_t blocks = base * chunks_;
     columnTiles_ = columnTiles;
 
@@ -80,7 +82,7 @@ public:
     if (mlir::failed(first))
       return mlir::failure();
     mlir::FailureOr<mlir::gpu::GPUFuncOp> second = mlir::failure();
-    int64_t combineBlocks = (outer_ * columns_ + kCombineThreads - 1) / kCombineThreads;
+    int64_t combineBlocks = llvm::divideCeilSigned(outer_ * columns_, kCombineThreads);
     if (chunks_ > 1) {
       KernelSignature combine;
       combine.name = kernelName(graph_);
@@ -245,7 +247,7 @@ private:
     }
     // Rows ty, ty + 8, ... of this chunk.
     mlir::Value firstRow = elemental.add(elemental.mul(chunk, rowsPerChunk_), ty);
-    int64_t steps = (rowsPerChunk_ + kRowsAtOnce - 1) / kRowsAtOnce;
+    int64_t steps = llvm::divideCeilSigned(rowsPerChunk_, kRowsAtOnce);
     auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1),
                                          mlir::ValueRange{elemental.neutral(hero_)});
     {

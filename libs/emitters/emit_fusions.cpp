@@ -10,10 +10,10 @@
 // matmul left alone is inlined into the host function for the matmul
 // passes that follow.
 #include "codegen/debug.h"
-#include "emitters/fusion_emitter.h"
-#include "fusion/softmax_analysis.h"
 #include "codegen/pass_support.h"
+#include "emitters/fusion_emitter.h"
 #include "emitters/passes.h"
+#include "fusion/softmax_analysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -37,7 +37,6 @@ namespace {
 using namespace emitters;
 
 mlir::Value rootOf(mlir::Value value) { return rootBuffer(value); }
-
 
 bool isFusionCall(mlir::Operation *op, mlir::SymbolTable &symbols, FusionKind kind) {
   auto call = mlir::dyn_cast<mlir::func::CallOp>(op);
@@ -306,7 +305,9 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
                                           local.lookup(memrefCopy.getTarget()));
     else
       copy = inner.clone(op, local);
-    single->setAttr(kFusionAttrName, moduleBuilder.getStringAttr(fusionKindName(inferSingleKind(copy))));
+    // (Never a matmul: those stay in host code for the matmul passes.)
+    HeroRole role = heroRole(mlir::cast<mlir::linalg::LinalgOp>(copy));
+    single->setAttr(kFusionAttrName, moduleBuilder.getStringAttr(fusionKindName(fusionKindFor(role))));
     mlir::func::ReturnOp::create(inner, op.getLoc());
     llvm::SmallVector<mlir::Value> operands;
     for (mlir::Value root : roots)
@@ -350,19 +351,6 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       return true;
     return op->getNumRegions() == 0 &&
            ((op->getDialect() && op->getDialect()->getNamespace() == "arith") || mlir::isa<mlir::memref::LoadOp>(op));
-  }
-
-  static FusionKind inferSingleKind(mlir::Operation *op) {
-    switch (heroRole(mlir::cast<mlir::linalg::LinalgOp>(op))) {
-    case HeroRole::RowReduction:
-      return FusionKind::RowReduction;
-    case HeroRole::ColumnReduction:
-      return FusionKind::ColumnReduction;
-    case HeroRole::Transpose:
-      return FusionKind::Transpose;
-    default:
-      return FusionKind::Loop;
-    }
   }
 
   mlir::SymbolTable *symbols_ = nullptr; // the module's, while the pass runs

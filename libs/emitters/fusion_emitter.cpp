@@ -3,7 +3,6 @@
 
 #include "codegen/debug.h"
 
-#include "llvm/Support/MathExtras.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -110,25 +109,6 @@ mlir::LogicalResult emitElementally(const FusionGraph &graph, mlir::OpBuilder &b
   if (anchor->use_empty())
     anchor->erase();
   return mlir::success();
-}
-
-// Counts saturate at INT64_MAX: a hand-written memref of 2^60 elements
-// gives a huge cost, never a negative one.
-int64_t elementsOf(mlir::Type type) {
-  auto shaped = mlir::cast<mlir::ShapedType>(type);
-  int64_t count = 1;
-  for (int64_t extent : shaped.getShape()) {
-    uint64_t product = llvm::SaturatingMultiply<uint64_t>(count, extent);
-    count = product > uint64_t(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(product);
-  }
-  return count;
-}
-
-int64_t bytesOf(mlir::Type type) {
-  auto shaped = mlir::cast<mlir::ShapedType>(type);
-  uint64_t bytes = llvm::SaturatingMultiply<uint64_t>(
-      elementsOf(type), std::max<int64_t>(1, shaped.getElementType().getIntOrFloatBitWidth() / 8));
-  return bytes > uint64_t(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
 namespace {

@@ -16,10 +16,11 @@
 #pragma once
 
 #include "codegen/device_description.h"
+#include "codegen/kernel_factory.h"
+#include "codegen/type_sizes.h"
 #include "emitters/elemental_emitter.h"
 #include "fusion/fusion_graph.h"
 #include "fusion/hero_analysis.h"
-#include "codegen/kernel_factory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -130,9 +131,6 @@ mlir::Value blockIdX(mlir::OpBuilder &builder, mlir::Location loc);
 // Butterfly reduction across `width` lanes (a power of two up to the warp):
 // every lane ends with the combination of its group's values.
 mlir::Value butterflyReduce(ElementalEmitter &elemental, int node, mlir::Value value, int width);
-// Elements of a memref type, and its element size.
-int64_t elementsOf(mlir::Type memrefType);
-int64_t bytesOf(mlir::Type memrefType);
 // The vector width (elements per 128-bit access) for an element type.
 int vectorWidthFor(mlir::Type elementType, const EmitterOptions &options);
 

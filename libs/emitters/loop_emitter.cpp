@@ -20,6 +20,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include "llvm/Support/MathExtras.h"
+
 namespace mlpipe::emitters {
 
 namespace {
@@ -42,123 +44,133 @@ public:
   mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
     // Every output is stored at the same index: one iteration space.
     const FusionNode &first = graph_.node(graph_.outputs().front().node);
-    llvm::SmallVector<int64_t> shape = first.output.shape;
+    shape_ = first.output.shape;
     for (const FusionGraph::Output &output : graph_.outputs())
-      if (graph_.node(output.node).output.shape != shape)
+      if (graph_.node(output.node).output.shape != shape_)
         return why = "its outputs have different shapes", mlir::failure();
-
-    int64_t elements = 1;
-    for (int64_t extent : shape)
-      elements *= extent;
     mlir::Type elementType = mlir::cast<mlir::MemRefType>(first.op.getDpsInits()[0].getType()).getElementType();
-    int64_t innermost = shape.empty() ? 1 : shape.back();
-    // Vectorise when whole groups fit the innermost extent: a group never
-    // straddles two rows.
-    int64_t width = vectorWidthFor(elementType, options_);
-    while (width > 1 && innermost % width != 0)
-      width /= 2;
-    int64_t groups = elements / width;
-    const DeviceDescription &device = *options_.device;
-    int64_t threads =
-        std::min<int64_t>(kThreadsPerBlock, (groups + device.warpSize - 1) / device.warpSize * device.warpSize);
-    int64_t residentBlocks = device.smCount * std::max<int64_t>(1, device.maxThreadsPerSm / threads);
-    // Unroll only when there is work enough to give every resident thread
-    // all its groups.
-    int64_t perThread = groups >= residentBlocks * threads * kGroupsPerThread ? kGroupsPerThread : 1;
-    int64_t blocks =
-        std::min((groups + threads * perThread - 1) / (threads * perThread), kWavesOfBlocks * residentBlocks);
-    blocks = std::max<int64_t>(blocks, 1);
-    int64_t gridThreads = blocks * threads;
-    int64_t stride = gridThreads * perThread;
-    int64_t fullSteps = groups / stride;
-    int64_t leftoverStart = fullSteps * stride;
+    chooseLaunch(elementType);
 
     KernelSignature signature;
     signature.name = kernelName(graph_);
     signature.bytesMoved = fusionBytes(graph_);
-    signature.blockSize = {static_cast<int32_t>(threads), 1, 1};
-    mlir::Location loc = graph_.function().getLoc();
+    signature.blockSize = {static_cast<int32_t>(threads_), 1, 1};
     auto kernel = buildFusionKernel(
         kernels, graph_, signature,
-        [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp) -> mlir::LogicalResult {
-          mlir::OpBuilder &b = elemental.builder();
-          mlir::Value tid = elemental.add(elemental.mul(blockIdX(b, loc), threads), threadIdX(b, loc));
-          // The values of `count` groups starting at `firstGroup`, `gap`
-          // groups apart, computed before any is stored.
-          auto emitGroups = [&](mlir::Value firstGroup, int64_t count, int64_t gap) {
-            struct Pending {
-              llvm::SmallVector<mlir::Value> index;
-              llvm::SmallVector<llvm::SmallVector<mlir::Value>> values; // per output, per lane
-            };
-            llvm::SmallVector<Pending> pending;
-            for (int64_t k = 0; k < count; ++k) {
-              mlir::Value group = elemental.add(firstGroup, elemental.index(k * gap));
-              mlir::Value element = elemental.mul(group, width);
-              Pending p;
-              p.index = shape.empty() ? llvm::SmallVector<mlir::Value>{} : elemental.delinearize(element, shape);
-              llvm::SmallVector<mlir::Value> lanes =
-                  shape.empty() ? llvm::SmallVector<mlir::Value>{} : elemental.laneGroup(p.index.back(), width);
-              for (const FusionGraph::Output &output : graph_.outputs()) {
-                llvm::SmallVector<mlir::Value> laneValues;
-                for (int64_t u = 0; u < width; ++u) {
-                  llvm::SmallVector<mlir::Value> index = p.index;
-                  if (!index.empty())
-                    index.back() = lanes[u];
-                  laneValues.push_back(elemental.node(output.node, index));
-                }
-                p.values.push_back(laneValues);
-              }
-              pending.push_back(p);
-            }
-            if (elemental.failed())
-              return;
-            for (Pending &p : pending)
-              for (auto [output, values] : llvm::zip(graph_.outputs(), p.values)) {
-                mlir::Value target = graph_.node(output.node).op.getDpsInits()[0];
-                if (width == 1)
-                  elemental.store(target, p.index, values.front());
-                else
-                  elemental.storeGroup(target, p.index, values);
-              }
-          };
-
-          if (fullSteps > 0) {
-            auto loop =
-                mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(fullSteps), elemental.index(1));
-            mlir::OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPoint(loop.getBody()->getTerminator());
-            elemental.pushScope();
-            mlir::Value firstGroup = elemental.add(tid, elemental.mul(loop.getInductionVar(), stride));
-            emitGroups(firstGroup, perThread, gridThreads);
-            elemental.popScope();
-          }
-          if (leftoverStart < groups) {
-            auto loop = mlir::scf::ForOp::create(b, loc, elemental.add(tid, elemental.index(leftoverStart)),
-                                                 elemental.index(groups), elemental.index(gridThreads));
-            mlir::OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPoint(loop.getBody()->getTerminator());
-            elemental.pushScope();
-            emitGroups(loop.getInductionVar(), 1, 0);
-            elemental.popScope();
-          }
-          return mlir::success();
-        },
-        why);
+        [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp) { return emitBody(elemental); }, why);
     if (mlir::failed(kernel))
       return mlir::failure();
-    MLPIPE_DEBUG(kDebugEmitters, os << signature.name << ": loop emitter, " << elements << " elements in groups of "
-                                    << width << ", " << blocks << " blocks x " << threads << " threads, " << perThread
-                                    << " groups per thread per step, " << fullSteps << " full steps"
-                                    << (leftoverStart < groups ? " and a bounded tail" : "") << " (" << device.smCount
-                                    << " SMs)\n");
+    MLPIPE_DEBUG(kDebugEmitters, os << signature.name << ": loop emitter, " << elements_ << " elements in groups of "
+                                    << width_ << ", " << blocks_ << " blocks x " << threads_ << " threads, "
+                                    << perThread_ << " groups per thread per step, " << fullSteps_ << " full steps"
+                                    << (leftoverStart_ < groups_ ? " and a bounded tail" : "") << " ("
+                                    << options_.device->smCount << " SMs)\n");
     mlir::OpBuilder host(call);
     LaunchDims dims;
-    dims.grid = {blocks, 1, 1};
-    dims.block = {threads, 1, 1};
+    dims.grid = {blocks_, 1, 1};
+    dims.block = {threads_, 1, 1};
     kernels.launch(host, call.getLoc(), *kernel, dims, call.getOperands());
     call.erase();
     return mlir::success();
   }
+
+private:
+  // The groups, the block size, the groups per thread and the grid, from
+  // the shape and the device description.
+  void chooseLaunch(mlir::Type elementType) {
+    elements_ = 1;
+    for (int64_t extent : shape_)
+      elements_ *= extent;
+    int64_t innermost = shape_.empty() ? 1 : shape_.back();
+    // Vectorise when whole groups fit the innermost extent: a group never
+    // straddles two rows.
+    width_ = vectorWidthFor(elementType, options_);
+    while (width_ > 1 && innermost % width_ != 0)
+      width_ /= 2;
+    groups_ = elements_ / width_;
+    const DeviceDescription &device = *options_.device;
+    threads_ = std::min<int64_t>(kThreadsPerBlock, llvm::divideCeilSigned(groups_, device.warpSize) * device.warpSize);
+    int64_t residentBlocks = device.smCount * std::max<int64_t>(1, device.maxThreadsPerSm / threads_);
+    // Unroll only when there is work enough to give every resident thread
+    // all its groups.
+    perThread_ = groups_ >= residentBlocks * threads_ * kGroupsPerThread ? kGroupsPerThread : 1;
+    blocks_ = std::min(llvm::divideCeilSigned(groups_, threads_ * perThread_), kWavesOfBlocks * residentBlocks);
+    blocks_ = std::max<int64_t>(blocks_, 1);
+    gridThreads_ = blocks_ * threads_;
+    stride_ = gridThreads_ * perThread_;
+    fullSteps_ = groups_ / stride_;
+    leftoverStart_ = fullSteps_ * stride_;
+  }
+
+  mlir::LogicalResult emitBody(ElementalEmitter &elemental) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = graph_.function().getLoc();
+    mlir::Value tid = elemental.add(elemental.mul(blockIdX(b, loc), threads_), threadIdX(b, loc));
+    if (fullSteps_ > 0) {
+      auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(fullSteps_), elemental.index(1));
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      elemental.pushScope();
+      mlir::Value firstGroup = elemental.add(tid, elemental.mul(loop.getInductionVar(), stride_));
+      emitGroups(elemental, firstGroup, perThread_, gridThreads_);
+      elemental.popScope();
+    }
+    if (leftoverStart_ < groups_) {
+      auto loop = mlir::scf::ForOp::create(b, loc, elemental.add(tid, elemental.index(leftoverStart_)),
+                                           elemental.index(groups_), elemental.index(gridThreads_));
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      elemental.pushScope();
+      emitGroups(elemental, loop.getInductionVar(), 1, 0);
+      elemental.popScope();
+    }
+    return mlir::success();
+  }
+
+  // The values of `count` groups starting at `firstGroup`, `gap` groups
+  // apart, computed before any is stored.
+  void emitGroups(ElementalEmitter &elemental, mlir::Value firstGroup, int64_t count, int64_t gap) {
+    struct Pending {
+      llvm::SmallVector<mlir::Value> index;
+      llvm::SmallVector<llvm::SmallVector<mlir::Value>> values; // per output, per lane
+    };
+    llvm::SmallVector<Pending> pending;
+    for (int64_t k = 0; k < count; ++k) {
+      mlir::Value group = elemental.add(firstGroup, elemental.index(k * gap));
+      mlir::Value element = elemental.mul(group, width_);
+      Pending p;
+      p.index = shape_.empty() ? llvm::SmallVector<mlir::Value>{} : elemental.delinearize(element, shape_);
+      llvm::SmallVector<mlir::Value> lanes =
+          shape_.empty() ? llvm::SmallVector<mlir::Value>{} : elemental.laneGroup(p.index.back(), width_);
+      for (const FusionGraph::Output &output : graph_.outputs()) {
+        llvm::SmallVector<mlir::Value> laneValues;
+        for (int64_t u = 0; u < width_; ++u) {
+          llvm::SmallVector<mlir::Value> index = p.index;
+          if (!index.empty())
+            index.back() = lanes[u];
+          laneValues.push_back(elemental.node(output.node, index));
+        }
+        p.values.push_back(laneValues);
+      }
+      pending.push_back(p);
+    }
+    if (elemental.failed())
+      return;
+    for (Pending &p : pending)
+      for (auto [output, values] : llvm::zip(graph_.outputs(), p.values)) {
+        mlir::Value target = graph_.node(output.node).op.getDpsInits()[0];
+        if (width_ == 1)
+          elemental.store(target, p.index, values.front());
+        else
+          elemental.storeGroup(target, p.index, values);
+      }
+  }
+
+  // The iteration space and the launch (chooseLaunch).
+  llvm::SmallVector<int64_t> shape_;
+  int64_t elements_ = 1, width_ = 1, groups_ = 0;
+  int64_t threads_ = 0, perThread_ = 1, blocks_ = 1, gridThreads_ = 0, stride_ = 0;
+  int64_t fullSteps_ = 0, leftoverStart_ = 0;
 };
 
 } // namespace

@@ -33,6 +33,82 @@ public:
   }
 
   mlir::LogicalResult emit(mlir::func::CallOp call, KernelFactory &kernels, std::string &why) override {
+    Emission e;
+    if (mlir::failed(findProduct(e, why)) || mlir::failed(checkOperandTypes(e, why)))
+      return mlir::failure();
+    mlir::OpBuilder host(call);
+    if (mlir::failed(rebuildOperandsOnHost(e, call, host, why)))
+      return mlir::failure();
+    // Accumulate into C only when the product is stored as it is, into the
+    // buffer it started from.
+    e.accumulate = e.root == e.matmul && !e.startsFromZero;
+    if (rowCall_ && mlir::failed(makeRowPrologue(e, why)))
+      return mlir::failure();
+    makeEpilogue(e, call);
+    std::string name = kernelName(graph_);
+    if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), e.operands, e.accumulate,
+                                         e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, {},
+                                         rowCall_ ? &e.prologue : nullptr))) {
+      mlir::LogicalResult refused =
+          giveUp(e,
+                 rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
+                          : "the generated matmul kernel does not take this product",
+                 why);
+      if (!e.prologueFailure.empty())
+        why += ": " + e.prologueFailure;
+      return refused;
+    }
+    if (!e.epilogueFailure.empty())
+      return call.emitError() << "matmul fusion @" << graph_.function().getName()
+                              << ": its epilogue could not be emitted: " << e.epilogueFailure;
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << name << ": matmul emitter, "
+                    << (e.hasEpilogue ? "epilogue of " + std::to_string(graph_.nodes().size() - 1) + " ops in registers"
+                                      : std::string("no epilogue"))
+                    << (e.accumulate ? ", accumulating into C" : "")
+                    << (rowCall_ ? ", A's row computed by every block from @" + rowGraph_->function().getName().str() +
+                                       " (one launch: skinnyIsOneLaunch)"
+                                 : std::string())
+                    << "\n");
+    call.erase();
+    if (rowCall_)
+      rowCall_.erase();
+    return mlir::success();
+  }
+
+private:
+  // What one emit() builds up: the product's nodes, its operands on the
+  // host, the row prologue and the epilogue handed to the generated kernel
+  // (whose callbacks report into the failures here while it builds).
+  struct Emission {
+    int matmul = -1; // the product's node
+    int root = -1;   // the node stored to C
+    bool startsFromZero = false, accumulate = false, hasEpilogue = false;
+    MatmulOperands operands;
+    // Views cloned next to the call; erased again if the emitter gives up,
+    // so that a failure leaves the host code as it was.
+    llvm::SmallVector<mlir::Operation *> clonedOnHost;
+    MatmulRowPrologue prologue;
+    std::string prologueFailure;
+    MatmulEpilogue epilogue;
+    std::string epilogueFailure;
+    // The epilogue's operands: only the arguments it reads (a bias, a
+    // residual), not C, so that C aliasing none of them leaves the kernel
+    // free to split K.
+    llvm::SmallVector<mlir::BlockArgument> epilogueArguments;
+  };
+
+  static mlir::LogicalResult giveUp(Emission &e, const char *reason, std::string &why) {
+    for (mlir::Operation *op : llvm::reverse(e.clonedOnHost))
+      op->erase();
+    why = reason;
+    return mlir::failure();
+  }
+
+  // The fusion's one matmul and the node stored to C, and whether the
+  // fusion is one the kernel takes: one output of the product's shape,
+  // operands read from memory.
+  mlir::LogicalResult findProduct(Emission &e, std::string &why) const {
     int matmul = -1;
     for (const FusionNode &node : graph_.nodes()) {
       if (mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
@@ -55,20 +131,30 @@ public:
     bool startsFromZero = isZeroFillNode(graph_, product.initProducer);
     if (root == matmul && !startsFromZero && product.initProducer >= 0)
       return why = "a matmul accumulating into a value computed in the fusion", mlir::failure();
+    e.matmul = matmul;
+    e.root = root;
+    e.startsFromZero = startsFromZero;
+    return mlir::success();
+  }
 
-    // The operands on the host: each view chain rebuilt over the call's
-    // operands.
-    mlir::OpBuilder host(call);
+  // What the generated kernel takes: f32 or f64 throughout, static shapes
+  // (checked here so that a product it does not take falls back quietly).
+  mlir::LogicalResult checkOperandTypes(const Emission &e, std::string &why) const {
+    const FusionNode &product = graph_.node(e.matmul);
+    for (mlir::Value value :
+         {product.op.getDpsInputs()[0], product.op.getDpsInputs()[1], graph_.node(e.root).op.getDpsInits()[0]}) {
+      auto type = mlir::dyn_cast<mlir::MemRefType>(value.getType());
+      if (!type || !type.hasStaticShape() || !(type.getElementType().isF32() || type.getElementType().isF64()))
+        return why = "a matmul operand that is not a statically shaped f32 or f64 memref", mlir::failure();
+    }
+    return mlir::success();
+  }
+
+  // The operands on the host: each view chain rebuilt over the call's
+  // operands.
+  mlir::LogicalResult rebuildOperandsOnHost(Emission &e, mlir::func::CallOp call, mlir::OpBuilder &host,
+                                            std::string &why) const {
     mlir::IRMapping onHost;
-    // Views cloned next to the call; erased again if the emitter gives up,
-    // so that a failure leaves the host code as it was.
-    llvm::SmallVector<mlir::Operation *> clonedOnHost;
-    auto giveUp = [&](const char *reason) {
-      for (mlir::Operation *op : llvm::reverse(clonedOnHost))
-        op->erase();
-      why = reason;
-      return mlir::failure();
-    };
     for (auto [argument, operand] : llvm::zip(graph_.function().getArguments(), call.getOperands()))
       onHost.map(argument, operand);
     std::function<mlir::Value(mlir::Value)> hostValue = [&](mlir::Value value) -> mlir::Value {
@@ -80,128 +166,88 @@ public:
       for (mlir::Value operand : definer->getOperands())
         if (!hostValue(operand))
           return {};
-      clonedOnHost.push_back(host.clone(*definer, onHost));
+      e.clonedOnHost.push_back(host.clone(*definer, onHost));
       return onHost.lookup(value);
     };
-    // What the generated kernel takes: f32 or f64 throughout, static shapes
-    // (checked here so that a product it does not take falls back quietly).
-    for (mlir::Value value :
-         {product.op.getDpsInputs()[0], product.op.getDpsInputs()[1], graph_.node(root).op.getDpsInits()[0]}) {
-      auto type = mlir::dyn_cast<mlir::MemRefType>(value.getType());
-      if (!type || !type.hasStaticShape() || !(type.getElementType().isF32() || type.getElementType().isF64()))
-        return why = "a matmul operand that is not a statically shaped f32 or f64 memref", mlir::failure();
-    }
-    MatmulOperands operands;
-    operands.a = hostValue(product.op.getDpsInputs()[0]);
-    operands.b = hostValue(product.op.getDpsInputs()[1]);
-    operands.c = hostValue(graph_.node(root).op.getDpsInits()[0]);
-    if (!operands.a || !operands.b || !operands.c)
-      return giveUp("a matmul operand that is not a view of an argument");
-    // Accumulate into C only when the product is stored as it is, into the
-    // buffer it started from.
-    bool accumulate = root == matmul && !startsFromZero;
-
-    // A's one row computed in the kernel by the row reduction before it: its
-    // output must be all of A, read by nothing else.
-    MatmulRowPrologue prologue;
-    std::string prologueFailure;
-    if (rowCall_) {
-      auto aType = mlir::cast<mlir::MemRefType>(operands.a.getType());
-      int64_t elementBytes = aType.getElementType().isF64() ? 8 : 4;
-      mlir::Value rowOutput = rowCall_.getOperand(rowGraph_->outputs().front().argument);
-      if (operands.a != rowOutput || aType.getRank() != 2 || accumulate ||
-          !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))
-        return giveUp("A is not the whole one-row output of the row reduction before it, or not one launch's");
-      // Every block reads the row reduction's inputs whole: none of them may
-      // be C, which the blocks write.
-      for (mlir::Value operand : rowCall_.getOperands())
-        if (operand != rowOutput && rootBuffer(operand) == rootBuffer(operands.c))
-          return giveUp("C is a buffer the row reduction before it reads");
-      for (mlir::Value operand : rowCall_.getOperands())
-        prologue.hostOperands.push_back(operand);
-      // Slots for the largest block the kernel may choose.
-      prologue.slots = rowInBlockSlots(*rowGraph_, options_, options_.device->maxThreadsPerBlock);
-      prologue.build = [&](mlir::OpBuilder &builder, mlir::Location loc, mlir::ValueRange kernelOperands,
-                           mlir::Value slots, int64_t threads,
-                           const std::function<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> &store) {
-        mlir::IRMapping arguments;
-        for (auto [argument, kernelValue] : llvm::zip(rowGraph_->function().getArguments(), kernelOperands))
-          arguments.map(argument, kernelValue);
-        mlir::Operation *parent = builder.getInsertionBlock()->getParentOp();
-        auto kernel = mlir::isa<mlir::gpu::GPUFuncOp>(parent) ? mlir::cast<mlir::gpu::GPUFuncOp>(parent)
-                                                              : parent->getParentOfType<mlir::gpu::GPUFuncOp>();
-        return emitElementally(
-            *rowGraph_, builder, kernel, arguments,
-            [&](ElementalEmitter &elemental) {
-              return emitRowInBlock(*rowGraph_, options_, elemental, slots, threads, store, prologueFailure);
-            },
-            prologueFailure);
-      };
-    }
-
-    MatmulEpilogue epilogue;
-    bool hasEpilogue = root != matmul || (!startsFromZero && !accumulate);
-    std::string epilogueFailure;
-    // The epilogue's operands: only the arguments it reads (a bias, a
-    // residual), not C, so that C aliasing none of them leaves the kernel
-    // free to split K.
-    llvm::SmallVector<mlir::BlockArgument> epilogueArguments;
-    if (hasEpilogue) {
-      epilogueArguments = argumentsReadByEpilogue(matmul, startsFromZero);
-      for (mlir::BlockArgument argument : epilogueArguments)
-        epilogue.hostOperands.push_back(call.getOperand(argument.getArgNumber()));
-      epilogue.apply = [&, matmul, root](mlir::OpBuilder &builder, mlir::Location, mlir::ValueRange kernelOperands,
-                                         mlir::ValueRange index, mlir::Value value) -> mlir::Value {
-        mlir::IRMapping arguments;
-        for (auto [argument, kernelValue] : llvm::zip(epilogueArguments, kernelOperands))
-          arguments.map(argument, kernelValue);
-        ElementalEmitter elemental(graph_, builder, builder, arguments);
-        llvm::SmallVector<mlir::Value> at(index.begin(), index.end());
-        // The product's element: A·B, plus what the matmul started from.
-        if (!startsFromZero && product.initProducer >= 0) {
-          mlir::Value init = elemental.reductionInit(matmul, at);
-          value = mlir::isa<mlir::FloatType>(value.getType())
-                      ? mlir::arith::AddFOp::create(builder, elemental.loc(), value, init).getResult()
-                      : mlir::arith::AddIOp::create(builder, elemental.loc(), value, init).getResult();
-        }
-        elemental.define(matmul, at, value);
-        mlir::Value result = elemental.node(root, at);
-        if (elemental.failed() || !result) {
-          epilogueFailure = elemental.failure();
-          return value;
-        }
-        return result;
-      };
-    }
-    std::string name = kernelName(graph_);
-    if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), operands, accumulate, hasEpilogue ? &epilogue : nullptr,
-                                         kernels, *options_.device, name, {}, rowCall_ ? &prologue : nullptr))) {
-      mlir::LogicalResult refused =
-          giveUp(rowCall_ ? "the generated matmul kernel could not compute A's row in its blocks"
-                          : "the generated matmul kernel does not take this product");
-      if (!prologueFailure.empty())
-        why += ": " + prologueFailure;
-      return refused;
-    }
-    if (!epilogueFailure.empty())
-      return call.emitError() << "matmul fusion @" << graph_.function().getName()
-                              << ": its epilogue could not be emitted: " << epilogueFailure;
-    MLPIPE_DEBUG(kDebugEmitters,
-                 os << name << ": matmul emitter, "
-                    << (hasEpilogue ? "epilogue of " + std::to_string(graph_.nodes().size() - 1) + " ops in registers"
-                                    : std::string("no epilogue"))
-                    << (accumulate ? ", accumulating into C" : "")
-                    << (rowCall_ ? ", A's row computed by every block from @" + rowGraph_->function().getName().str() +
-                                       " (one launch: skinnyIsOneLaunch)"
-                                 : std::string())
-                    << "\n");
-    call.erase();
-    if (rowCall_)
-      rowCall_.erase();
+    const FusionNode &product = graph_.node(e.matmul);
+    e.operands.a = hostValue(product.op.getDpsInputs()[0]);
+    e.operands.b = hostValue(product.op.getDpsInputs()[1]);
+    e.operands.c = hostValue(graph_.node(e.root).op.getDpsInits()[0]);
+    if (!e.operands.a || !e.operands.b || !e.operands.c)
+      return giveUp(e, "a matmul operand that is not a view of an argument", why);
     return mlir::success();
   }
 
-private:
+  // A's one row computed in the kernel by the row reduction before it: its
+  // output must be all of A, read by nothing else.
+  mlir::LogicalResult makeRowPrologue(Emission &e, std::string &why) {
+    auto aType = mlir::cast<mlir::MemRefType>(e.operands.a.getType());
+    int64_t elementBytes = aType.getElementType().isF64() ? 8 : 4;
+    mlir::Value rowOutput = rowCall_.getOperand(rowGraph_->outputs().front().argument);
+    if (e.operands.a != rowOutput || aType.getRank() != 2 || e.accumulate ||
+        !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))
+      return giveUp(e, "A is not the whole one-row output of the row reduction before it, or not one launch's", why);
+    // Every block reads the row reduction's inputs whole: none of them may
+    // be C, which the blocks write.
+    for (mlir::Value operand : rowCall_.getOperands())
+      if (operand != rowOutput && rootBuffer(operand) == rootBuffer(e.operands.c))
+        return giveUp(e, "C is a buffer the row reduction before it reads", why);
+    for (mlir::Value operand : rowCall_.getOperands())
+      e.prologue.hostOperands.push_back(operand);
+    // Slots for the largest block the kernel may choose.
+    e.prologue.slots = rowInBlockSlots(*rowGraph_, options_, options_.device->maxThreadsPerBlock);
+    e.prologue.build = [this, &e](mlir::OpBuilder &builder, mlir::Location loc, mlir::ValueRange kernelOperands,
+                                  mlir::Value slots, int64_t threads,
+                                  const std::function<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> &store) {
+      mlir::IRMapping arguments;
+      for (auto [argument, kernelValue] : llvm::zip(rowGraph_->function().getArguments(), kernelOperands))
+        arguments.map(argument, kernelValue);
+      mlir::Operation *parent = builder.getInsertionBlock()->getParentOp();
+      auto kernel = mlir::isa<mlir::gpu::GPUFuncOp>(parent) ? mlir::cast<mlir::gpu::GPUFuncOp>(parent)
+                                                            : parent->getParentOfType<mlir::gpu::GPUFuncOp>();
+      return emitElementally(
+          *rowGraph_, builder, kernel, arguments,
+          [&](ElementalEmitter &elemental) {
+            return emitRowInBlock(*rowGraph_, options_, elemental, slots, threads, store, e.prologueFailure);
+          },
+          e.prologueFailure);
+    };
+    return mlir::success();
+  }
+
+  // The epilogue, where the product is not stored as it is: the fusion's
+  // root computed in registers from the product's element.
+  void makeEpilogue(Emission &e, mlir::func::CallOp call) {
+    e.hasEpilogue = e.root != e.matmul || (!e.startsFromZero && !e.accumulate);
+    if (!e.hasEpilogue)
+      return;
+    e.epilogueArguments = argumentsReadByEpilogue(e.matmul, e.startsFromZero);
+    for (mlir::BlockArgument argument : e.epilogueArguments)
+      e.epilogue.hostOperands.push_back(call.getOperand(argument.getArgNumber()));
+    e.epilogue.apply = [this, &e](mlir::OpBuilder &builder, mlir::Location, mlir::ValueRange kernelOperands,
+                                  mlir::ValueRange index, mlir::Value value) -> mlir::Value {
+      mlir::IRMapping arguments;
+      for (auto [argument, kernelValue] : llvm::zip(e.epilogueArguments, kernelOperands))
+        arguments.map(argument, kernelValue);
+      ElementalEmitter elemental(graph_, builder, builder, arguments);
+      llvm::SmallVector<mlir::Value> at(index.begin(), index.end());
+      // The product's element: A·B, plus what the matmul started from.
+      if (!e.startsFromZero && graph_.node(e.matmul).initProducer >= 0) {
+        mlir::Value init = elemental.reductionInit(e.matmul, at);
+        value = mlir::isa<mlir::FloatType>(value.getType())
+                    ? mlir::arith::AddFOp::create(builder, elemental.loc(), value, init).getResult()
+                    : mlir::arith::AddIOp::create(builder, elemental.loc(), value, init).getResult();
+      }
+      elemental.define(e.matmul, at, value);
+      mlir::Value result = elemental.node(e.root, at);
+      if (elemental.failed() || !result) {
+        e.epilogueFailure = elemental.failure();
+        return value;
+      }
+      return result;
+    };
+  }
+
   const FusionGraph *rowGraph_ = nullptr;
   mlir::func::CallOp rowCall_;
 

@@ -33,6 +33,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <limits>
 
 namespace mlpipe::emitters {
@@ -95,19 +97,21 @@ public:
       lanes_ = nextPowerOfTwo(chunks_);
     } else {
       lanes_ = warp;
-      while ((chunks_ + lanes_ - 1) / lanes_ * width_ > kMaxRowElementsPerLane && lanes_ < device.maxThreadsPerBlock)
+      while (llvm::divideCeilSigned(chunks_, lanes_) * width_ > kMaxRowElementsPerLane &&
+             lanes_ < device.maxThreadsPerBlock)
         lanes_ *= 2;
     }
-    perLane_ = (chunks_ + lanes_ - 1) / lanes_;
+    perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
     inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     // A block of one row when the row needs more than a warp; else several
     // rows share a block.
-    int64_t threadsForEnoughBlocks = nextPowerOfTwo((rows_ * lanes_ + kMinBlocksPerSm * device.smCount - 1) /
-                                                    (kMinBlocksPerSm * device.smCount));
-    threads_ = lanes_ > warp ? lanes_
-                             : std::max<int64_t>({warp, lanes_, std::min<int64_t>(kThreadsPerBlock, threadsForEnoughBlocks)});
+    int64_t threadsForEnoughBlocks =
+        nextPowerOfTwo(llvm::divideCeilSigned(rows_ * lanes_, kMinBlocksPerSm * device.smCount));
+    threads_ = lanes_ > warp
+                   ? lanes_
+                   : std::max<int64_t>({warp, lanes_, std::min<int64_t>(kThreadsPerBlock, threadsForEnoughBlocks)});
     rowsPerBlock_ = threads_ / lanes_;
-    int64_t blocks = (rows_ + rowsPerBlock_ - 1) / rowsPerBlock_;
+    int64_t blocks = llvm::divideCeilSigned(rows_, rowsPerBlock_);
     int64_t warpsPerRow = lanes_ / warp;
 
     // A causally masked softmax held in registers reads only the keys up to
@@ -173,7 +177,7 @@ public:
       width_ /= 2;
     chunks_ = columns_ / width_;
     lanes_ = threads;
-    perLane_ = (chunks_ + lanes_ - 1) / lanes_;
+    perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
     inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     if (!inRegisters_)
       return why = "a row too long for the block's registers", mlir::failure();
@@ -400,37 +404,49 @@ private:
     }
   }
 
-  mlir::LogicalResult emitBody(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
+  // Where this thread is: its lane of the row's group, the row (clamped
+  // inside the rows, with whether it is one) and the row's kept index.
+  struct RowPlace {
+    mlir::Value tid, lane, rowValid;
+    llvm::SmallVector<mlir::Value> keptIndex;
+  };
+
+  RowPlace placeRow(ElementalEmitter &elemental) {
     mlir::OpBuilder &b = elemental.builder();
     mlir::Location loc = elemental.loc();
-    int64_t warp = options_.device->warpSize;
-    mlir::Value tid = threadIdX(b, loc);
-    mlir::Value lane =
-        lanes_ == 1 ? elemental.index(0) : mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(lanes_));
+    RowPlace place;
+    place.tid = threadIdX(b, loc);
+    mlir::Value tid = place.tid;
+    place.lane = lanes_ == 1 ? elemental.index(0) : mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(lanes_));
     mlir::Value rowInBlock =
         rowsPerBlock_ == 1 ? elemental.index(0) : mlir::arith::DivUIOp::create(b, loc, tid, elemental.index(lanes_));
     mlir::Value row =
         inBlock_ ? elemental.index(0) : elemental.add(elemental.mul(blockIdX(b, loc), rowsPerBlock_), rowInBlock);
-    mlir::Value rowValid;
     mlir::Value rowClamped = row;
     if (rows_ % rowsPerBlock_ != 0) {
-      rowValid = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, row, elemental.index(rows_));
+      place.rowValid =
+          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, row, elemental.index(rows_));
       rowClamped = elemental.minIndex(row, rows_ - 1);
     }
-    llvm::SmallVector<mlir::Value> keptIndex = elemental.delinearize(rowClamped, keptShape_);
+    place.keptIndex = elemental.delinearize(rowClamped, keptShape_);
+    return place;
+  }
+
+  mlir::LogicalResult emitBody(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
+    RowPlace place = placeRow(elemental);
     bool mayOverrun = chunks_ % lanes_ != 0;
 
     // This lane's chunks, in register mode.
     llvm::SmallVector<Chunk> mine;
     if (inRegisters_)
       for (int64_t j = 0; j < perLane_; ++j) {
-        mlir::Value chunkIndex = elemental.add(elemental.index(j * lanes_), lane);
+        mlir::Value chunkIndex = elemental.add(elemental.index(j * lanes_), place.lane);
         bool last = j == perLane_ - 1;
-        mine.push_back(chunk(elemental, chunkIndex, keptIndex, mayOverrun && last));
+        mine.push_back(chunk(elemental, chunkIndex, place.keptIndex, mayOverrun && last));
       }
 
     if (causalPrologue_ >= 0) {
-      readUpToTheQuery(elemental, mine, keptIndex.back());
+      readUpToTheQuery(elemental, mine, place.keptIndex.back());
       if (elemental.failed())
         return mlir::success();
     }
@@ -441,95 +457,125 @@ private:
             for (const auto &index : c.at)
               elemental.prefetchArgumentReads(output.node, index);
 
-    int64_t warpsPerRow = lanes_ / warp;
-    for (auto [position, node] : llvm::enumerate(reductions_)) {
-      mlir::Value partial = elemental.neutral(node);
-      if (inRegisters_) {
-        for (const Chunk &c : mine)
-          partial = contribute(elemental, node, c, partial);
-      } else {
-        auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(perLane_), elemental.index(1),
-                                             mlir::ValueRange{partial});
-        {
-          mlir::OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(loop.getBody());
-          elemental.pushScope();
-          mlir::Value chunkIndex = elemental.add(elemental.mul(loop.getInductionVar(), lanes_), lane);
-          Chunk c = chunk(elemental, chunkIndex, keptIndex, mayOverrun);
-          mlir::Value next = contribute(elemental, node, c, loop.getRegionIterArgs()[0]);
-          elemental.popScope();
-          mlir::scf::YieldOp::create(b, loc, next);
-        }
-        partial = loop.getResult(0);
-      }
-      if (elemental.failed())
+    for (auto [position, node] : llvm::enumerate(reductions_))
+      if (!reduce(elemental, kernel, place, mine, position, node))
         return mlir::success();
-      mlir::Value total = butterflyReduce(elemental, node, partial, std::min<int64_t>(lanes_, warp));
-      if (warpsPerRow > 1) {
-        // Each warp's total through shared memory; every lane then combines
-        // them all (reading the same slot, a broadcast without conflicts).
-        mlir::Value slots = inBlock_ ? slots_ : mlir::Value(kernel.getWorkgroupAttributions()[0]);
-        mlir::Value warpOfRow = mlir::arith::DivUIOp::create(b, loc, tid, elemental.index(warp));
-        mlir::Value laneOfWarp = mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(warp));
-        mlir::Value first =
-            mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, laneOfWarp, elemental.index(0));
-        auto ifFirst = mlir::scf::IfOp::create(b, loc, first, false);
-        {
-          mlir::OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
-          mlir::Value slot = elemental.add(elemental.index(position * warpsPerRow), warpOfRow);
-          mlir::memref::StoreOp::create(b, loc, total, slots, mlir::ValueRange{slot});
-        }
-        mlir::gpu::BarrierOp::create(b, loc);
-        total = elemental.neutral(node);
-        for (int64_t w = 0; w < warpsPerRow; ++w) {
-          mlir::Value value = mlir::memref::LoadOp::create(
-              b, loc, slots, mlir::ValueRange{elemental.index(position * warpsPerRow + w)});
-          total = elemental.combine(node, total, value);
-        }
-      }
-      // The reduction's value for this row: its init combined with the rest.
-      mlir::linalg::LinalgOp op = graph_.node(node).op;
-      llvm::SmallVector<mlir::Value> anyElement = keptIndex;
-      for (size_t i = 0; i < reducedShape_.size(); ++i)
-        anyElement.push_back(elemental.index(0));
-      llvm::SmallVector<mlir::Value> outputIndex = elemental.applyMap(
-          op.getMatchingIndexingMap(op.getDpsInitOperand(0)), loopIndexAt(elemental, node, anyElement));
-      mlir::Value result = elemental.combine(node, elemental.reductionInit(node, outputIndex), total);
-      elemental.define(node, outputIndex, result);
-    }
+    if (!storeRowValues(elemental, place))
+      return mlir::success();
+    storeRows(elemental, place, mine);
+    return mlir::success();
+  }
 
-    // One value per row: lane 0 stores it.
+  // Reduction `node` (the `position`th) over this thread's row: the lane's
+  // chunks, then the row's lanes, then (where a row has several warps) the
+  // warps through shared memory; the value is defined for what follows.
+  // False where the elemental emitter failed.
+  bool reduce(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel, const RowPlace &place,
+              llvm::ArrayRef<Chunk> mine, int64_t position, int node) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
+    int64_t warp = options_.device->warpSize;
+    int64_t warpsPerRow = lanes_ / warp;
+    bool mayOverrun = chunks_ % lanes_ != 0;
+    mlir::Value partial = elemental.neutral(node);
+    if (inRegisters_) {
+      for (const Chunk &c : mine)
+        partial = contribute(elemental, node, c, partial);
+    } else {
+      auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(perLane_), elemental.index(1),
+                                           mlir::ValueRange{partial});
+      {
+        mlir::OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        elemental.pushScope();
+        mlir::Value chunkIndex = elemental.add(elemental.mul(loop.getInductionVar(), lanes_), place.lane);
+        Chunk c = chunk(elemental, chunkIndex, place.keptIndex, mayOverrun);
+        mlir::Value next = contribute(elemental, node, c, loop.getRegionIterArgs()[0]);
+        elemental.popScope();
+        mlir::scf::YieldOp::create(b, loc, next);
+      }
+      partial = loop.getResult(0);
+    }
+    if (elemental.failed())
+      return false;
+    mlir::Value total = butterflyReduce(elemental, node, partial, std::min<int64_t>(lanes_, warp));
+    if (warpsPerRow > 1) {
+      // Each warp's total through shared memory; every lane then combines
+      // them all (reading the same slot, a broadcast without conflicts).
+      mlir::Value tid = place.tid;
+      mlir::Value slots = inBlock_ ? slots_ : mlir::Value(kernel.getWorkgroupAttributions()[0]);
+      mlir::Value warpOfRow = mlir::arith::DivUIOp::create(b, loc, tid, elemental.index(warp));
+      mlir::Value laneOfWarp = mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(warp));
+      mlir::Value first =
+          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, laneOfWarp, elemental.index(0));
+      auto ifFirst = mlir::scf::IfOp::create(b, loc, first, false);
+      {
+        mlir::OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
+        mlir::Value slot = elemental.add(elemental.index(position * warpsPerRow), warpOfRow);
+        mlir::memref::StoreOp::create(b, loc, total, slots, mlir::ValueRange{slot});
+      }
+      mlir::gpu::BarrierOp::create(b, loc);
+      total = elemental.neutral(node);
+      for (int64_t w = 0; w < warpsPerRow; ++w) {
+        mlir::Value value =
+            mlir::memref::LoadOp::create(b, loc, slots, mlir::ValueRange{elemental.index(position * warpsPerRow + w)});
+        total = elemental.combine(node, total, value);
+      }
+    }
+    // The reduction's value for this row: its init combined with the rest.
+    mlir::linalg::LinalgOp op = graph_.node(node).op;
+    llvm::SmallVector<mlir::Value> anyElement = place.keptIndex;
+    for (size_t i = 0; i < reducedShape_.size(); ++i)
+      anyElement.push_back(elemental.index(0));
+    llvm::SmallVector<mlir::Value> outputIndex = elemental.applyMap(op.getMatchingIndexingMap(op.getDpsInitOperand(0)),
+                                                                    loopIndexAt(elemental, node, anyElement));
+    mlir::Value result = elemental.combine(node, elemental.reductionInit(node, outputIndex), total);
+    elemental.define(node, outputIndex, result);
+    return true;
+  }
+
+  // One value per row: lane 0 stores it. False where the elemental emitter
+  // failed.
+  bool storeRowValues(ElementalEmitter &elemental, const RowPlace &place) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
     for (const FusionGraph::Output &output : graph_.outputs()) {
       const FusionNode &node = graph_.node(output.node);
       if (node.output.shape != llvm::ArrayRef<int64_t>(keptShape_))
         continue;
-      mlir::Value value = elemental.node(output.node, keptIndex);
+      mlir::Value value = elemental.node(output.node, place.keptIndex);
       if (!value)
-        return mlir::success();
+        return false;
       mlir::Value isFirst =
-          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, lane, elemental.index(0));
-      mlir::Value condition = rowValid ? mlir::arith::AndIOp::create(b, loc, isFirst, rowValid).getResult() : isFirst;
+          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, place.lane, elemental.index(0));
+      mlir::Value condition =
+          place.rowValid ? mlir::arith::AndIOp::create(b, loc, isFirst, place.rowValid).getResult() : isFirst;
       auto guard = mlir::scf::IfOp::create(b, loc, condition, false);
       mlir::OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPoint(guard.thenBlock()->getTerminator());
-      elemental.store(node.op.getDpsInits()[0], keptIndex, value);
+      elemental.store(node.op.getDpsInits()[0], place.keptIndex, value);
     }
+    return true;
+  }
 
-    // Whole rows: from the registers, or streamed once more.
+  // Whole rows: from the registers, or streamed once more.
+  void storeRows(ElementalEmitter &elemental, const RowPlace &place, llvm::ArrayRef<Chunk> mine) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
     if (inRegisters_) {
       for (const Chunk &c : mine)
-        storeChunk(elemental, c, rowValid);
-    } else {
-      auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(perLane_), elemental.index(1));
-      mlir::OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(loop.getBody()->getTerminator());
-      elemental.pushScope();
-      mlir::Value chunkIndex = elemental.add(elemental.mul(loop.getInductionVar(), lanes_), lane);
-      storeChunk(elemental, chunk(elemental, chunkIndex, keptIndex, mayOverrun), rowValid);
-      elemental.popScope();
+        storeChunk(elemental, c, place.rowValid);
+      return;
     }
-    return mlir::success();
+    bool mayOverrun = chunks_ % lanes_ != 0;
+    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(perLane_), elemental.index(1));
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    elemental.pushScope();
+    mlir::Value chunkIndex = elemental.add(elemental.mul(loop.getInductionVar(), lanes_), place.lane);
+    storeChunk(elemental, chunk(elemental, chunkIndex, place.keptIndex, mayOverrun), place.rowValid);
+    elemental.popScope();
   }
 
   llvm::SmallVector<int> reductions_;

@@ -23,6 +23,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/AffineExpr.h"
 
+#include "llvm/Support/MathExtras.h"
+
 namespace mlpipe::emitters {
 
 namespace {
@@ -79,8 +81,8 @@ public:
     if (!inner || *inner == outerDim_)
       return why = "no dimension the transposed input is contiguous along", mlir::failure();
     innerDim_ = *inner;
-    tilesOuter_ = (shape_[outerDim_] + kTile - 1) / kTile;
-    tilesInner_ = (shape_[innerDim_] + kTile - 1) / kTile;
+    tilesOuter_ = llvm::divideCeilSigned(shape_[outerDim_], kTile);
+    tilesInner_ = llvm::divideCeilSigned(shape_[innerDim_], kTile);
     for (unsigned d = 0; d < rank_; ++d)
       if (d != innerDim_ && d != outerDim_)
         otherShape_.push_back(shape_[d]);

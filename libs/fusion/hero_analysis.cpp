@@ -47,6 +47,23 @@ const char *heroRoleName(HeroRole role) {
   return "?";
 }
 
+FusionKind fusionKindFor(HeroRole role) {
+  switch (role) {
+  case HeroRole::RowReduction:
+    return FusionKind::RowReduction;
+  case HeroRole::ColumnReduction:
+    return FusionKind::ColumnReduction;
+  case HeroRole::Transpose:
+    return FusionKind::Transpose;
+  case HeroRole::Matmul:
+    return FusionKind::Matmul;
+  case HeroRole::Elementwise:
+  case HeroRole::Other:
+    return FusionKind::Loop;
+  }
+  return FusionKind::Loop;
+}
+
 namespace {
 
 bool isShaped(mlir::Value value) { return mlir::isa<mlir::ShapedType>(value.getType()); }

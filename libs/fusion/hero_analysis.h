@@ -34,6 +34,9 @@ enum class HeroRole {
 };
 HeroRole heroRole(mlir::linalg::LinalgOp op);
 const char *heroRoleName(HeroRole role);
+// The kind of fusion a hero of this role is emitted as (an elementwise op,
+// or any other op, by the loop emitter).
+FusionKind fusionKindFor(HeroRole role);
 
 // For a reduction: its reduced operand (the first input).
 mlir::OpOperand *reducedOperand(mlir::linalg::LinalgOp op);

@@ -75,23 +75,6 @@ struct Fusion {
   llvm::SetVector<mlir::Operation *> members;
 };
 
-FusionKind kindForRole(HeroRole role) {
-  switch (role) {
-  case HeroRole::RowReduction:
-    return FusionKind::RowReduction;
-  case HeroRole::ColumnReduction:
-    return FusionKind::ColumnReduction;
-  case HeroRole::Transpose:
-    return FusionKind::Transpose;
-  case HeroRole::Matmul:
-    return FusionKind::Matmul;
-  case HeroRole::Elementwise:
-  case HeroRole::Other:
-    return FusionKind::Loop;
-  }
-  return FusionKind::Loop;
-}
-
 // The scope the front end recorded for an op (a NameLoc, possibly inside a
 // FusedLoc after elementwise fusion), or "".
 std::string scopeOf(mlir::Location loc) {
@@ -237,7 +220,7 @@ private:
       return true;
     case HeroRole::RowReduction:
     case HeroRole::ColumnReduction: {
-      FusionKind kind = kindForRole(role);
+      FusionKind kind = fusionKindFor(role);
       // The reduction emitters compute, after the reduction, only values of
       // its result's shape, or (over rows) of the rows' shape.
       auto linalgOp = mlir::cast<mlir::linalg::LinalgOp>(op);
@@ -300,7 +283,7 @@ private:
 
     if (target) {
       if (target->kind == FusionKind::Loop && role != HeroRole::Elementwise) {
-        target->kind = kindForRole(role);
+        target->kind = fusionKindFor(role);
         target->hero = op;
       }
       target->members.insert(op);
@@ -308,7 +291,7 @@ private:
       return;
     }
     auto fusion = std::make_unique<Fusion>();
-    fusion->kind = kindForRole(role);
+    fusion->kind = fusionKindFor(role);
     fusion->hero = op;
     fusion->root = op;
     fusion->closed = role == HeroRole::Other;

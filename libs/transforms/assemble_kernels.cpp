@@ -115,6 +115,13 @@ struct Job {
   bool cached = false;
 };
 
+// One PTX object of a gpu.binary, and the job assembling its text.
+struct Use {
+  mlir::gpu::BinaryOp binary;
+  size_t object;
+  size_t job;
+};
+
 struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> {
   using AssembleKernelsPassBase::AssembleKernelsPassBase;
 
@@ -137,14 +144,39 @@ struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> 
     }
     auto start = std::chrono::steady_clock::now();
 
-    // Every PTX object, and each distinct PTX text once.
-    struct Use {
-      mlir::gpu::BinaryOp binary;
-      size_t object;
-      size_t job;
-    };
     std::vector<Use> uses;
     std::vector<Job> jobs;
+    if (mlir::failed(collectJobs(module, ptxas, uses, jobs)))
+      return signalPassFailure();
+
+    // The disk cache first, then ptxas on the rest, several at a time.
+    bool caching = !cacheDir.empty() && !llvm::sys::fs::create_directories(cacheDir);
+    std::vector<size_t> pending = readCached(jobs, caching);
+    unsigned threads = assembleInParallel(jobs, pending, ptxas, fatbinary);
+    for (Use use : uses) {
+      Job &job = jobs[use.job];
+      if (!job.error.empty()) {
+        use.binary.emitError() << "ptxas rejected the PTX of " << use.binary.getName() << " for " << chip << ": "
+                               << job.error;
+        return signalPassFailure();
+      }
+    }
+    if (caching)
+      for (size_t i : pending)
+        store(jobs[i]);
+
+    replaceObjects(module, uses, jobs);
+    size_t fromCache = jobs.size() - pending.size();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    MLPIPE_DEBUG(kDebugPtxas, os << uses.size() << " kernel objects, " << jobs.size() << " distinct PTX, " << fromCache
+                                 << " from the cache" << (caching ? " in " + cacheDir : "") << ", " << pending.size()
+                                 << " assembled on " << threads << " threads for " << chip << " in "
+                                 << llvm::format("%.1f", ms) << " ms\n");
+  }
+
+  // Every PTX object, and each distinct PTX text once.
+  mlir::LogicalResult collectJobs(mlir::ModuleOp module, const std::string &ptxas, std::vector<Use> &uses,
+                                  std::vector<Job> &jobs) const {
     std::map<std::string, size_t> jobOf;
     std::string toolkitVersion = ptxasVersion(ptxas);
     bool failed = false;
@@ -169,11 +201,12 @@ struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> 
         uses.push_back({binary, index, it->second});
       }
     });
-    if (failed)
-      return signalPassFailure();
+    return mlir::failure(failed);
+  }
 
-    // The disk cache first, then ptxas on the rest, several at a time.
-    bool caching = !cacheDir.empty() && !llvm::sys::fs::create_directories(cacheDir);
+  // The jobs the disk cache holds are read from it; the others (returned)
+  // are pending.
+  std::vector<size_t> readCached(std::vector<Job> &jobs, bool caching) const {
     std::vector<size_t> pending;
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (caching) {
@@ -185,6 +218,13 @@ struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> 
       if (!jobs[i].cached)
         pending.push_back(i);
     }
+    return pending;
+  }
+
+  // ptxas on the pending jobs, on as many threads as asked (or as the
+  // machine has), at most one a job; the threads it used.
+  unsigned assembleInParallel(std::vector<Job> &jobs, const std::vector<size_t> &pending, const std::string &ptxas,
+                              const std::string &fatbinary) const {
     unsigned threads = jobsOption > 0 ? unsigned(jobsOption) : std::max(1u, std::thread::hardware_concurrency());
     threads = std::min<unsigned>(threads, static_cast<unsigned>(pending.size()));
     std::atomic<size_t> next{0};
@@ -198,20 +238,11 @@ struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> 
     worker();
     for (std::thread &thread : pool)
       thread.join();
+    return threads;
+  }
 
-    for (Use use : uses) {
-      Job &job = jobs[use.job];
-      if (!job.error.empty()) {
-        use.binary.emitError() << "ptxas rejected the PTX of " << use.binary.getName() << " for " << chip << ": "
-                               << job.error;
-        return signalPassFailure();
-      }
-    }
-    if (caching)
-      for (size_t i : pending)
-        store(jobs[i]);
-
-    // Each PTX object becomes its cubin (or fatbin), keeping the PTX.
+  // Each PTX object becomes its cubin (or fatbin), keeping the PTX.
+  void replaceObjects(mlir::ModuleOp module, const std::vector<Use> &uses, const std::vector<Job> &jobs) const {
     mlir::MLIRContext *context = module.getContext();
     mlir::Builder builder(context);
     for (Use use : uses) {
@@ -231,12 +262,6 @@ struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> 
           builder.getStringAttr(jobs[use.job].result), builder.getDictionaryAttr(properties), object.getKernels());
       use.binary.setObjectsAttr(builder.getArrayAttr(objects));
     }
-    size_t fromCache = jobs.size() - pending.size();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    MLPIPE_DEBUG(kDebugPtxas, os << uses.size() << " kernel objects, " << jobs.size() << " distinct PTX, " << fromCache
-                                 << " from the cache" << (caching ? " in " + cacheDir : "") << ", " << pending.size()
-                                 << " assembled on " << threads << " threads for " << chip << " in "
-                                 << llvm::format("%.1f", ms) << " ms\n");
   }
 
   // ptxas (then fatbinary) on one PTX text.

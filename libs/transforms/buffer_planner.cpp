@@ -3,6 +3,8 @@
 
 #include "support/error.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -11,7 +13,7 @@ namespace mlpipe {
 
 namespace {
 
-int64_t alignUp(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+int64_t alignUp(int64_t value, int64_t alignment) { return llvm::divideCeilSigned(value, alignment) * alignment; }
 
 // The most bytes live at once, by sweeping over the positions where
 // lifetimes start and end.

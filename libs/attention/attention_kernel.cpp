@@ -1,0 +1,632 @@
+// The fused attention kernel (attention_kernel.h): its launch configuration
+// and its bodies.
+//
+// When the prologue is the causal mask (x = s * c + (j > i ? -1e10 : 0), as
+// traced), tiles of keys wholly after a block's last query are skipped:
+// their p_j are exp(-1e10 - m') = 0 exactly in f32 and f64, since every
+// row's first key is unmasked.
+//
+// A decode step (one query row per head against the KV cache, masked past
+// a run-time position the prologue reads) has too few rows to fill the
+// GPU: its keys are split over blocks, each block's (m, l, acc) go to a
+// temporary, and a second kernel combines them exactly:
+//   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
+// The step's own keys and values, which the host copied into the cache
+// just before, are written there by the block whose split holds their key,
+// before it reads the cache (matchCacheWrite).
+#include "attention/attention_kernel.h"
+
+#include "attention/split_combine.h"
+#include "emitters/elemental_emitter.h"
+#include "emitters/fusion_emitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+
+namespace mlpipe::emitters::fused_attention {
+
+namespace {
+
+// Query rows one block handles: the K and V tiles it stages are shared by
+// all of them, so more rows read K and V from L2 fewer times.
+constexpr int64_t kQueryRowsPerBlock = 64;
+// Fewer rows per block (down to this) when the grid would otherwise leave
+// SMs idle: kMinBlocksPerSm blocks per SM at least.
+constexpr int64_t kMinQueryRowsPerBlock = 16;
+constexpr int64_t kMinBlocksPerSm = 2;
+// Keys per K/V tile: each lane keeps one score per key of the tile in
+// registers, at most this many 32-bit registers of them (32 f32 keys, 16
+// f64 keys); fewer keys when the two tiles would not fit shared memory.
+constexpr int64_t kScoreRegistersPerLane = 32;
+constexpr int64_t kMinKeysPerTile = 8;
+// Elements of the head dimension one lane holds (of q, and of the output
+// accumulator): beyond this the lane group grows, so that q, the
+// accumulator and a tile's scores fit the registers without spilling.
+constexpr int64_t kHeadElementsPerLane = 16;
+// Few query rows against many keys (a decode step: one row per head
+// against the KV cache) leave most SMs idle with a block per (head, query
+// tile): the keys are then split over blocks, each writing its rows'
+// partial max, sum and weighted values, and a second kernel combines the
+// splits exactly. Splits until kSplitBlocksPerSm blocks per SM (a split's
+// block is about one warp staging its K and V tiles: several per SM keep
+// enough loads in flight to stream the cache), keeping at least
+// kMinKeyTilesPerSplit tiles of keys in each.
+constexpr int64_t kSplitBlocksPerSm = 4;
+constexpr int64_t kMinKeyTilesPerSplit = 1;
+
+struct Builder {
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  Value c(int64_t v) const { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) const { return b.createOrFold<mlir::arith::AddIOp>(loc, x, y); }
+  Value add(Value x, int64_t y) const { return y == 0 ? x : add(x, c(y)); }
+  Value mul(Value x, int64_t y) const { return y == 1 ? x : b.createOrFold<mlir::arith::MulIOp>(loc, x, c(y)); }
+  Value div(Value x, int64_t y) const { return y == 1 ? x : b.createOrFold<mlir::arith::DivUIOp>(loc, x, c(y)); }
+  Value rem(Value x, int64_t y) const { return y == 1 ? c(0) : b.createOrFold<mlir::arith::RemUIOp>(loc, x, c(y)); }
+  Value min(Value x, int64_t y) const { return b.createOrFold<mlir::arith::MinSIOp>(loc, x, c(y)); }
+  Value lt(Value x, int64_t y) const {
+    return b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, x, c(y));
+  }
+  Value fconst(mlir::Type type, double v) const {
+    return mlir::arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+  }
+  Value vzero(mlir::Type element, int64_t width) const {
+    auto type = mlir::VectorType::get({width}, element);
+    return mlir::arith::ConstantOp::create(b, loc, type,
+                                           mlir::DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
+  }
+  Value extract(Value v, int64_t i) const { return mlir::vector::ExtractOp::create(b, loc, v, i); }
+  Value broadcast(Value scalar, int64_t width) const {
+    return mlir::vector::BroadcastOp::create(b, loc, mlir::VectorType::get({width}, scalar.getType()), scalar);
+  }
+  // `width` consecutive elements along the last dimension of a memref, as
+  // a vector (one access when `vectorOk`, else element by element).
+  Value load(Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk, int64_t elementBytes) const {
+    auto element = mlir::cast<mlir::MemRefType>(memref.getType()).getElementType();
+    auto type = mlir::VectorType::get({width}, element);
+    if (vectorOk && width > 1)
+      return mlir::vector::LoadOp::create(b, loc, type, memref, index, false, llvm::MaybeAlign(width * elementBytes));
+    Value result = vzero(element, width);
+    Value last = index.back();
+    for (int64_t u = 0; u < width; ++u) {
+      index.back() = add(last, u);
+      Value x = mlir::memref::LoadOp::create(b, loc, memref, index);
+      result = mlir::vector::InsertOp::create(b, loc, x, result, u);
+    }
+    return result;
+  }
+  void store(Value vector, Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk,
+             int64_t elementBytes) const {
+    if (vectorOk && width > 1) {
+      mlir::vector::StoreOp::create(b, loc, vector, memref, index, false, llvm::MaybeAlign(width * elementBytes));
+      return;
+    }
+    Value last = index.back();
+    for (int64_t u = 0; u < width; ++u) {
+      index.back() = add(last, u);
+      mlir::memref::StoreOp::create(b, loc, extract(vector, u), memref, index);
+    }
+  }
+  void guarded(Value condition, const std::function<void()> &body) const {
+    if (!condition) {
+      body();
+      return;
+    }
+    auto branch = mlir::scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    body();
+  }
+};
+
+// The butterfly over the `lanes` lanes of a row's group (xor offsets stay
+// inside aligned groups).
+Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
+  constexpr int kWarp = 32;
+  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2) {
+    Value other;
+    if (value.getType().isF32()) {
+      other = mlir::gpu::ShuffleOp::create(x.b, x.loc, value, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
+                  .getShuffleResult();
+    } else {
+      // f64 as two 32-bit halves.
+      mlir::Type i64 = x.b.getI64Type(), i32 = x.b.getI32Type();
+      Value bits = mlir::arith::BitcastOp::create(x.b, x.loc, i64, value);
+      Value shift = mlir::arith::ConstantIntOp::create(x.b, x.loc, i64, 32);
+      Value low = mlir::arith::TruncIOp::create(x.b, x.loc, i32, bits);
+      Value high =
+          mlir::arith::TruncIOp::create(x.b, x.loc, i32, mlir::arith::ShRUIOp::create(x.b, x.loc, bits, shift));
+      auto shuffle = [&](Value half) {
+        return mlir::gpu::ShuffleOp::create(x.b, x.loc, half, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
+            .getShuffleResult();
+      };
+      Value joined = mlir::arith::OrIOp::create(
+          x.b, x.loc, mlir::arith::ExtUIOp::create(x.b, x.loc, i64, shuffle(low)),
+          mlir::arith::ShLIOp::create(x.b, x.loc, mlir::arith::ExtUIOp::create(x.b, x.loc, i64, shuffle(high)), shift));
+      other = mlir::arith::BitcastOp::create(x.b, x.loc, value.getType(), joined);
+    }
+    value = mlir::arith::AddFOp::create(x.b, x.loc, value, other);
+  }
+  return value;
+}
+
+// The attention kernel's body, built in the order it runs: the elemental
+// emitters of the softmax (and of its mask), the block's place in the grid,
+// its query rows in registers, the range of key tiles it reads (after
+// writing the step's keys and values into the cache), the loop over those
+// tiles, then the output (or this split's partials).
+class AttentionBody {
+public:
+  AttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg, const FusionGraph &graph,
+                const Softmax &softmax, const FusionGraph *maskGraph)
+      : b(b), f(f), loc(f.getLoc()), x{b, loc}, cfg(cfg), graph(graph), softmax(softmax), maskGraph(maskGraph),
+        q(f.getArgument(0)), k(f.getArgument(1)), v(f.getArgument(2)), out(f.getArgument(3)),
+        kTile(f.getWorkgroupAttributions()[0]), vTile(f.getWorkgroupAttributions()[1]), element(cfg.element),
+        W(cfg.width), D(cfg.headSize), T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile) {}
+
+  mlir::LogicalResult build() {
+    makeElementalEmitters();
+    placeBlock();
+    loadQueryRows();
+    // The running max starts from the max reduction's own init.
+    Value rowMaxInit = elemental->reductionInit(softmax.max, {head, query});
+    llvm::SmallVector<Value> init{rowMaxInit, x.fconst(element, 0.0)};
+    for (int64_t c = 0; c < cfg.chunks; ++c)
+      init.push_back(x.vzero(element, W));
+    auto [firstTile, tiles] = keyTiles();
+    if (cfg.cacheWrite)
+      writeStepIntoCache();
+    auto loop = mlir::scf::ForOp::create(b, loc, firstTile, tiles, x.c(1), init);
+    if (mlir::failed(buildTileStep(loop)))
+      return mlir::failure();
+    writeOutput(loop);
+    if (elemental->failed())
+      return mlir::failure();
+    if (anchor->use_empty())
+      anchor->erase();
+    return mlir::success();
+  }
+
+private:
+  // The elemental emitter of the softmax fusion: the prologue and the
+  // exponential, evaluated on values this kernel defines.
+  void makeElementalEmitters() {
+    mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
+    anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
+    mlir::OpBuilder entry(anchor);
+    mlir::IRMapping extras;
+    for (auto [position, argument] : llvm::enumerate(softmax.extraArguments))
+      extras.map(graph.function().getArgument(argument), f.getArgument(4 + position));
+    elemental.emplace(graph, b, entry, extras);
+    // The mask's own fusion, when the prologue reads one from memory.
+    if (maskGraph)
+      mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
+  }
+
+  // The block's split, head and query tile; the thread's lane and query
+  // row.
+  void placeBlock() {
+    tid = threadIdX(b, loc);
+    Value block = blockIdX(b, loc);
+    split = x.rem(block, cfg.splits);
+    block = x.div(block, cfg.splits);
+    head = x.div(block, cfg.queryTiles);
+    // Query tiles with the most keys first, so the longest blocks start first.
+    queryTile = b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.rem(block, cfg.queryTiles));
+    lane = x.rem(tid, cfg.lanes);
+    row = x.add(x.mul(queryTile, cfg.rowsPerBlock), x.div(tid, cfg.lanes));
+    rowValid = T % cfg.rowsPerBlock != 0 ? x.lt(row, T) : Value();
+    query = T % cfg.rowsPerBlock != 0 ? x.min(row, T - 1) : row;
+  }
+
+  // This lane's slice of the head dimension: chunk c is elements
+  // [c * lanes * W + lane * W, + W).
+  void loadQueryRows() {
+    for (int64_t c = 0; c < cfg.chunks; ++c)
+      chunkStart.push_back(x.add(x.mul(lane, W), c * cfg.lanes * W));
+    for (int64_t c = 0; c < cfg.chunks; ++c)
+      qChunks.push_back(x.load(q, {head, query, chunkStart[c]}, W, cfg.widthQ >= W, cfg.elementBytes));
+  }
+
+  // Key tiles: all of them, or (causal) those up to the block's last
+  // query; with split keys, those of this block's split. The first tile and
+  // the end.
+  std::pair<Value, Value> keyTiles() {
+    Value tiles;
+    if (cfg.causal) {
+      // ceil(min(Tk, (queryTile + 1) * rows) / BK)
+      Value lastKey = x.add(x.mul(queryTile, cfg.rowsPerBlock), cfg.rowsPerBlock);
+      lastKey = x.min(lastKey, TK);
+      tiles = x.div(x.add(lastKey, BK - 1), BK);
+    } else {
+      tiles = x.c(cfg.keyTiles);
+    }
+    Value firstTile = x.c(0);
+    if (cfg.splits > 1) {
+      // Every split starts inside the keys (splits = ceil(keyTiles / tilesPerSplit)).
+      firstTile = x.mul(split, cfg.tilesPerSplit);
+      tiles = x.min(x.add(firstTile, cfg.tilesPerSplit), cfg.keyTiles);
+    }
+    if (cfg.positionArgument >= 0) {
+      // Keys after the position p are masked to exact zeros while key 0 is
+      // not (p >= 0): the tiles up to p's, all of them for a p outside the keys.
+      Value tilesUsed = unitsUpToPosition(b, loc, f.getArgument(cfg.positionArgument), BK, cfg.keyTiles);
+      tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, tilesUsed);
+    }
+    return {firstTile, tiles};
+  }
+
+  // The step's keys and values into the cache, by the block whose split
+  // holds the key they go to (the kernel does the copy), before it
+  // stages its first tile: the barrier at each tile's start orders them.
+  void writeStepIntoCache() {
+    const CacheWrite *write = cfg.cacheWrite;
+    Value source = f.getArgument(cfg.cacheSourceArgument);
+    mlir::IRMapping keyMapping;
+    for (auto [input, argument] : llvm::zip_equal(write->keyInputs, cfg.cacheKeyInputArguments))
+      keyMapping.map(input, f.getArgument(argument));
+    for (mlir::Operation *op : write->keyOps)
+      b.clone(*op, keyMapping);
+    Value key = keyMapping.lookup(write->key);
+    Value splitFirstTile = cfg.splits > 1 ? x.mul(split, cfg.tilesPerSplit) : x.c(0);
+    Value splitEndTile =
+        cfg.splits > 1 ? x.min(x.add(splitFirstTile, cfg.tilesPerSplit), cfg.keyTiles) : x.c(cfg.keyTiles);
+    Value holds = b.createOrFold<mlir::arith::AndIOp>(
+        loc, b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::uge, key, x.mul(splitFirstTile, BK)),
+        b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::ult, key, x.mul(splitEndTile, BK)));
+    x.guarded(holds, [&] {
+      for (int64_t start = 0; start < D; start += cfg.threads) {
+        Value d = x.add(tid, start);
+        Value valid = start + cfg.threads > D ? x.lt(d, D) : Value();
+        x.guarded(valid, [&] {
+          for (int64_t kv = 0; kv < 2; ++kv) {
+            llvm::SmallVector<Value> at;
+            for (int dim : write->dims)
+              at.push_back(dim == kKeyOrValueDim    ? x.c(kv)
+                           : dim == kHeadDim        ? head
+                           : dim == kHeadElementDim ? d
+                                                    : x.c(0));
+            Value value = mlir::memref::LoadOp::create(b, loc, source, at);
+            mlir::memref::StoreOp::create(b, loc, value, kv == 0 ? k : v, mlir::ValueRange{head, key, d});
+          }
+        });
+      }
+    });
+  }
+
+  // Cooperative staging of one tile of K and V rows into shared memory:
+  // rows past T read row T-1 (their scores are masked, their weights 0).
+  void stage(Value memref, Value tile, Value firstKey, int64_t width) {
+    int64_t vectorsPerRow = D / width;
+    int64_t vectors = BK * vectorsPerRow;
+    for (int64_t start = 0; start < vectors; start += cfg.threads) {
+      Value linear = x.add(tid, start);
+      Value valid = (start + cfg.threads > vectors) ? x.lt(linear, vectors) : Value();
+      x.guarded(valid, [&] {
+        Value r = x.div(linear, vectorsPerRow);
+        Value col = x.mul(x.rem(linear, vectorsPerRow), width);
+        Value key = x.add(firstKey, r);
+        if (TK % BK != 0)
+          key = x.min(key, TK - 1);
+        Value value = x.load(memref, {head, key, col}, width, width > 1, cfg.elementBytes);
+        x.store(value, tile, {r, col}, width, width > 1, cfg.elementBytes);
+      });
+    }
+  }
+
+  // The body of the loop over key tiles: the tile staged, its scores
+  // through the prologue, then the row's max, sum and accumulator updated.
+  mlir::LogicalResult buildTileStep(mlir::scf::ForOp loop) {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    elemental->pushScope();
+    if (mask)
+      mask->pushScope();
+    Value t = loop.getInductionVar();
+    Value rowMax = loop.getRegionIterArgs()[0];
+    Value rowSum = loop.getRegionIterArgs()[1];
+    llvm::SmallVector<Value> acc(loop.getRegionIterArgs().begin() + 2, loop.getRegionIterArgs().end());
+    Value firstKey = x.mul(t, BK);
+    mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
+    stage(k, kTile, firstKey, cfg.widthK);
+    stage(v, vTile, firstKey, cfg.widthV);
+    mlir::gpu::BarrierOp::create(b, loc);
+
+    llvm::SmallVector<Value> logits, keys;
+    Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
+    Value tileMax = negInf;
+    for (int64_t jj = 0; jj < BK; ++jj) {
+      Value score = scoreOf(jj);
+      Value key = x.add(firstKey, jj);
+      keys.push_back(key);
+      mlir::FailureOr<Value> logit = logitOf(jj, key, score, negInf);
+      if (mlir::failed(logit))
+        return mlir::failure();
+      logits.push_back(*logit);
+      tileMax = mlir::arith::MaximumFOp::create(b, loc, tileMax, *logit);
+    }
+    Value newMax = mlir::arith::MaximumFOp::create(b, loc, rowMax, tileMax);
+    mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(rowMax, rowSum, acc, newMax, negInf, logits, keys);
+    if (mlir::failed(yielded))
+      return mlir::failure();
+    elemental->popScope();
+    if (mask)
+      mask->popScope();
+    mlir::scf::YieldOp::create(b, loc, *yielded);
+    return mlir::success();
+  }
+
+  // This row's score against key jj of the staged tile: q . k over the
+  // lane's chunks, then over the row's lanes.
+  Value scoreOf(int64_t jj) {
+    Value partial = x.vzero(element, W);
+    for (int64_t c = 0; c < cfg.chunks; ++c) {
+      Value kv = x.load(kTile, {x.c(jj), chunkStart[c]}, W, true, cfg.elementBytes);
+      partial = mlir::vector::FMAOp::create(b, loc, qChunks[c], kv, partial);
+    }
+    Value score = x.extract(partial, 0);
+    for (int64_t u = 1; u < W; ++u)
+      score = mlir::arith::AddFOp::create(b, loc, score, x.extract(partial, u));
+    return sumOverLanes(x, score, cfg.lanes);
+  }
+
+  // The logit x of `key` (the tile's jj-th) from its score, through the
+  // softmax's prologue as traced (the scale, the mask).
+  mlir::FailureOr<Value> logitOf(int64_t jj, Value key, Value score, Value negInf) {
+    // Scores of this row against the tile's keys, through the prologue.
+    mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
+    mlir::OpOperand *scoresOperand = prologue.getDpsInputOperand(softmax.scoresInput);
+    // The prologue may read memory at the key (a mask): keys past the end
+    // are evaluated at the last one, then masked.
+    bool mayOverrun = TK % BK != 0 && (jj > 0 || cfg.splits > 1);
+    llvm::SmallVector<Value> at{head, query, mayOverrun ? x.min(key, TK - 1) : key};
+    llvm::SmallVector<Value> loopIndex = elemental->loopIndexOfOutput(softmax.prologue, at);
+    elemental->defineRead(softmax.prologue, *scoresOperand,
+                          elemental->applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
+    if (mask) {
+      // The mask's element, computed as its fusion computes it.
+      mlir::OpOperand &maskOperand = prologue->getOpOperand(softmax.maskInput);
+      llvm::SmallVector<Value> maskIndex =
+          elemental->applyMap(prologue.getMatchingIndexingMap(&maskOperand), loopIndex);
+      Value penalty = mask->node(maskGraph->outputs().front().node, maskIndex);
+      if (!penalty || mask->failed())
+        return mlir::failure();
+      elemental->defineRead(softmax.prologue, maskOperand, maskIndex, penalty);
+    }
+    Value logit = elemental->node(softmax.prologue, at);
+    if (!logit || elemental->failed())
+      return mlir::failure();
+    // Keys past the end do not exist.
+    if (mayOverrun)
+      logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, TK), logit, negInf);
+    return logit;
+  }
+
+  // The online softmax's step over one tile: the new max `newMax`, the
+  // weights exp(x - max) of the tile's keys, the row's sum and accumulator
+  // rescaled and added to. What the loop yields: max, sum, accumulator.
+  mlir::FailureOr<llvm::SmallVector<Value>> foldTile(Value rowMax, Value rowSum, llvm::ArrayRef<Value> acc,
+                                                     Value newMax, Value negInf, llvm::ArrayRef<Value> logits,
+                                                     llvm::ArrayRef<Value> keys) {
+    // Exponents are taken against the new max, or against 0 while every key
+    // so far is -inf (a mask of -inf): exp(-inf - -inf) would be NaN where
+    // the row's later keys still make the softmax finite.
+    Value allMasked = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, newMax, negInf);
+    Value reference = mlir::arith::SelectOp::create(b, loc, allMasked, x.fconst(element, 0.0), newMax);
+    // The traced exp(x - max), with the row's max taken to be the reference.
+    elemental->define(softmax.max, {head, query}, reference);
+    Value correction = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, rowMax, reference));
+    Value tileSum = x.fconst(element, 0.0);
+    llvm::SmallVector<Value> next;
+    for (int64_t c = 0; c < cfg.chunks; ++c)
+      next.push_back(mlir::arith::MulFOp::create(b, loc, acc[c], x.broadcast(correction, W)));
+    for (int64_t jj = 0; jj < BK; ++jj) {
+      llvm::SmallVector<Value> at{head, query, keys[jj]};
+      elemental->define(softmax.prologue, at, logits[jj]);
+      Value weight = elemental->node(softmax.exp, at);
+      if (!weight || elemental->failed())
+        return mlir::failure();
+      tileSum = mlir::arith::AddFOp::create(b, loc, tileSum, weight);
+      Value weights = x.broadcast(weight, W);
+      for (int64_t c = 0; c < cfg.chunks; ++c) {
+        Value vv = x.load(vTile, {x.c(jj), chunkStart[c]}, W, true, cfg.elementBytes);
+        next[c] = mlir::vector::FMAOp::create(b, loc, weights, vv, next[c]);
+      }
+    }
+    Value newSum =
+        mlir::arith::AddFOp::create(b, loc, mlir::arith::MulFOp::create(b, loc, rowSum, correction), tileSum);
+    llvm::SmallVector<Value> yielded{newMax, newSum};
+    yielded.append(next.begin(), next.end());
+    return yielded;
+  }
+
+  // The row's output acc / l (the traced division), or with split keys this
+  // split's partials: acc, then (lane 0) the max and the sum.
+  void writeOutput(mlir::scf::ForOp loop) {
+    Value rowSum = loop.getResult(1);
+    if (cfg.splits > 1) {
+      x.guarded(rowValid, [&] {
+        for (int64_t c = 0; c < cfg.chunks; ++c)
+          x.store(loop.getResult(2 + c), out, {head, row, split, chunkStart[c]}, W, true, cfg.elementBytes);
+        Value first = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, lane, x.c(0));
+        x.guarded(first, [&] {
+          mlir::memref::StoreOp::create(b, loc, loop.getResult(0), out, mlir::ValueRange{head, row, split, x.c(D)});
+          mlir::memref::StoreOp::create(b, loc, rowSum, out, mlir::ValueRange{head, row, split, x.c(D + 1)});
+        });
+      });
+      return;
+    }
+    Value sums = x.broadcast(rowSum, W);
+    x.guarded(rowValid, [&] {
+      for (int64_t c = 0; c < cfg.chunks; ++c) {
+        Value value = mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums);
+        x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.elementBytes);
+      }
+    });
+  }
+
+  mlir::OpBuilder &b;
+  mlir::gpu::GPUFuncOp f;
+  mlir::Location loc;
+  Builder x;
+  const Config &cfg;
+  const FusionGraph &graph;
+  const Softmax &softmax;
+  const FusionGraph *maskGraph;
+  Value q, k, v, out, kTile, vTile;
+  mlir::Type element;
+  const int64_t W, D, T, TK, BK;
+  // makeElementalEmitters: the anchor kernel-wide values go before, and
+  // the emitters of the softmax's fusion and of its mask's.
+  mlir::Operation *anchor = nullptr;
+  std::optional<ElementalEmitter> elemental, mask;
+  // placeBlock and loadQueryRows.
+  Value tid, split, head, queryTile, lane, row, rowValid, query;
+  llvm::SmallVector<Value> chunkStart, qChunks;
+};
+
+} // namespace
+
+mlir::LogicalResult buildAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
+                                       const FusionGraph &graph, const Softmax &softmax, const FusionGraph *maskGraph) {
+  return AttentionBody(b, f, cfg, graph, softmax, maskGraph).build();
+}
+
+mlir::LogicalResult buildCombineBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg) {
+  mlir::Location loc = f.getLoc();
+  Builder x{b, loc};
+  Value partials = f.getArgument(0), out = f.getArgument(1);
+  Value position = cfg.positionArgument >= 0 ? f.getArgument(2) : Value();
+  const int64_t D = cfg.headSize;
+  int64_t total = cfg.heads * cfg.length * D;
+  Value linear = x.add(x.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
+  Value valid = total % kCombineThreads != 0 ? x.lt(linear, total) : Value();
+  x.guarded(valid, [&] {
+    Value d = x.rem(linear, D);
+    Value row = x.rem(x.div(linear, D), cfg.length);
+    Value head = x.div(linear, D * cfg.length);
+    Value value = combineSplits(b, loc, partials, position, D, cfg.tilesPerSplit * cfg.keysPerTile, head, row, d);
+    mlir::memref::StoreOp::create(b, loc, value, out, mlir::ValueRange{head, row, d});
+  });
+  return mlir::success();
+}
+
+mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why) {
+  mlir::linalg::LinalgOp scoresOp = match.scoresOp, valuesOp = match.valuesOp;
+  mlir::func::CallOp valuesCall = match.valuesCall;
+  auto qType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[0].getType());
+  auto ktType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[1].getType());
+  auto vType = mlir::dyn_cast<mlir::MemRefType>(valuesOp.getDpsInputs()[1].getType());
+  auto oType = mlir::dyn_cast<mlir::MemRefType>(valuesCall.getOperand(match.valuesOut).getType());
+  if (!qType || !ktType || !vType || !oType || !qType.hasStaticShape() || !ktType.hasStaticShape() ||
+      !vType.hasStaticShape() || !oType.hasStaticShape())
+    return why = "operands of dynamic shape", mlir::failure();
+  mlir::Type element = qType.getElementType();
+  if (!(element.isF32() || element.isF64()) || ktType.getElementType() != element ||
+      vType.getElementType() != element || oType.getElementType() != element ||
+      mlir::cast<mlir::MemRefType>(match.scores.getType()).getElementType() != element)
+    return why = "operands that are not all f32 or all f64", mlir::failure();
+  Config cfg;
+  cfg.heads = qType.getDimSize(0);
+  cfg.length = qType.getDimSize(1);
+  cfg.headSize = qType.getDimSize(2);
+  cfg.element = element;
+  cfg.elementBytes = element.getIntOrFloatBitWidth() / 8;
+  cfg.causal = match.softmax.causal;
+  cfg.keys = ktType.getRank() == 3 ? ktType.getDimSize(2) : 0;
+  llvm::SmallVector<int64_t> hdk{cfg.heads, cfg.headSize, cfg.keys}, hkd{cfg.heads, cfg.keys, cfg.headSize},
+      hqd{cfg.heads, cfg.length, cfg.headSize};
+  if (llvm::to_vector(ktType.getShape()) != hdk || llvm::to_vector(vType.getShape()) != hkd ||
+      llvm::to_vector(oType.getShape()) != hqd || cfg.keys < 1)
+    return why = "Q, K, V and the output do not have matching head shapes", mlir::failure();
+  if (cfg.causal && cfg.keys != cfg.length)
+    return why = "a causal mask over more keys than queries", mlir::failure();
+  if (!oType.getLayout().isIdentity())
+    return why = "an output that is a view", mlir::failure();
+  return cfg;
+}
+
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, std::string &why) {
+  cfg.lanes = 1;
+  // A query row alone per head (a decode step) is alone in its block,
+  // whose other lanes would idle: it gets a whole warp's lanes (as many as
+  // divide the head size), so each key's dot product is a few instructions
+  // per lane and a butterfly, not a long chain of fused multiply-adds on
+  // four lanes. The split block's single warp runs latency-bound, one
+  // instruction at a time, so fewer instructions on its path shorten it.
+  bool aloneRow = cfg.length == 1;
+  while (cfg.lanes < device.warpSize && (aloneRow || cfg.headSize / cfg.lanes > kHeadElementsPerLane) &&
+         cfg.headSize % (cfg.lanes * 2) == 0)
+    cfg.lanes *= 2;
+  cfg.width = kVectorBytes / cfg.elementBytes;
+  while (cfg.width > 1 && cfg.headSize % (cfg.lanes * cfg.width) != 0)
+    cfg.width /= 2;
+  cfg.chunks = cfg.headSize / (cfg.lanes * cfg.width);
+  // Rows per block: as many as fill the GPU with kMinBlocksPerSm blocks
+  // per SM, from kQueryRowsPerBlock down.
+  cfg.rowsPerBlock = kQueryRowsPerBlock;
+  while (cfg.rowsPerBlock > kMinQueryRowsPerBlock &&
+         cfg.heads * llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock) < kMinBlocksPerSm * device.smCount)
+    cfg.rowsPerBlock /= 2;
+  // Never more rows than the sequence (rounded to a warp's worth of rows).
+  int64_t rowsPerWarp = std::max<int64_t>(1, device.warpSize / cfg.lanes);
+  while (cfg.rowsPerBlock > rowsPerWarp && cfg.rowsPerBlock / 2 >= cfg.length)
+    cfg.rowsPerBlock /= 2;
+  cfg.threads = cfg.rowsPerBlock * cfg.lanes;
+  while (cfg.threads > device.maxThreadsPerBlock) {
+    cfg.rowsPerBlock /= 2;
+    cfg.threads = cfg.rowsPerBlock * cfg.lanes;
+  }
+  cfg.queryTiles = llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock);
+  cfg.keysPerTile = kScoreRegistersPerLane * 4 / cfg.elementBytes;
+  auto sharedBytes = [&] { return 2 * cfg.keysPerTile * cfg.headSize * cfg.elementBytes; };
+  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMinKeysPerTile)
+    cfg.keysPerTile /= 2;
+  if (sharedBytes() > device.sharedMemoryPerBlock)
+    return why = "the K and V tiles do not fit shared memory", mlir::failure();
+  int64_t maxWidth = kVectorBytes / cfg.elementBytes;
+  cfg.keyTiles = llvm::divideCeilSigned(cfg.keys, cfg.keysPerTile);
+  // Split the keys when the blocks would leave SMs idle (never causal
+  // attention: its blocks' key ranges differ by design).
+  if (!cfg.causal) {
+    int64_t blocks = cfg.heads * cfg.queryTiles;
+    int64_t wanted = llvm::divideCeilSigned(kSplitBlocksPerSm * device.smCount, blocks);
+    int64_t most = std::max<int64_t>(1, cfg.keyTiles / kMinKeyTilesPerSplit);
+    cfg.splits = std::clamp<int64_t>(wanted, 1, most);
+    cfg.tilesPerSplit = llvm::divideCeilSigned(cfg.keyTiles, cfg.splits);
+    cfg.splits = llvm::divideCeilSigned(cfg.keyTiles, cfg.tilesPerSplit);
+  }
+  cfg.partialStride = cfg.headSize + maxWidth;
+  return mlir::success();
+}
+
+int64_t vectorWidthAlongLast(mlir::MemRefType type, int64_t maxElements) {
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset;
+  if (mlir::failed(type.getStridesAndOffset(strides, offset)) || mlir::ShapedType::isDynamic(offset) ||
+      llvm::any_of(strides, [](int64_t s) { return mlir::ShapedType::isDynamic(s); }) || strides.back() != 1)
+    return 1;
+  for (int64_t width = maxElements; width > 1; width /= 2) {
+    bool aligned = type.getShape().back() % width == 0 && offset % width == 0;
+    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+      if (type.getDimSize(d) > 1 && strides[d] % width != 0)
+        aligned = false;
+    if (aligned)
+      return width;
+  }
+  return 1;
+}
+
+} // namespace mlpipe::emitters::fused_attention

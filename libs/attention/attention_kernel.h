@@ -1,0 +1,91 @@
+// The fused attention kernel (private to libs/attention): its launch
+// configuration, chosen from the shapes and the device description, and
+// the bodies of the kernel and of the kernel combining split keys.
+//
+// A block per (head, tile of query rows); each query row is held by a group
+// of lanes, each lane a slice of the head dimension (its q and its output
+// accumulator in registers); tiles of K and V stream through shared memory;
+// the running max m and sum l of each row are updated per tile (online
+// softmax):
+//
+//   x_j   = prologue(q . k_j)                     (the traced ops, elementally)
+//   m'    = max(m, max_j x_j)
+//   p_j   = exp(x_j - m')                         (the traced exp node, max := m')
+//   l     = l * exp(m - m') + sum_j p_j
+//   acc   = acc * exp(m - m') + sum_j p_j v_j
+//   out   = acc / l
+#pragma once
+
+#include "attention/attention_matching.h"
+
+#include "codegen/device_description.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <string>
+
+namespace mlpipe::emitters::fused_attention {
+
+// The widest vector access, in bytes.
+constexpr int64_t kVectorBytes = 16;
+// Threads per block of the kernel that combines the splits (one thread
+// per output element).
+constexpr int64_t kCombineThreads = 256;
+
+struct Config {
+  int64_t heads = 0, length = 0, headSize = 0; // length: query rows
+  int64_t keys = 0;                            // key (and value) rows
+  int64_t keyTiles = 0;                        // ceil(keys / keysPerTile)
+  int64_t splits = 1;                          // blocks the keys of a query tile are split over
+  int64_t tilesPerSplit = 0;
+  int64_t partialStride = 0; // elements per row of the partials: D values, max, sum, padding
+  mlir::Type element;
+  int64_t elementBytes = 4;
+  int64_t rowsPerBlock = 0; // chooseLaunch: kQueryRowsPerBlock or fewer
+  int64_t lanes = 1;        // per query row
+  int64_t width = 1;        // elements per register chunk
+  int64_t chunks = 1;       // per lane
+  int64_t keysPerTile = 0;
+  int64_t threads = 0;
+  int64_t queryTiles = 0;
+  int64_t widthQ = 1, widthK = 1, widthV = 1, widthO = 1; // global vector widths
+  bool causal = false;
+  // A decode step's keys past a run-time position are masked: the kernel
+  // argument holding that position, -1 if none.
+  int64_t positionArgument = -1;
+  // The step's keys and values the kernel writes into the cache first
+  // (the kernel does the copy), or null; the kernel argument of its
+  // source, and of each of its key's inputs (CacheWrite::keyInputs).
+  const CacheWrite *cacheWrite = nullptr;
+  int64_t cacheSourceArgument = -1;
+  llvm::SmallVector<int64_t> cacheKeyInputArguments;
+};
+
+// The configuration's shapes, from the matched products: Q [H, Tq, D],
+// K^T [H, D, Tk], V [H, Tk, D], out [H, Tq, D], all f32 or all f64; failure
+// with the reason otherwise.
+mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why);
+
+// The launch configuration, from the device description: lanes per query
+// row, query rows per block, keys per tile, splits of the keys.
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, std::string &why);
+
+// The widest vector (at most `maxElements`) along the last dimension of a
+// memref: every vector aligned to its size, given an aligned base.
+int64_t vectorWidthAlongLast(mlir::MemRefType type, int64_t maxElements);
+
+// The kernel's body. Arguments: q ([H, Tq, D] view), k, v ([H, Tk, D]
+// views), out ([H, Tq, D]), or with split keys the partials ([H, Tq, S,
+// partialStride]: acc, then max and sum); workgroup buffers: the K tile
+// and the V tile.
+mlir::LogicalResult buildAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
+                                       const FusionGraph &graph, const Softmax &softmax, const FusionGraph *maskGraph);
+
+// The kernel that combines split keys (split_combine.h): one thread per
+// element (h, i, d) of the output. Arguments: partials ([H, Tq, S,
+// partialStride]), out ([H, Tq, D]) and, where keys past a run-time
+// position are not read, that position.
+mlir::LogicalResult buildCombineBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg);
+
+} // namespace mlpipe::emitters::fused_attention

@@ -1,0 +1,296 @@
+// What mlpipe-fused-attention matches (attention_matching.h).
+#include "attention/attention_matching.h"
+
+#include "fusion/hero_analysis.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlpipe::emitters::fused_attention {
+
+namespace {
+
+// A fusion that is one batch_matmul from zero (its fill), nothing else:
+// the node of the product, or -1.
+int plainBatchMatmul(const FusionGraph &graph) {
+  int product = -1;
+  for (const FusionNode &node : graph.nodes()) {
+    if (mlir::isa<mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
+      if (product >= 0)
+        return -1;
+      product = node.order;
+    } else if (!mlir::isa<mlir::linalg::FillOp>(node.op.getOperation())) {
+      return -1;
+    }
+  }
+  if (product < 0 || !isZeroFillNode(graph, graph.node(product).initProducer) || graph.outputs().size() != 1 ||
+      graph.outputs().front().node != product)
+    return -1;
+  for (int producer : graph.node(product).inputProducers)
+    if (producer >= 0)
+      return -1;
+  return product;
+}
+
+// The other call using a buffer, besides `call` and deallocations.
+mlir::func::CallOp otherCall(Value buffer, mlir::func::CallOp call) {
+  mlir::func::CallOp other;
+  for (mlir::Operation *user : buffer.getUsers()) {
+    if (user == call.getOperation() || mlir::isa<mlir::memref::DeallocOp>(user))
+      continue;
+    auto userCall = mlir::dyn_cast<mlir::func::CallOp>(user);
+    if (!userCall || other)
+      return {};
+    other = userCall;
+  }
+  return other;
+}
+
+// The softmax fusion the call calls, the host temporaries it reads and
+// writes (the scores and the probabilities), and the mask or position it
+// reads.
+mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, AttentionMatch &match,
+                                     std::string &why, bool &looksLikeSoftmax) {
+  auto softmaxFn = symbols.lookup<mlir::func::FuncOp>(softmaxCall.getCallee());
+  auto kind = softmaxFn->getAttrOfType<mlir::StringAttr>(kFusionAttrName);
+  if (!kind || kind.getValue() != "row_reduction")
+    return mlir::failure();
+  auto softmaxGraph = FusionGraph::analyze(softmaxFn, why);
+  if (mlir::failed(softmaxGraph))
+    return mlir::failure();
+  match.softmaxCall = softmaxCall;
+  match.softmaxGraph = std::move(*softmaxGraph);
+  const FusionGraph &graph = match.softmaxGraph;
+  // Which argument is read, which written.
+  if (graph.outputs().size() != 1)
+    return why = "not one output", mlir::failure();
+  auto softmax = matchSoftmax(graph, why, looksLikeSoftmax);
+  if (mlir::failed(softmax))
+    return mlir::failure();
+  match.softmax = *softmax;
+  unsigned outArg = graph.outputs().front().argument;
+  unsigned inArg =
+      mlir::cast<mlir::BlockArgument>(graph.node(softmax->prologue).op.getDpsInputs()[softmax->scoresInput])
+          .getArgNumber();
+  Value scores = softmaxCall.getOperand(inArg), probs = softmaxCall.getOperand(outArg);
+  if (!scores.getDefiningOp<mlir::memref::AllocOp>() || !probs.getDefiningOp<mlir::memref::AllocOp>())
+    return why = "scores or probabilities are not temporaries of the host", mlir::failure();
+  for (unsigned argument : softmax->extraArguments)
+    if (softmaxCall.getOperand(argument) == scores || softmaxCall.getOperand(argument) == probs)
+      return why = "the softmax reads its own buffers twice", mlir::failure();
+  match.scores = scores;
+  match.probs = probs;
+  // A mask read from memory, added to the scaled scores at [query, key].
+  mlir::func::FuncOp maskWriter;
+  if (!match.softmax.causal && (maskWriter = matchCausalMaskWriter(match.softmax, graph, softmaxCall, symbols)))
+    match.mask = softmaxCall.getOperand(match.softmax.maskArgument);
+  // A decode step's mask past a run-time position (positionMaskSource)
+  // makes those keys' weights exact zeros: tiles of keys wholly after it
+  // are not read, and a split holding none writes an empty partial (max
+  // -inf, sum 0), which the combining kernel skips. A step early in a long
+  // cache then reads the keys it has, not the whole cache.
+  match.position = !match.softmax.causal ? maskingPosition(match.softmax, graph, softmaxCall, symbols) : Value();
+  if (maskWriter) {
+    auto analyzed = FusionGraph::analyze(maskWriter, why);
+    if (mlir::failed(analyzed))
+      return mlir::failure();
+    match.maskGraph = std::move(*analyzed);
+  }
+  return mlir::success();
+}
+
+// The scores matmul call writing the scores, the values matmul call reading
+// the probabilities, each a plain batch matmul, in a row with the softmax.
+mlir::LogicalResult matchProductCalls(mlir::SymbolTable &symbols, AttentionMatch &match, std::string &why) {
+  mlir::func::CallOp softmaxCall = match.softmaxCall;
+  Value scores = match.scores, probs = match.probs;
+  mlir::func::CallOp scoresCall = otherCall(scores, softmaxCall), valuesCall = otherCall(probs, softmaxCall);
+  if (!scoresCall || !valuesCall || scoresCall->getBlock() != softmaxCall->getBlock() ||
+      valuesCall->getBlock() != softmaxCall->getBlock() || !scoresCall->isBeforeInBlock(softmaxCall) ||
+      !softmaxCall->isBeforeInBlock(valuesCall))
+    return why = "the scores or probabilities have other users", mlir::failure();
+  auto scoresFn = symbols.lookup<mlir::func::FuncOp>(scoresCall.getCallee());
+  auto valuesFn = symbols.lookup<mlir::func::FuncOp>(valuesCall.getCallee());
+  if (!scoresFn || !valuesFn)
+    return why = "a callee is missing", mlir::failure();
+  auto scoresGraph = FusionGraph::analyze(scoresFn, why);
+  auto valuesGraph = FusionGraph::analyze(valuesFn, why);
+  if (mlir::failed(scoresGraph) || mlir::failed(valuesGraph))
+    return mlir::failure();
+  int scoresProduct = plainBatchMatmul(*scoresGraph), valuesProduct = plainBatchMatmul(*valuesGraph);
+  if (scoresProduct < 0 || valuesProduct < 0)
+    return why = "the products are not plain batch matmuls", mlir::failure();
+  // The scores call writes `scores` (its output argument), and nothing else.
+  unsigned scoresOut = scoresGraph->outputs().front().argument;
+  unsigned valuesOut = valuesGraph->outputs().front().argument;
+  if (scoresCall.getOperand(scoresOut) != scores)
+    return why = "the scores matmul does not write the scores", mlir::failure();
+  for (auto [i, operand] : llvm::enumerate(scoresCall.getOperands()))
+    if (i != scoresOut && operand == scores)
+      return why = "the scores matmul reads the scores", mlir::failure();
+  mlir::linalg::LinalgOp scoresOp = scoresGraph->node(scoresProduct).op;
+  mlir::linalg::LinalgOp valuesOp = valuesGraph->node(valuesProduct).op;
+  // The values product reads the probabilities as its A operand, as they are.
+  auto probsArg = mlir::dyn_cast<mlir::BlockArgument>(valuesOp.getDpsInputs()[0]);
+  if (!probsArg || probsArg.getOwner() != &valuesFn.front() || valuesCall.getOperand(probsArg.getArgNumber()) != probs)
+    return why = "the values matmul does not read the probabilities directly", mlir::failure();
+  for (auto [i, operand] : llvm::enumerate(valuesCall.getOperands()))
+    if (i != probsArg.getArgNumber() && operand == probs)
+      return why = "the values matmul reads the probabilities twice", mlir::failure();
+  match.scoresCall = scoresCall;
+  match.valuesCall = valuesCall;
+  match.scoresFn = scoresFn;
+  match.valuesFn = valuesFn;
+  match.scoresOp = scoresOp;
+  match.valuesOp = valuesOp;
+  match.valuesOut = valuesOut;
+  return mlir::success();
+}
+
+// The ops `value` is computed from, in order, if they are pure or loads of
+// arguments of the host function, with those arguments; else false.
+bool recomputable(Value value, llvm::SetVector<mlir::Operation *> &ops, llvm::SetVector<Value> &inputs) {
+  mlir::Operation *definer = value.getDefiningOp();
+  if (!definer)
+    return false;
+  if (ops.contains(definer))
+    return true;
+  if (auto load = mlir::dyn_cast<mlir::memref::LoadOp>(definer)) {
+    if (!mlir::isa<mlir::BlockArgument>(load.getMemRef()))
+      return false;
+    inputs.insert(load.getMemRef());
+    for (Value index : load.getIndices())
+      if (!recomputable(index, ops, inputs))
+        return false;
+  } else if (!mlir::isPure(definer) || definer->getNumRegions() != 0) {
+    return false;
+  } else {
+    for (Value operand : definer->getOperands())
+      if (!recomputable(operand, ops, inputs))
+        return false;
+  }
+  ops.insert(definer);
+  return true;
+}
+
+// The static strides and offset of a memref type, or false.
+bool staticLayout(mlir::Type type, llvm::SmallVector<int64_t> &strides, int64_t &offset) {
+  auto memref = mlir::dyn_cast<mlir::MemRefType>(type);
+  if (!memref || !memref.hasStaticShape() || mlir::failed(memref.getStridesAndOffset(strides, offset)))
+    return false;
+  return offset != mlir::ShapedType::kDynamic &&
+         llvm::none_of(strides, [](int64_t s) { return s == mlir::ShapedType::kDynamic; });
+}
+
+} // namespace
+
+mlir::LogicalResult matchAttention(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, AttentionMatch &match,
+                                   std::string &why, bool &looksLikeSoftmax) {
+  if (mlir::failed(matchSoftmaxCall(softmaxCall, symbols, match, why, looksLikeSoftmax)))
+    return mlir::failure();
+  return matchProductCalls(symbols, match, why);
+}
+
+// The copy before `scoresCall` that writes, at one run-time key, exactly
+// the elements k[h, key, d] and v[h, key, d] of the cache that `k` and `v`
+// ([H, Tk, D] views) view, for every head h and element d; nothing but the
+// calls being fused touching the cache or the copy's source between the
+// copy and `valuesCall`. Else none.
+std::optional<CacheWrite> matchCacheWrite(mlir::func::CallOp scoresCall, mlir::func::CallOp softmaxCall,
+                                          mlir::func::CallOp valuesCall, Value k, Value v, int64_t heads,
+                                          int64_t headSize, mlir::Type element) {
+  Value root = rootBuffer(k);
+  if (rootBuffer(v) != root || !mlir::isa<mlir::BlockArgument>(root))
+    return std::nullopt;
+  mlir::linalg::CopyOp copy;
+  for (mlir::Operation *op = scoresCall->getPrevNode(); op && !copy; op = op->getPrevNode())
+    if (auto candidate = mlir::dyn_cast<mlir::linalg::CopyOp>(op);
+        candidate && candidate.getOutputs().size() == 1 && rootBuffer(candidate.getOutputs()[0]) == root)
+      copy = candidate;
+  if (!copy || !copy.hasPureBufferSemantics())
+    return std::nullopt;
+  auto destination = copy.getOutputs()[0].getDefiningOp<mlir::memref::SubViewOp>();
+  llvm::SmallVector<int64_t> rootStrides, kStrides, vStrides;
+  int64_t rootOffset = 0, kOffset = 0, vOffset = 0;
+  if (!destination || destination.getSource() != root || !staticLayout(root.getType(), rootStrides, rootOffset) ||
+      !staticLayout(k.getType(), kStrides, kOffset) || !staticLayout(v.getType(), vStrides, vOffset) ||
+      llvm::any_of(destination.getStaticStrides(), [](int64_t s) { return s != 1; }))
+    return std::nullopt;
+  // One dynamic offset, the key's; the rest adds up to where k's slice starts.
+  CacheWrite write;
+  write.copy = copy;
+  write.source = copy.getInputs()[0];
+  int keyDim = -1;
+  int64_t base = rootOffset;
+  for (auto [i, offset] : llvm::enumerate(destination.getMixedOffsets())) {
+    if (auto attribute = mlir::dyn_cast<mlir::Attribute>(offset)) {
+      base += mlir::cast<mlir::IntegerAttr>(attribute).getInt() * rootStrides[i];
+    } else if (keyDim < 0) {
+      keyDim = static_cast<int>(i);
+      write.key = mlir::cast<Value>(offset);
+      llvm::SetVector<mlir::Operation *> ops;
+      llvm::SetVector<Value> inputs;
+      // Its inputs (the position) must never be written, so that the
+      // kernel reads what the host would have.
+      if (!recomputable(write.key, ops, inputs) ||
+          llvm::any_of(inputs, [&](Value input) { return !hostInput(input, scoresCall); }))
+        return std::nullopt;
+      write.keyOps.assign(ops.begin(), ops.end());
+      write.keyInputs.assign(inputs.begin(), inputs.end());
+    } else {
+      return std::nullopt;
+    }
+  }
+  llvm::ArrayRef<int64_t> sizes = destination.getStaticSizes();
+  if (keyDim < 0 || sizes[keyDim] != 1 || rootStrides[keyDim] != kStrides[1] || rootStrides[keyDim] != vStrides[1] ||
+      base != kOffset || kStrides[0] != vStrides[0] || kStrides[2] != vStrides[2])
+    return std::nullopt;
+  int seen[3] = {0, 0, 0};
+  for (auto [i, size] : llvm::enumerate(sizes)) {
+    int64_t stride = rootStrides[i];
+    int dim = kUnitDim;
+    if (static_cast<int>(i) == keyDim || size == 1)
+      dim = kUnitDim;
+    else if (size == 2 && base + stride == vOffset)
+      dim = kKeyOrValueDim;
+    else if (size == heads && stride == kStrides[0])
+      dim = kHeadDim;
+    else if (size == headSize && stride == kStrides[2])
+      dim = kHeadElementDim;
+    else
+      return std::nullopt;
+    if (dim != kUnitDim)
+      ++seen[dim];
+    write.dims.push_back(dim);
+  }
+  auto sourceType = mlir::dyn_cast<mlir::MemRefType>(write.source.getType());
+  if (seen[0] != 1 || seen[1] != 1 || seen[2] != 1 || !sourceType || sourceType.getShape() != sizes ||
+      sourceType.getElementType() != element)
+    return std::nullopt;
+  // Moving the copy to the attention kernel moves it past everything in
+  // between: none of it may touch the cache or the copy's source.
+  Value sourceRoot = rootBuffer(write.source);
+  for (mlir::Operation *op = copy->getNextNode(); op != valuesCall.getOperation(); op = op->getNextNode()) {
+    if (!op)
+      return std::nullopt;
+    if (op == scoresCall.getOperation() || op == softmaxCall.getOperation())
+      continue;
+    auto touches = op->walk([&](mlir::Operation *inner) {
+      if (isViewOp(inner))
+        return mlir::WalkResult::advance();
+      for (Value operand : inner->getOperands())
+        if (mlir::isa<mlir::MemRefType>(operand.getType()) &&
+            (rootBuffer(operand) == root || rootBuffer(operand) == sourceRoot))
+          return mlir::WalkResult::interrupt();
+      return mlir::WalkResult::advance();
+    });
+    if (touches.wasInterrupted())
+      return std::nullopt;
+  }
+  return write;
+}
+
+} // namespace mlpipe::emitters::fused_attention

@@ -1,0 +1,93 @@
+// What mlpipe-fused-attention matches in host code (private to
+// libs/attention): attention's three calls in a row, as `fuse` and
+// `bufferize` make them of nn::causalAttention,
+//
+//   scores = scores_matmul(Q, K)      a batch_matmul of per-head views
+//   probs  = softmax(scores)          prologue x = f(s, h, i, j) (scale, mask),
+//                                     max, exp(x - max), sum, divide
+//   out    = values_matmul(probs, V)  a batch_matmul with a per-head view of V
+//
+// where nothing else touches `scores` or `probs`; the causal mask the
+// softmax reads from memory, or the run-time position past which a decode
+// step's keys are masked (softmax_analysis.h); and a decode step's copy of
+// its keys and values into the KV cache just before, which the kernel can
+// do itself.
+#pragma once
+
+#include "fusion/fusion_graph.h"
+#include "fusion/softmax_analysis.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+
+namespace mlpipe::emitters::fused_attention {
+
+using mlir::Value;
+
+// ---- The three calls -------------------------------------------------------
+
+struct AttentionMatch {
+  mlir::func::CallOp scoresCall, softmaxCall, valuesCall;
+  mlir::func::FuncOp scoresFn, valuesFn;
+  FusionGraph softmaxGraph;
+  Softmax softmax;
+  Value scores, probs; // the host temporaries between the calls
+  // A causal mask in memory that the softmax's prologue reads, whose
+  // elements the kernel computes instead (with its writer's graph); null
+  // if none.
+  Value mask;
+  std::optional<FusionGraph> maskGraph;
+  // A decode step's run-time position, keys past which are masked; null if
+  // none.
+  Value position;
+  // The two products, in their fusions, and the values call's output
+  // argument.
+  mlir::linalg::LinalgOp scoresOp, valuesOp;
+  unsigned valuesOut = 0;
+};
+
+// Whether `softmaxCall` (a call of a row_reduction fusion from host code)
+// is the softmax of an attention, with the scores matmul call before it and
+// the values matmul call after it; failure with the reason `why` otherwise.
+// `looksLikeSoftmax` is set once the softmax starts like one (a max from a
+// constant), so that callers report only near misses. `match.mask` is set
+// as soon as the softmax is seen to read a causal mask, even where the
+// rest does not match.
+mlir::LogicalResult matchAttention(mlir::func::CallOp softmaxCall, mlir::SymbolTable &symbols, AttentionMatch &match,
+                                   std::string &why, bool &looksLikeSoftmax);
+
+// ---- A decode step's cache write -------------------------------------------
+
+// What a source dimension of the cache write indexes.
+enum CacheDim : int { kUnitDim = -1, kKeyOrValueDim = 0, kHeadDim = 1, kHeadElementDim = 2 };
+
+// A host copy of the step's keys and values into the cache at a run-time
+// key, just before the attention (the kernel does that copy itself).
+struct CacheWrite {
+  mlir::linalg::CopyOp copy;
+  Value source;                   // shaped as the destination
+  Value key;                      // the key (an index) the rows go to
+  llvm::SmallVector<int, 5> dims; // per source dimension: a CacheDim
+  // How the key is computed on the host: pure ops and loads of host
+  // arguments (the position), in order. The kernel computes it again, as
+  // the host must not read device memory.
+  llvm::SmallVector<mlir::Operation *> keyOps;
+  llvm::SmallVector<Value> keyInputs; // the host arguments the loads read
+};
+
+// The copy before `scoresCall` that writes, at one run-time key, exactly
+// the elements k[h, key, d] and v[h, key, d] of the cache that `k` and `v`
+// ([H, Tk, D] views) view, for every head h and element d; nothing but the
+// calls being fused touching the cache or the copy's source between the
+// copy and `valuesCall`. Else none.
+std::optional<CacheWrite> matchCacheWrite(mlir::func::CallOp scoresCall, mlir::func::CallOp softmaxCall,
+                                          mlir::func::CallOp valuesCall, Value k, Value v, int64_t heads,
+                                          int64_t headSize, mlir::Type element);
+
+} // namespace mlpipe::emitters::fused_attention

@@ -1,0 +1,102 @@
+// The building blocks of the generated matmul's kernel bodies
+// (matmul_building.h).
+#include "matmul/matmul_building.h"
+
+namespace mlpipe::emitters::generated_matmul {
+
+Value zeroVector(const Ix &ix, mlir::Type element, int64_t width) {
+  auto type = mlir::VectorType::get({width}, element);
+  return mlir::arith::ConstantOp::create(ix.b, ix.loc, type,
+                                         mlir::DenseElementsAttr::get(type, ix.b.getFloatAttr(element, 0.0)));
+}
+
+Value zeroScalar(const Ix &ix, mlir::Type element) {
+  return mlir::arith::ConstantOp::create(ix.b, ix.loc, element, ix.b.getFloatAttr(element, 0.0));
+}
+
+Value extract(const Ix &ix, Value vector, int64_t i) {
+  return mlir::vector::ExtractOp::create(ix.b, ix.loc, vector, i);
+}
+
+Value insert(const Ix &ix, Value element, Value vector, int64_t i) {
+  return mlir::vector::InsertOp::create(ix.b, ix.loc, element, vector, i);
+}
+
+// An scf.for from 0 to `upper` carrying `init`, its body built by `body`
+// with the same builder (so helpers that captured it build inside the loop).
+mlir::scf::ForOp buildLoop(const Ix &ix, Value upper, mlir::ValueRange init,
+                           const std::function<llvm::SmallVector<Value>(Value, llvm::SmallVector<Value>)> &body) {
+  auto loop = mlir::scf::ForOp::create(ix.b, ix.loc, ix.c(0), upper, ix.c(1), init);
+  mlir::OpBuilder::InsertionGuard guard(ix.b);
+  ix.b.setInsertionPointToStart(loop.getBody());
+  llvm::SmallVector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().end());
+  llvm::SmallVector<Value> results = body(loop.getInductionVar(), carried);
+  mlir::scf::YieldOp::create(ix.b, ix.loc, results);
+  return loop;
+}
+
+Value slice(const Ix &ix, Value vector, int64_t offset, int64_t width) {
+  auto type = mlir::cast<mlir::VectorType>(vector.getType());
+  if (offset == 0 && width == type.getNumElements())
+    return vector;
+  Value result = zeroVector(ix, type.getElementType(), width);
+  for (int64_t i = 0; i < width; ++i)
+    result = insert(ix, extract(ix, vector, offset + i), result, i);
+  return result;
+}
+
+Value fma(const Ix &ix, Value a, Value b, Value acc) { return mlir::vector::FMAOp::create(ix.b, ix.loc, a, b, acc); }
+
+Value broadcast(const Ix &ix, Value scalar, int64_t width) {
+  return mlir::vector::BroadcastOp::create(ix.b, ix.loc, mlir::VectorType::get({width}, scalar.getType()), scalar);
+}
+
+// Runs `body` under `condition` (unconditionally when it is null).
+void guarded(const Ix &ix, Value condition, const std::function<void()> &body) {
+  if (!condition) {
+    body();
+    return;
+  }
+  auto branch = mlir::scf::IfOp::create(ix.b, ix.loc, condition, /*withElseRegion=*/false);
+  mlir::OpBuilder::InsertionGuard guard(ix.b);
+  ix.b.setInsertionPointToStart(&branch.getThenRegion().front());
+  body();
+}
+
+// Runs `then` or `otherwise` by `condition`.
+void branch(const Ix &ix, Value condition, const std::function<void()> &then, const std::function<void()> &otherwise) {
+  auto branch = mlir::scf::IfOp::create(ix.b, ix.loc, condition, /*withElseRegion=*/true);
+  mlir::OpBuilder::InsertionGuard guard(ix.b);
+  ix.b.setInsertionPointToStart(&branch.getThenRegion().front());
+  then();
+  ix.b.setInsertionPointToStart(&branch.getElseRegion().front());
+  otherwise();
+}
+
+void alignWorkgroupBuffers(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+  for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
+    f.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(kVectorBytes));
+}
+
+mlir::MemRefType workgroupType(llvm::ArrayRef<int64_t> shape, mlir::Type element) {
+  auto space = mlir::gpu::AddressSpaceAttr::get(element.getContext(), mlir::gpu::AddressSpace::Workgroup);
+  return mlir::MemRefType::get(shape, element, mlir::MemRefLayoutAttrInterface(), space);
+}
+
+llvm::SmallVector<mlir::Type> argumentTypes(const Problem &p, bool withAB) {
+  llvm::SmallVector<mlir::Type> types;
+  if (withAB) {
+    types.push_back(p.aType);
+    types.push_back(p.bType);
+  }
+  types.push_back(p.cType);
+  if (p.epilogue)
+    for (Value operand : p.epilogue->hostOperands)
+      types.push_back(operand.getType());
+  if (p.prologue)
+    for (Value operand : p.prologue->hostOperands)
+      types.push_back(operand.getType());
+  return types;
+}
+
+} // namespace mlpipe::emitters::generated_matmul

@@ -1,0 +1,145 @@
+// The generated matmul's problem and configurations (private to
+// libs/matmul): what the operand types say about a product, and what the
+// heuristics of matmul_config.cpp choose for it, the tiled kernel's tiles
+// or the skinny kernel's row segments, with the layout constants the
+// kernels' bodies share.
+#pragma once
+
+#include "matmul/matmul_kernel.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/Support/MathExtras.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlpipe::emitters::generated_matmul {
+
+//===----------------------------------------------------------------------===//
+// The kernels' layout: what every form reads and writes by.
+//===----------------------------------------------------------------------===//
+
+// The widest global and shared access: 128-bit loads and stores (ld.v4.f32).
+constexpr int64_t kVectorBytes = 16;
+// A thread's register tile is built from fragments of 4 rows and 4 columns,
+// each one 128-bit shared load for f32.
+constexpr int64_t kFragment = 4;
+// Each shared row is padded by 16 bytes: a tile stored transposed (loaded
+// along K) then spreads a warp's stores over all 32 banks, and rows stay
+// 16-byte aligned for the fragment loads.
+constexpr int64_t kSharedPadBytes = 16;
+// K-slice per pipeline step. Eight f32 rows of a 128-wide tile are one
+// 128-bit load per thread per operand with 256 threads.
+constexpr int64_t kBlockK = 8;
+// The kernels tell ptxas how many blocks an SM should hold (.minnctapersm):
+// the tiled kernel as many as the cost model counts on, the skinny one this
+// many.
+// Without it ptxas may take up to 255 registers: the 8x8 tile at a ragged
+// edge lands at 132, one block of 256 threads per SM instead of two.
+constexpr int64_t kSkinnyBlocksPerSm = 2;
+// Warps per skinny block; they split the block's K-slice row by row and add
+// their partial sums in shared memory at the end.
+constexpr int64_t kSkinnyWarps = 8;
+
+inline int64_t roundUp(int64_t a, int64_t b) { return llvm::divideCeilSigned(a, b) * b; }
+
+//===----------------------------------------------------------------------===//
+// The problem, as the operand types describe it.
+//===----------------------------------------------------------------------===//
+
+// The widest vector (in elements, at most `maxElements`) that reads `dim`
+// of `type` at indices that are multiples of the width with every vector
+// aligned to its own size, given an aligned base pointer. 1 when `dim` is
+// not contiguous.
+int64_t vectorWidthAlong(mlir::MemRefType type, int64_t dim, int64_t maxElements);
+
+bool hasUnitStride(mlir::MemRefType type, int64_t dim);
+
+struct Problem {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t rank = 2;
+  mlir::Type element;
+  int64_t elementBytes = 4;
+  mlir::MemRefType aType, bType, cType;
+  bool accumulate = false;
+  const MatmulEpilogue *epilogue = nullptr;
+  const MatmulRowPrologue *prologue = nullptr; // A's row computed in the kernel
+  int64_t maxVector = 4;                       // elements in the widest access
+
+  int64_t rowDim() const { return rank - 2; }
+  int64_t colDim() const { return rank - 1; }
+};
+
+// How one operand's tile goes from global to shared memory: vectors of
+// `width` elements along K (`alongK`) or along the operand's other axis.
+struct LoadPlan {
+  bool alongK = false;
+  int64_t width = 1;
+};
+
+// A (rows M, K along columns) or B (K along rows, columns N).
+LoadPlan planOperand(const Problem &p, mlir::MemRefType type, bool isA, int64_t blockK, int64_t blockOuter);
+
+//===----------------------------------------------------------------------===//
+// Configurations.
+//===----------------------------------------------------------------------===//
+
+struct TiledConfig {
+  int64_t blockM = 0, blockN = 0, blockK = kBlockK;
+  int64_t threadM = 0, threadN = 0;
+  int64_t splitK = 1;
+  int64_t kPerSplit = 0;   // a multiple of blockK
+  bool mFastest = true;    // tiles of M on grid x (consecutive blocks share a tile of B)
+  int64_t blocksPerSm = 1; // the blocks an SM should hold at once (for ptxas)
+  double cost = 0;         // the model's estimate, in FMA issue slots of the busiest SM
+
+  int64_t threadsM() const { return blockM / threadM; }
+  int64_t threadsN() const { return blockN / threadN; }
+  int64_t threads() const { return threadsM() * threadsN(); }
+};
+
+struct SkinnyConfig {
+  int64_t warps = kSkinnyWarps;
+  int64_t vectorN = 1;      // columns per thread (one vector of B)
+  int64_t lanesN = 32;      // lanes across a row segment; 32 / lanesN segments (rows of B) per warp
+  int64_t blockN = 32;      // lanesN x vectorN
+  int64_t rowsPerBlock = 1; // rows of A and C per block
+  int64_t rowGroups = 1;
+  int64_t splitK = 1;
+  int64_t kPerSplit = 0;    // a multiple of warps
+  int64_t rowsInFlight = 1; // per thread per chunk
+  int64_t reductionRows = 1;
+
+  int64_t threads() const { return warps * 32; }
+  // Groups of lanes that each take their own rows of the K-slice.
+  int64_t rowSlots() const { return warps * (32 / lanesN); }
+  int64_t rowsPerWarp() const { return kPerSplit / rowSlots(); }
+  int64_t chunks() const { return llvm::divideCeilSigned(rowsPerWarp(), rowsInFlight); }
+};
+
+// Elements of a shared row of `elements` with its padding.
+int64_t paddedRow(int64_t elements, int64_t elementBytes);
+// Shared memory of the tiled kernel's two stages of A and B tiles.
+int64_t tiledSharedBytes(const Problem &p, const TiledConfig &c);
+// Shared memory of the skinny kernel's staged slice of A and its cross-warp
+// reduction.
+int64_t skinnySharedBytes(const Problem &p, const SkinnyConfig &c);
+
+// Whether the skinny form takes the product: few rows, and B read along its
+// contiguous rows (or the options ask for it).
+bool prefersSkinny(const Problem &p, const GeneratedMatmulOptions &options);
+
+// The tiled configuration of least estimated cost among the candidates (or
+// the one the options force); split-K only where `splitAllowed`. Fails with
+// `error` when no candidate fits the device.
+mlir::FailureOr<TiledConfig> chooseTiled(const Problem &p, const GeneratedMatmulOptions &options,
+                                         const DeviceDescription &device, bool splitAllowed, std::string &error);
+
+// The skinny configuration for B vectors of `vectorN` elements: row
+// segments narrowed before splitting K, K split (where `splitAllowed`)
+// until the grid fills the GPU and the staged slice of A fits.
+SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &options, const DeviceDescription &device,
+                          int64_t vectorN, bool splitAllowed);
+
+} // namespace mlpipe::emitters::generated_matmul

@@ -1,0 +1,303 @@
+// The generated matmul's skinny (GEMV-like) form, for products of few rows:
+// bandwidth-bound, it streams B once.
+//
+// A block owns lanesN x vectorN columns of C and rowsPerBlock rows, for
+// one K-slice. The lanes of a warp form 32 / lanesN groups ("row slots");
+// lane l of a group holds the columns l*vectorN.., for all of the block's
+// rows, in registers; slot s takes rows s, s+slots, ... of the slice, so a
+// group reads a segment of a row of B (coalesced, 128-bit; the whole row of
+// the block's columns) straight into registers, each element of B once.
+// The slice of A is staged in shared memory ([k][row]) and read as
+// broadcasts. At the end the warps add their
+// partial sums through shared memory, and one thread per output vector
+// writes C (atomically when K is split).
+//
+// With a row prologue (MatmulRowPrologue), A's one row is not read: every
+// block computes it into the staged slice while its first rows of B load.
+#include "matmul/matmul_building.h"
+
+#include "codegen/debug.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+
+namespace mlpipe::emitters::generated_matmul {
+
+namespace {
+
+// The body of one skinny kernel, built in the order it runs: the block's
+// place in the grid, the first rows of B issued, the slice of A staged (or
+// A's row computed), the chunks of B rows accumulated, then the warps'
+// partial sums added and C written.
+class SkinnyBody {
+public:
+  SkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const SkinnyConfig &cfg, bool cVector)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), cVector(cVector), element(p.element),
+        eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb), c(f.getArgument(2), eb),
+        threads(cfg.threads()), rows(cfg.rowsPerBlock), vn(cfg.vectorN), slots(cfg.rowSlots()) {}
+
+  mlir::LogicalResult build() {
+    alignWorkgroupBuffers(b, f);
+    f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(kSkinnyBlocksPerSm)));
+    size_t prologueCount = p.prologue ? p.prologue->hostOperands.size() : 0;
+    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+      (i + prologueCount < f.getNumArguments() ? epilogueOperands : prologueOperands).push_back(f.getArgument(i));
+    sharedA = f.getWorkgroupAttributions()[0];
+    sharedReduction = f.getWorkgroupAttributions()[1];
+    placeBlock();
+
+    // B's first rows go out before A is staged.
+    llvm::SmallVector<Value> first = loadB(ix.c(0), cfg.rowsInFlight);
+    if (p.prologue) {
+      if (mlir::failed(computeRowOfA()))
+        return mlir::failure();
+    } else {
+      stageSliceOfA();
+    }
+    llvm::SmallVector<Value> acc = accumulate(first);
+    addWarpsAndWriteC(acc);
+    return mlir::success();
+  }
+
+private:
+  // The thread and block ids: the lane's columns, its row slot, the
+  // block's rows and K-slice.
+  void placeBlock() {
+    tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    // `lane` within the row segment, `warp` the row slot (a warp when lanesN
+    // is 32).
+    lane = ix.rem(tid, cfg.lanesN);
+    warp = ix.div(tid, cfg.lanesN);
+    blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value split = cfg.splitK > 1 ? Value(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y)) : ix.c(0);
+    Value blockZ = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    batch = ix.div(blockZ, cfg.rowGroups);
+    m0 = ix.mul(ix.rem(blockZ, cfg.rowGroups), rows);
+    Value col = ix.add(ix.mul(blockX, cfg.blockN), ix.mul(lane, vn));
+    colClamped = ix.min(col, p.n - vn);
+    kStart = ix.mul(split, cfg.kPerSplit);
+    maskK = cfg.kPerSplit * cfg.splitK != p.k;
+  }
+
+  // Rows j of chunk `chunk` (a dynamic index): slice rows (chunk*R + j)*warps + warp.
+  Value sliceRow(Value chunk, int64_t j) {
+    return ix.add(ix.mul(ix.add(ix.mul(chunk, cfg.rowsInFlight), j), slots), warp);
+  }
+
+  llvm::SmallVector<Value> loadB(Value chunk, int64_t count) {
+    llvm::SmallVector<Value> values;
+    for (int64_t j = 0; j < count; ++j) {
+      // Rows past K (and prefetched rows past the slice) stay in bounds;
+      // A reads as zero there, or they are not used.
+      Value k = ix.min(ix.add(kStart, sliceRow(chunk, j)), p.k - 1);
+      values.push_back(bm.load(ix, batch, k, colClamped, /*alongRows=*/false, vn));
+    }
+    return values;
+  }
+
+  llvm::SmallVector<Value> fmaChunk(Value chunk, llvm::ArrayRef<Value> bValues, llvm::SmallVector<Value> acc) {
+    // The staged A ([k][row]) is read 128 bits at a time where its rows allow.
+    const int64_t aVector = rows % kFragment == 0 ? std::min<int64_t>(kFragment, kVectorBytes / eb) : 1;
+    for (auto [j, bv] : llvm::enumerate(bValues)) {
+      Value kk = sliceRow(chunk, static_cast<int64_t>(j));
+      llvm::SmallVector<Value> aValues;
+      for (int64_t r = 0; r < rows; r += aVector) {
+        if (aVector == 1) {
+          aValues.push_back(mlir::memref::LoadOp::create(b, loc, sharedA, mlir::ValueRange{kk, ix.c(r)}));
+          continue;
+        }
+        Value v = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({aVector}, element), sharedA,
+                                               mlir::ValueRange{kk, ix.c(r)}, false, llvm::MaybeAlign(aVector * eb));
+        for (int64_t i = 0; i < aVector; ++i)
+          aValues.push_back(extract(ix, v, i));
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        acc[r] = fma(ix, broadcast(ix, aValues[r], vn), bv, acc[r]);
+    }
+    return acc;
+  }
+
+  // A's one row, computed by the block (while B's first rows load): its
+  // elements k < K go to the staged slice, the slice's rows past K are
+  // zero.
+  mlir::LogicalResult computeRowOfA() {
+    for (int64_t j = 0; (j * threads) + p.k < cfg.kPerSplit; ++j) {
+      Value k = ix.add(tid, p.k + j * threads);
+      Value valid = ix.lt(k, cfg.kPerSplit);
+      guarded(ix, valid, [&] {
+        mlir::memref::StoreOp::create(b, loc, zeroScalar(ix, element), sharedA, mlir::ValueRange{k, ix.c(0)});
+      });
+    }
+    auto store = [&](Value k, llvm::ArrayRef<Value> values) {
+      for (auto [u, value] : llvm::enumerate(values))
+        mlir::memref::StoreOp::create(b, loc, value, sharedA,
+                                      mlir::ValueRange{ix.add(k, static_cast<int64_t>(u)), ix.c(0)});
+    };
+    if (mlir::failed(p.prologue->build(b, loc, prologueOperands, f.getWorkgroupAttributions()[2], threads, store)))
+      return mlir::failure();
+    mlir::gpu::BarrierOp::create(b, loc);
+    return mlir::success();
+  }
+
+  // Stage A's slice: element q is (row q / kPerSplit, k q % kPerSplit), so
+  // consecutive threads read consecutive k.
+  void stageSliceOfA() {
+    int64_t count = cfg.kPerSplit * rows;
+    for (int64_t j = 0; j < llvm::divideCeilSigned(count, threads); ++j) {
+      Value q = ix.add(tid, j * threads);
+      Value valid;
+      if ((j + 1) * threads > count) {
+        valid = ix.lt(q, count);
+        q = ix.min(q, count - 1);
+      }
+      Value kk = ix.rem(q, cfg.kPerSplit), r = ix.div(q, cfg.kPerSplit);
+      Value row = ix.min(ix.add(m0, r), p.m - 1);
+      Value k = ix.add(kStart, kk);
+      Value kInside;
+      if (maskK) {
+        kInside = ix.lt(k, p.k);
+        k = ix.min(k, p.k - 1);
+      }
+      Value v = a.loadScalar(ix, batch, row, k);
+      if (kInside)
+        v = mlir::arith::SelectOp::create(b, loc, kInside, v, zeroScalar(ix, element));
+      guarded(ix, valid, [&] { mlir::memref::StoreOp::create(b, loc, v, sharedA, mlir::ValueRange{kk, r}); });
+    }
+    mlir::gpu::BarrierOp::create(b, loc);
+  }
+
+  // The lane's sums over its rows of the slice, from the `first` chunk of
+  // B rows on.
+  llvm::SmallVector<Value> accumulate(llvm::ArrayRef<Value> first) {
+    const int64_t chunks = cfg.chunks();
+    llvm::SmallVector<Value> acc(rows, zeroVector(ix, element, vn));
+    llvm::SmallVector<Value> current(first.begin(), first.end());
+    if (chunks > 1) {
+      // Chunks 0 .. chunks-2, each loading the next one's rows first.
+      llvm::SmallVector<Value> init(acc);
+      init.append(first.begin(), first.end());
+      auto loop = buildLoop(ix, ix.c(chunks - 1), init, [&](Value chunk, llvm::SmallVector<Value> carried) {
+        llvm::SmallVector<Value> next = loadB(ix.add(chunk, 1), cfg.rowsInFlight);
+        llvm::SmallVector<Value> sums(carried.begin(), carried.begin() + rows);
+        llvm::SmallVector<Value> loaded(carried.begin() + rows, carried.end());
+        sums = fmaChunk(chunk, loaded, sums);
+        sums.append(next.begin(), next.end());
+        return sums;
+      });
+      for (int64_t r = 0; r < rows; ++r)
+        acc[r] = loop.getResult(r);
+      current.assign(loop.getResults().begin() + rows, loop.getResults().end());
+    }
+    // The last chunk may be partial: only its first rows belong to the slice.
+    int64_t lastRows = cfg.rowsPerWarp() - (chunks - 1) * cfg.rowsInFlight;
+    return fmaChunk(ix.c(chunks - 1), llvm::ArrayRef<Value>(current).take_front(lastRows), acc);
+  }
+
+  // Cross-warp reduction, reductionRows rows of C at a time.
+  void addWarpsAndWriteC(llvm::ArrayRef<Value> acc) {
+    OutputWriter writer{p, c, epilogueOperands};
+    const int64_t perRound = cfg.reductionRows;
+    for (int64_t first = 0; first < rows; first += perRound) {
+      int64_t count = std::min(perRound, rows - first);
+      if (first > 0)
+        mlir::gpu::BarrierOp::create(b, loc); // the previous round's reads are done
+      for (int64_t i = 0; i < count; ++i)
+        mlir::vector::StoreOp::create(b, loc, acc[first + i], sharedReduction,
+                                      mlir::ValueRange{warp, ix.c(i), ix.mul(lane, vn)}, false,
+                                      llvm::MaybeAlign(vn * eb));
+      mlir::gpu::BarrierOp::create(b, loc);
+      int64_t outputs = count * cfg.lanesN;
+      for (int64_t j = 0; j < llvm::divideCeilSigned(outputs, threads); ++j) {
+        Value q = ix.add(tid, j * threads);
+        Value valid = (j + 1) * threads > outputs ? ix.lt(q, outputs) : Value();
+        Value i = ix.div(q, cfg.lanesN), l = ix.rem(q, cfg.lanesN);
+        Value row = ix.add(ix.add(m0, i), first);
+        Value outCol = ix.add(ix.mul(blockX, cfg.blockN), ix.mul(l, vn));
+        Value inside = ix.both(valid, ix.both(ix.lt(row, p.m), ix.lt(outCol, p.n)));
+        guarded(ix, inside, [&] { writeOutputVector(writer, i, l, row, outCol); });
+      }
+    }
+  }
+
+  // The sum of the row slots' partial vectors at (i, l) of this round, added
+  // into C (split K) or written through the epilogue.
+  void writeOutputVector(const OutputWriter &writer, Value i, Value l, Value row, Value outCol) {
+    Value sum = zeroVector(ix, element, vn);
+    for (int64_t w = 0; w < slots; ++w) {
+      Value part =
+          mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({vn}, element), sharedReduction,
+                                       mlir::ValueRange{ix.c(w), i, ix.mul(l, vn)}, false, llvm::MaybeAlign(vn * eb));
+      sum = w == 0 ? part : Value(mlir::arith::AddFOp::create(b, loc, sum, part));
+    }
+    if (cfg.splitK > 1) {
+      for (int64_t e = 0; e < vn; ++e)
+        c.atomicAdd(ix, extract(ix, sum, e), batch, row, ix.add(outCol, e));
+      return;
+    }
+    int64_t widthC = cVector ? vn : 1;
+    for (int64_t part = 0; part < vn; part += widthC)
+      writer.write(ix, slice(ix, sum, part, widthC), batch, row, ix.add(outCol, part), widthC, cVector);
+  }
+
+  mlir::OpBuilder &b;
+  mlir::gpu::GPUFuncOp f;
+  mlir::Location loc;
+  Ix ix;
+  const Problem &p;
+  const SkinnyConfig &cfg;
+  bool cVector;
+  mlir::Type element;
+  int64_t eb;
+  Matrix a, bm, c;
+  const int64_t threads, rows, vn, slots;
+  llvm::SmallVector<Value> epilogueOperands, prologueOperands;
+  Value sharedA, sharedReduction;
+  // placeBlock: ids, the block's first row (m0), the lane's columns
+  // (clamped inside N), the K-slice.
+  Value tid, lane, warp, blockX, batch, m0, colClamped, kStart;
+  bool maskK = false;
+};
+
+} // namespace
+
+mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem &p, const SkinnyConfig &cfg) {
+  mlir::Location loc = launch.loc;
+  const DeviceDescription &device = launch.device;
+  Problem q = productProblem(p, cfg.splitK);
+  bool cVector = launch.widthC >= cfg.vectorN;
+  int64_t shared = skinnySharedBytes(p, cfg);
+  if (shared > device.sharedMemoryPerBlock)
+    return mlir::emitError(loc, "generated matmul: the skinny form needs ")
+           << shared << " bytes of shared memory; a block has " << device.sharedMemoryPerBlock;
+  int64_t aRow = cfg.rowsPerBlock >= kFragment ? roundUp(cfg.rowsPerBlock, kFragment) : cfg.rowsPerBlock;
+  KernelSignature signature;
+  signature.name = launch.name;
+  signature.arguments = argumentTypes(q, /*withAB=*/true);
+  signature.workgroupBuffers = {workgroupType({cfg.kPerSplit, aRow}, p.element),
+                                workgroupType({cfg.rowSlots(), cfg.reductionRows, cfg.blockN}, p.element)};
+  if (p.prologue)
+    signature.workgroupBuffers.push_back(workgroupType({std::max<int64_t>(1, p.prologue->slots)}, p.element));
+  signature.bytesMoved = launch.bytes;
+  signature.flops = launch.flops;
+  signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
+  LaunchDims dims;
+  dims.grid = {llvm::divideCeilSigned(p.n, cfg.blockN), cfg.splitK, p.batch * cfg.rowGroups};
+  dims.block = {cfg.threads(), 1, 1};
+  if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
+    return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x " << cfg.blockN
+                  << " columns per block (" << cfg.lanesN << " lanes per B row segment, kSkinnyMinSegmentBytes), "
+                  << cfg.threads() << " threads, B vectors " << cfg.vectorN << " along N, split-K " << cfg.splitK
+                  << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
+                  << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+                  << dims.grid[2] << "), " << shared << " B shared"
+                  << (p.prologue ? ", A's row computed by every block (a row reduction before it)" : "") << "\n");
+  return launchProduct(launch, p, cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+    return SkinnyBody(b, f, q, cfg, cVector).build();
+  });
+}
+
+} // namespace mlpipe::emitters::generated_matmul
