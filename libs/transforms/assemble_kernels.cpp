@@ -196,7 +196,10 @@ struct AssembleKernelsPass : impl::AssembleKernelsPassBase<AssembleKernelsPass> 
         if (inserted) {
           uint64_t hash = stableHash(ptx.str() + "\n" + chip + "\n" + std::to_string(optLevel) + "\n" + format + "\n" +
                                      toolkitVersion);
-          jobs.push_back({ptx.str(), fmt::format("{:016x}.{}", hash, format == "bin" ? "cubin" : "fatbin")});
+          Job job;
+          job.ptx = ptx.str();
+          job.key = fmt::format("{:016x}.{}", hash, format == "bin" ? "cubin" : "fatbin");
+          jobs.push_back(std::move(job));
         }
         uses.push_back({binary, index, it->second});
       }

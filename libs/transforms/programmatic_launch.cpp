@@ -20,7 +20,7 @@ namespace mlpipe {
 
 namespace {
 
-// The global the runtime looks for in a loaded module (runtime/mgpu_runtime.cpp
+// The global the runtime looks for in a loaded module (runtime/module_loading.cpp
 // names it too): its kernels wait for their predecessors in griddepcontrol.
 constexpr const char *kProgrammaticLaunchMarker = "mlpipe_programmatic_launch";
 constexpr const char *kDebugLaunch = "mlpipe-launch";
