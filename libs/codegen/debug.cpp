@@ -38,10 +38,9 @@ void registerDebugOnlyOption() {
       return;
     // Lives until exit: LLVM's option registry keeps a pointer to it.
     static std::optional<llvm::cl::opt<std::string>> option;
-    option.emplace(
-        "debug-only", llvm::cl::desc("Print the choices of these mlpipe debug types (mlpipe-emitters, ...)"),
-        llvm::cl::value_desc("type[,type...]"),
-        llvm::cl::cb<void, const std::string &>([](const std::string &types) { enableDebugTypes(types); }));
+    option.emplace("debug-only", llvm::cl::desc("Print the choices of these mlpipe debug types (mlpipe-emitters, ...)"),
+                   llvm::cl::value_desc("type[,type...]"),
+                   llvm::cl::cb<void, const std::string &>([](const std::string &types) { enableDebugTypes(types); }));
   });
 }
 

@@ -7,9 +7,7 @@ namespace mlpipe {
 
 const char *matmulPathName(MatmulPath path) { return path == MatmulPath::Cublas ? "cublas" : "generated"; }
 
-const char *attentionPathName(AttentionPath path) {
-  return path == AttentionPath::Fused ? "fused" : "three kernels";
-}
+const char *attentionPathName(AttentionPath path) { return path == AttentionPath::Fused ? "fused" : "three kernels"; }
 
 MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &options,
                               SkinnyOneLaunchCheck skinnyIsOneLaunch) {

@@ -28,7 +28,7 @@ struct MatmulProblem {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int64_t elementBytes = 4;
   bool f64 = false;
-  bool bTransposed = false;     // B stored [N, K], read transposed
+  bool bTransposed = false;        // B stored [N, K], read transposed
   int64_t maxLeadingDimension = 0; // the largest leading dimension of A, B and C
   // Whether a library reads every operand in place (with C row-major), and
   // if not, why not.

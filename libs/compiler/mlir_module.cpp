@@ -1,7 +1,7 @@
 // The process-wide MLIR context, parsing with file:line:col diagnostics,
 // printing, and telling which stage a module is at.
-#include "compiler/compiler.h"
 #include "codegen/debug.h"
+#include "compiler/compiler.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
 #include "runtime/gemm_abi.h"

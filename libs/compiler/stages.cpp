@@ -1,12 +1,12 @@
 // Running one stage: check the input's level, read the stage's text
 // pipeline (built in, or --pipeline FILE), fill in its options, run it, and
 // check what the stage promises about its output.
-#include "compiler/compiler.h"
+#include "attention/passes.h"
 #include "codegen/debug.h"
 #include "codegen/device_description.h"
+#include "compiler/compiler.h"
 #include "compiler/diagnostics.h"
 #include "compiler/passes.h"
-#include "attention/passes.h"
 #include "emitters/passes.h"
 #include "fusion/passes.h"
 #include "matmul/passes.h"

@@ -27,8 +27,8 @@ struct BenchRequest {
   std::vector<int64_t> lengths = {16, 64, 256, 1024};
   int warmup = 3;
   int repeat = 20;
-  bool profile = false; // one row per kernel, against the copy floor
-  std::string csv;      // with profile: the rows as CSV (for make roofline)
+  bool profile = false;      // one row per kernel, against the copy floor
+  std::string csv;           // with profile: the rows as CSV (for make roofline)
   int64_t decodePrompt = 10; // tokens prefilled before the decode steps are timed
 };
 

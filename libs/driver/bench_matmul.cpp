@@ -3,8 +3,8 @@
 #include "codegen/device_description.h"
 #include "driver/compile.h"
 #include "driver/matmul_choice.h"
-#include "models/unit_kernels.h"
 #include "jit/executable.h"
+#include "models/unit_kernels.h"
 #include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/compare.h"
@@ -176,9 +176,7 @@ void benchMatmul(const MatmulBenchRequest &request) {
       compile.precision = request.precision;
       Executable executable = Executable::load(compileProgram(traceUnitKernel("matmul", options), "matmul", compile));
       const EntrySignature &entry = executable.entry("matmul");
-      auto call = [&](const OperandSet &set) {
-        executable.enqueue(entry, {set.a.data(), set.b.data(), set.y.data()});
-      };
+      auto call = [&](const OperandSet &set) { executable.enqueue(entry, {set.a.data(), set.b.data(), set.y.data()}); };
       double microseconds = timeCalls(request, [&](int64_t i) { call(operands[i % sets]); });
       // NaN: a result left unwritten shows.
       std::vector<unsigned char> nan(operands[0].y.size(), 0xff);

@@ -42,8 +42,8 @@ inline const CLI::Validator kPositive = detail::numberCheck("POSITIVE", detail::
 inline const CLI::Validator kNonNegative = detail::numberCheck("NON-NEGATIVE", detail::Sign::NonNegative);
 
 // A string that is not empty.
-inline const CLI::Validator kNonEmpty(
-    [](std::string &text) -> std::string { return text.empty() ? "Value is empty" : ""; }, "TEXT");
+inline const CLI::Validator
+    kNonEmpty([](std::string &text) -> std::string { return text.empty() ? "Value is empty" : ""; }, "TEXT");
 
 // Refuses, in one line, any of `flags` that was given: they do not apply to
 // `what` ("gpt2", "a comparison of two files", ...).

@@ -14,9 +14,7 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
       ->capture_default_str();
   app.add_option("--config", request.config,
                  "tiny, 124M or a config.json (default: 124M, or the config.json beside --weights)");
-  app.add_option("--seed", request.seed, "Seed of the synthetic weights")
-      ->check(kNonNegative)
-      ->capture_default_str();
+  app.add_option("--seed", request.seed, "Seed of the synthetic weights")->check(kNonNegative)->capture_default_str();
   app.add_option("--target", flags.target, "gpu or cpu (default: gpu when there is one)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
   app.add_option("--chip", request.run.compile.chip, "GPU to compile for")->capture_default_str();

@@ -58,8 +58,7 @@ void checkFlagsApply(const TraceRequest &request, bool gpt2) {
   if (request.seq)
     given.push_back("--seq");
   if (!given.empty())
-    fail("{} appl{} to gpt2 only, not to {}", fmt::join(given, ", "), given.size() == 1 ? "ies" : "y",
-         request.program);
+    fail("{} appl{} to gpt2 only, not to {}", fmt::join(given, ", "), given.size() == 1 ? "ies" : "y", request.program);
 }
 
 // The gpt2 program's form and phase: --mode decode (or prefill) is the fused

@@ -163,8 +163,7 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerify
   compile.precision = request.precision;
   ExecutionOptions execution;
   execution.memory = request.managed ? gpu::Memory::Managed : gpu::Memory::Device;
-  Executable executable =
-      Executable::load(compileProgram(program, labelFor(what) + ".mlir", compile), execution);
+  Executable executable = Executable::load(compileProgram(program, labelFor(what) + ".mlir", compile), execution);
   const EntrySignature &entry = executable.entry(name);
   TargetStream stream(executable.target());
   TargetStream::Scope current(stream);

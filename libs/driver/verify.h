@@ -8,8 +8,8 @@
 //     graph evaluated eagerly); prints a table; exit 1 if any kernel fails.
 #pragma once
 
-#include "models/unit_kernels.h"
 #include "jit/executable.h"
+#include "models/unit_kernels.h"
 #include "support/host_tensor.h"
 
 #include <cstdint>
@@ -27,10 +27,10 @@ struct KernelVerifyRequest {
   KernelOptions options;
   Target target = Target::Gpu;
   std::string chip = "sm_90";
-  std::string format = "bin";      // GPU kernels as cubin, fatbin, or PTX (isa) the driver assembles
-  std::string matmul;              // GPU: cublas, generated, "" = cublas where it loads
-  std::string precision = "f32";   // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
-  std::optional<uint64_t> seed;    // fresh when unset; printed so a failure can be replayed
+  std::string format = "bin";    // GPU kernels as cubin, fatbin, or PTX (isa) the driver assembles
+  std::string matmul;            // GPU: cublas, generated, "" = cublas where it loads
+  std::string precision = "f32"; // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
+  std::optional<uint64_t> seed;  // fresh when unset; printed so a failure can be replayed
   // On ||out - ref|| / ||ref||; default by the narrowest float stored:
   // 1e-2 (bf16), 2e-3 (f16), 1e-5 (f32), 1e-12 (f64), and with --precision
   // tf32 kTf32Tolerance.

@@ -3,12 +3,12 @@
 // _mlir__mlir_ciface_<entry> wrappers with memref descriptors.
 #include "jit/executable.h"
 
-#include "transforms/entry_signature.h"
 #include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
 #include "support/blas.h"
 #include "support/error.h"
 #include "support/float16.h"
+#include "transforms/entry_signature.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -1,9 +1,9 @@
 // mlpipe-generated-matmuls: GPU matmuls become launches of the generated
 // register-tiled kernel (emitters/matmul_kernel.h).
 // Passes.td holds its description, with IR before and after.
+#include "codegen/pass_support.h"
 #include "fusion/fusion_graph.h"
 #include "matmul/matmul_kernel.h"
-#include "codegen/pass_support.h"
 #include "matmul/passes.h"
 
 #include "support/error.h"

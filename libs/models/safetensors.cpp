@@ -11,12 +11,12 @@
 
 #include <algorithm>
 #include <bit>
-#include <set>
-#include <tuple>
-#include <vector>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
+#include <tuple>
+#include <vector>
 
 namespace mlpipe {
 namespace {
@@ -352,9 +352,8 @@ void writeSafetensors(const std::string &path, const std::map<std::string, HostT
   std::vector<const std::pair<const std::string, HostTensor> *> order;
   for (const auto &entry : tensors)
     order.push_back(&entry);
-  std::stable_sort(order.begin(), order.end(), [](auto *a, auto *b) {
-    return dtypeSize(a->second.dtype()) > dtypeSize(b->second.dtype());
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [](auto *a, auto *b) { return dtypeSize(a->second.dtype()) > dtypeSize(b->second.dtype()); });
   std::string header = "{";
   uint64_t offset = 0;
   for (auto *entry : order) {

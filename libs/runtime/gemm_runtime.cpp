@@ -467,8 +467,8 @@ GemmSession::~GemmSession() {
 std::string profileName(const GemmProblem &p) {
   static const char *epilogues[] = {"", "_bias", "_gelu", "_bias_gelu"};
   int epilogue = static_cast<int>(p.epilogue);
-  std::string name = fmt::format("cublas_gemm_{}{}x{}x{}", p.batch > 1 ? std::to_string(p.batch) + "x" : "", p.m,
-                                 p.n, p.k);
+  std::string name =
+      fmt::format("cublas_gemm_{}{}x{}x{}", p.batch > 1 ? std::to_string(p.batch) + "x" : "", p.m, p.n, p.k);
   if (epilogue > 0 && epilogue < 4)
     name += epilogues[epilogue];
   return p.c ? name + "_plus_c" : name;

@@ -86,8 +86,7 @@ Target resolve(const std::string &given) {
     if (S_ISDIR(status.st_mode))
       fail("cannot write {}: it is a directory", given);
     if (S_ISBLK(status.st_mode))
-      fail("cannot write {}: it is a block device (outputs go to files, character devices, FIFOs or sockets)",
-           given);
+      fail("cannot write {}: it is a block device (outputs go to files, character devices, FIFOs or sockets)", given);
     if (S_ISREG(status.st_mode)) {
       target.mode = status.st_mode & 07777;
       return target;
@@ -184,7 +183,8 @@ struct OutputFiles::Impl {
 
   std::string writeTemporary(const Target &target, std::string_view bytes) {
     static unsigned counter = 0;
-    std::string prefix = directoryOf(target.path) + "/." + baseNameOf(target.path) + ".tmp." + std::to_string(::getpid());
+    std::string prefix =
+        directoryOf(target.path) + "/." + baseNameOf(target.path) + ".tmp." + std::to_string(::getpid());
     std::string temporary;
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {

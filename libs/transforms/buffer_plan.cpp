@@ -1,8 +1,8 @@
 // mlpipe-buffer-plan: the host's temporaries become views into one arena
 // that the runtime allocates once per compiled module and reuses on every
 // call. Passes.td holds its description, with IR before and after.
-#include "transforms/buffer_planner.h"
 #include "codegen/debug.h"
+#include "transforms/buffer_planner.h"
 #include "transforms/passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -84,8 +84,8 @@ std::string entrySignatureMismatch(mlir::Operation *function, llvm::ArrayRef<mli
     const DeclaredBuffer &buffer = buffers[i];
     if (!actual || !actual.hasStaticShape() || actual.getShape() != buffer.type.getShape() ||
         actual.getElementType() != buffer.type.getElementType())
-      return fmt::format("{} declares '{}' in {} as {}, but its argument {} is {}", name, buffer.name,
-                         buffer.attribute, typeText(buffer.type), i, typeText(argumentTypes[i]));
+      return fmt::format("{} declares '{}' in {} as {}, but its argument {} is {}", name, buffer.name, buffer.attribute,
+                         typeText(buffer.type), i, typeText(argumentTypes[i]));
   }
   return "";
 }

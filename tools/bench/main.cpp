@@ -45,8 +45,9 @@ int main(int argc, char **argv) {
   CLI::App *kernelsCommand = app.add_subcommand(
       "kernels", "Time unit kernels on the GPU with CUDA events over back-to-back launches on inputs larger than L2,\n"
                  "beside a device-to-device copy of the same bytes timed in the same run");
-  kernelsCommand->add_option("names", kernels.kernels,
-                             "Kernels (default: gelu softmax layernorm transpose colsum matmul, skipping any not yet there)");
+  kernelsCommand->add_option(
+      "names", kernels.kernels,
+      "Kernels (default: gelu softmax layernorm transpose colsum matmul, skipping any not yet there)");
   kernelsCommand->add_option("--shape", shapes,
                              "Shape of each input in order (default: each kernel's reference shape)");
   kernelsCommand->add_option("--dtype", dtype, "Float type")

@@ -54,8 +54,9 @@ BOOST_AUTO_TEST_CASE(one_row_goes_to_the_skinny_kernel_when_it_is_one_launch) {
   // The option moves the bound: 16 rows, and 0 (cuBLAS for every shape).
   MatmulPathOptions sixteen;
   sixteen.skinnyMaxRows = 16;
-  BOOST_TEST(chooseMatmulPath(problem(16, 2304, 768), sixteen, [](int64_t m, int64_t, int64_t) { return m <= 16; })
-                 .path == MatmulPath::Generated);
+  BOOST_TEST(chooseMatmulPath(problem(16, 2304, 768), sixteen, [](int64_t m, int64_t, int64_t) {
+               return m <= 16;
+             }).path == MatmulPath::Generated);
   MatmulPathOptions none;
   none.skinnyMaxRows = 0;
   BOOST_TEST(chooseMatmulPath(problem(1, 2304, 768), none, oneLaunch).path == MatmulPath::Cublas);

@@ -5,8 +5,8 @@
 #define BOOST_TEST_MODULE buffer_planner
 #include <boost/test/unit_test.hpp>
 
-#include "transforms/buffer_planner.h"
 #include "test_support.h"
+#include "transforms/buffer_planner.h"
 
 #include <algorithm>
 #include <random>

@@ -294,14 +294,14 @@ BOOST_AUTO_TEST_CASE(refuses_tensors_that_do_not_tile_the_data) {
               "the header names tensor 'ab' twice");
   // A zero-size tensor takes no bytes; the header may list tensors in any
   // order.
-  BOOST_CHECK_NO_THROW(SafetensorsFile::fromBytes(
-      twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}",
-                 "{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}", 12),
-      "x"));
-  BOOST_CHECK_NO_THROW(SafetensorsFile::fromBytes(
-      twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}",
-                 "{\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}", 8),
-      "x"));
+  BOOST_CHECK_NO_THROW(
+      SafetensorsFile::fromBytes(twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}",
+                                            "{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}", 12),
+                                 "x"));
+  BOOST_CHECK_NO_THROW(
+      SafetensorsFile::fromBytes(twoEntries("{\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}",
+                                            "{\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}", 8),
+                                 "x"));
 }
 
 BOOST_AUTO_TEST_CASE(survives_damaged_files) {

@@ -21,8 +21,8 @@ namespace {
 struct Scratch {
   fs::path root;
   Scratch() {
-    root = fs::temp_directory_path() / ("mlpipe-output-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(mlpipe::testing::rng()()));
+    root = fs::temp_directory_path() /
+           ("mlpipe-output-" + std::to_string(::getpid()) + "-" + std::to_string(mlpipe::testing::rng()()));
     fs::create_directories(root);
   }
   ~Scratch() { fs::remove_all(root); }
@@ -76,8 +76,7 @@ BOOST_AUTO_TEST_CASE(refuses_one_file_named_twice) {
   fs::create_symlink("a", scratch.path("link"));
   BOOST_TEST(messageOf([&] { outputs.add(scratch.path("link")); }).find("are one file, named as two outputs") !=
              std::string::npos);
-  BOOST_TEST(messageOf([&] { outputs.add(scratch.root.string() + "/./a"); }).find("are one file") !=
-             std::string::npos);
+  BOOST_TEST(messageOf([&] { outputs.add(scratch.root.string() + "/./a"); }).find("are one file") != std::string::npos);
   outputs.add("-");
   BOOST_TEST(messageOf([&] { outputs.add("-"); }) == "- is named as two outputs");
 }
