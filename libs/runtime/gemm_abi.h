@@ -28,11 +28,14 @@ namespace mlpipe::gemm_abi {
 // The symbol compiled modules call, and the JIT resolves.
 inline constexpr const char *kEntryName = "mlpipeGemm";
 
-// Element type of A, B, C, D and bias.
-enum Element : int32_t { kF32 = 0, kF64 = 1 };
+// Element types. kF32, kF64: A, B, C, D and bias all of that type.
+// kBf16F32, kF16F32: A and B 16-bit floats, read as stored (tensor cores,
+// products accumulated in f32), C, D and bias f32.
+enum Element : int32_t { kF32 = 0, kF64 = 1, kBf16F32 = 2, kF16F32 = 3 };
 
-// How f32 products are computed. kExact: in f32 (f64 for kF64); kTf32: A and
-// B rounded to TF32 on tensor cores (opt-in with --precision tf32).
+// How f32 products are computed. kExact: in f32 (f64 for kF64; 16-bit
+// inputs' products are exact in f32); kTf32: A and B rounded to TF32 on
+// tensor cores (opt-in with --precision tf32, kF32 only).
 enum Compute : int32_t { kExact = 0, kTf32 = 1 };
 
 // What cuBLASLt applies before storing D. kGelu is the tanh form,

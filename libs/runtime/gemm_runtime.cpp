@@ -79,10 +79,13 @@ bool hasBias(gemm_abi::Epilogue epilogue) { return epilogue == gemm_abi::kBias |
 // Refuses what neither library could do, naming the problem.
 void validate(const GemmProblem &p) {
   auto refuse = [&](const std::string &why) { fail("invalid GEMM ({}): {}", p.describe(), why); };
-  if (p.element != gemm_abi::kF32 && p.element != gemm_abi::kF64)
-    refuse(fmt::format("element type code {} is neither f32 (0) nor f64 (1)", static_cast<int>(p.element)));
+  if (p.element < gemm_abi::kF32 || p.element > gemm_abi::kF16F32)
+    refuse(fmt::format("element type code {} is none of f32 (0), f64 (1), bf16 to f32 (2), f16 to f32 (3)",
+                       static_cast<int>(p.element)));
   if (p.compute != gemm_abi::kExact && p.compute != gemm_abi::kTf32)
     refuse(fmt::format("compute code {} is neither exact (0) nor tf32 (1)", static_cast<int>(p.compute)));
+  if (p.compute == gemm_abi::kTf32 && p.element != gemm_abi::kF32)
+    refuse("tf32 applies to f32 operands only");
   if (p.epilogue < gemm_abi::kNone || p.epilogue > gemm_abi::kBiasGelu)
     refuse(fmt::format("epilogue code {} is unknown", static_cast<int>(p.epilogue)));
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
@@ -253,12 +256,27 @@ void setLayoutBatch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride
               "cublasLtMatrixLayoutSetAttribute", p);
 }
 
-cublasLtMatrixLayout_t makeLayout(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride,
-                                  const GemmProblem &p) {
+// The element type of A and B, and of C, D and bias, as cuBLASLt names them.
+cudaDataType_t inputType(gemm_abi::Element element) {
+  switch (element) {
+  case gemm_abi::kBf16F32:
+    return CUDA_R_16BF;
+  case gemm_abi::kF16F32:
+    return CUDA_R_16F;
+  case gemm_abi::kF64:
+    return CUDA_R_64F;
+  default:
+    return CUDA_R_32F;
+  }
+}
+cudaDataType_t outputType(gemm_abi::Element element) { return element == gemm_abi::kF64 ? CUDA_R_64F : CUDA_R_32F; }
+
+cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                  int64_t stride, const GemmProblem &p) {
   cublasLtMatrixLayout_t layout = nullptr;
-  checkCublas(library().cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, static_cast<uint64_t>(rows),
-                                                   static_cast<uint64_t>(cols), ld),
-              "cublasLtMatrixLayoutCreate", p);
+  checkCublas(
+      library().cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+      "cublasLtMatrixLayoutCreate", p);
   try {
     setLayoutBatch(layout, batch, stride, p);
   } catch (...) {
@@ -281,8 +299,8 @@ cublasLtEpilogue_t ltEpilogue(gemm_abi::Epilogue epilogue) {
   }
 }
 
-// Builds the descriptors of a new f32 problem and asks the heuristic for its
-// algorithm.
+// Builds the descriptors of a new f32 or 16-bit problem (computed in f32)
+// and asks the heuristic for its algorithm.
 Plan makePlan(State &s, const GemmProblem &p) {
   CublasLibrary &lib = library();
   ColumnMajor cm = columnMajor(p);
@@ -306,11 +324,12 @@ Plan makePlan(State &s, const GemmProblem &p) {
       int64_t biasBatchStride = 0; // one bias for every matrix of the batch
       setDesc(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasBatchStride, sizeof(biasBatchStride));
     }
-    plan.first = makeLayout(cm.firstRows, cm.firstCols, p.ldb, p.batch, p.strideB, p);
-    plan.second = makeLayout(cm.secondRows, cm.secondCols, p.lda, p.batch, p.strideA, p);
-    plan.d = makeLayout(cm.rows, cm.cols, p.ldd, p.batch, p.strideD, p);
+    cudaDataType_t in = inputType(p.element), out = outputType(p.element);
+    plan.first = makeLayout(in, cm.firstRows, cm.firstCols, p.ldb, p.batch, p.strideB, p);
+    plan.second = makeLayout(in, cm.secondRows, cm.secondCols, p.lda, p.batch, p.strideA, p);
+    plan.d = makeLayout(out, cm.rows, cm.cols, p.ldd, p.batch, p.strideD, p);
     if (p.c && p.c != p.d)
-      plan.c = makeLayout(cm.rows, cm.cols, p.ldc, p.batch, p.strideC, p);
+      plan.c = makeLayout(out, cm.rows, cm.cols, p.ldc, p.batch, p.strideC, p);
 
     checkCublas(lib.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", p);
     auto setPreference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void *value, size_t size) {
@@ -421,7 +440,11 @@ State &sessionState(const GemmProblem &p) {
 } // namespace
 
 std::string GemmProblem::describe() const {
-  std::string text = fmt::format("{} GEMM m={} n={} k={}", element == gemm_abi::kF64 ? "f64" : "f32", m, n, k);
+  const char *type = element == gemm_abi::kF64       ? "f64"
+                     : element == gemm_abi::kBf16F32 ? "bf16 (f32 out)"
+                     : element == gemm_abi::kF16F32  ? "f16 (f32 out)"
+                                                     : "f32";
+  std::string text = fmt::format("{} GEMM m={} n={} k={}", type, m, n, k);
   if (batch > 1)
     text += fmt::format(" batch={}", batch);
   if (transposeA)
@@ -480,9 +503,10 @@ void gemm(const GemmProblem &problem, void *stream) {
   std::lock_guard lock(s.mutex);
   sessionState(problem);
   driver();
-  int64_t element = problem.element == gemm_abi::kF64 ? 8 : 4;
-  int64_t bytes = element * problem.batch *
-                  (problem.m * problem.k + problem.k * problem.n + problem.m * problem.n * (problem.c ? 2 : 1));
+  int64_t input = problem.element == gemm_abi::kF64 ? 8 : problem.element == gemm_abi::kF32 ? 4 : 2;
+  int64_t output = problem.element == gemm_abi::kF64 ? 8 : 4;
+  int64_t bytes = problem.batch * (input * (problem.m * problem.k + problem.k * problem.n) +
+                                   output * problem.m * problem.n * (problem.c ? 2 : 1));
   LibraryWork timed(profileName(problem), bytes, 2 * problem.batch * problem.m * problem.n * problem.k, stream);
   if (problem.element == gemm_abi::kF64)
     runClassic(s, problem, stream);
@@ -495,6 +519,8 @@ void classicGemm(const GemmProblem &problem, void *stream) {
   if (problem.epilogue != gemm_abi::kNone ||
       (problem.c && (problem.c != problem.d || problem.ldc != problem.ldd || problem.strideC != problem.strideD)))
     fail("classicGemm takes no epilogue and no C apart from D ({})", problem.describe());
+  if (problem.element != gemm_abi::kF32 && problem.element != gemm_abi::kF64)
+    fail("classicGemm takes f32 or f64 operands ({})", problem.describe());
   State &s = state();
   std::lock_guard lock(s.mutex);
   sessionState(problem);
