@@ -230,7 +230,29 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
         continue;
       }
       if (mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(op)) {
-        host.clone(op, mapping); // for the matmul passes that follow
+        // For the matmul passes that follow, which read f32 and f64: a
+        // 16-bit operand is widened into an f32 temporary first.
+        llvm::SmallVector<mlir::Value, 2> inputs;
+        bool widened = false;
+        for (unsigned i = 0; i < 2; ++i) {
+          inputs.push_back(mapping.lookup(op.getOperand(i)));
+          std::string name = (fusion.getName() + "_" + std::to_string(piece)).str();
+          if (mlir::Value wide = widenedOnHost(host, inputs.back(), name, fusion, temporaries, pieces)) {
+            inputs.back() = wide;
+            widened = true;
+            ++piece;
+          }
+        }
+        if (!widened) {
+          host.clone(op, mapping);
+          continue;
+        }
+        // A new op (not a clone): its body's arguments take the f32 types.
+        mlir::Value output = mapping.lookup(op.getOperand(2));
+        if (mlir::isa<mlir::linalg::MatmulOp>(op))
+          mlir::linalg::MatmulOp::create(host, op.getLoc(), mlir::ValueRange{inputs}, mlir::ValueRange{output});
+        else
+          mlir::linalg::BatchMatmulOp::create(host, op.getLoc(), mlir::ValueRange{inputs}, mlir::ValueRange{output});
         continue;
       }
       std::string name = (fusion.getName() + "_" + std::to_string(piece++)).str();
@@ -243,6 +265,33 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       if (mlir::failed(emitCall(pieceCall, kernels, options, depth + 1)))
         return mlir::failure();
     return mlir::success();
+  }
+
+  // A 16-bit float operand copied into a new f32 temporary by a one-op
+  // fusion called at the host builder; null for another element type.
+  mlir::Value widenedOnHost(mlir::OpBuilder &host, mlir::Value operand, const std::string &name,
+                            mlir::Operation *before, llvm::SmallVectorImpl<mlir::Value> &temporaries,
+                            llvm::SmallVectorImpl<mlir::func::CallOp> &pieces) {
+    auto type = mlir::cast<mlir::MemRefType>(operand.getType());
+    if (!type.getElementType().isBF16() && !type.getElementType().isF16())
+      return {};
+    mlir::Location loc = operand.getLoc();
+    mlir::Type f32 = host.getF32Type();
+    auto wide = mlir::memref::AllocOp::create(host, loc, mlir::MemRefType::get(type.getShape(), f32));
+    temporaries.push_back(wide);
+    auto identity = mlir::AffineMap::getMultiDimIdentityMap(type.getRank(), host.getContext());
+    llvm::SmallVector<mlir::utils::IteratorType> iterators(type.getRank(), mlir::utils::IteratorType::parallel);
+    auto widen =
+        mlir::linalg::GenericOp::create(host, loc, mlir::ValueRange{operand}, mlir::ValueRange{wide.getResult()},
+                                        llvm::ArrayRef<mlir::AffineMap>{identity, identity}, iterators,
+                                        [&](mlir::OpBuilder &b, mlir::Location l, mlir::ValueRange args) {
+                                          mlir::Value extended = mlir::arith::ExtFOp::create(b, l, f32, args[0]);
+                                          mlir::linalg::YieldOp::create(b, l, extended);
+                                        });
+    mlir::IRMapping onHost; // the generic's operands are host values already
+    pieces.push_back(outlineSingleOp(host, *widen, onHost, name, before));
+    widen.erase();
+    return wide.getResult();
   }
 
   // Puts one op in a fusion function of its own (inserted before

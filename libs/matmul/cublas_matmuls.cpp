@@ -134,8 +134,12 @@ public:
       c = *matrixLayout(mlir::cast<mlir::MemRefType>(cValue.getType()));
     }
     MatrixLayout d = *matrixLayout(mlir::cast<mlir::MemRefType>(values.d.getType()));
-    mlir::Value args[] = {i32(f32 ? abi::kF32 : abi::kF64),
-                          i32(f32 && tf32_ ? abi::kTf32 : abi::kExact),
+    int32_t element = !f32                      ? abi::kF64
+                      : p.inputElement.isBF16() ? abi::kBf16F32
+                      : p.inputElement.isF16()  ? abi::kF16F32
+                                                : abi::kF32;
+    mlir::Value args[] = {i32(element),
+                          i32(element == abi::kF32 && tf32_ ? abi::kTf32 : abi::kExact),
                           i32(p.a.transposed),
                           i32(p.b.transposed),
                           i64(p.batch),
@@ -264,7 +268,7 @@ bool mayMoveIntoGemm(GemmPlan &plan, mlir::linalg::GenericOp generic, const Gemm
 // cannot compute the matmul.
 std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRows, std::string &whyNot) {
   std::string unreadable;
-  auto problem = blasMatmul(matmul, &unreadable);
+  auto problem = blasMatmul(matmul, &unreadable, /*narrowInputs=*/true);
   MatmulProblem summary;
   summary.readableInPlace = problem.has_value();
   summary.notReadableBecause = unreadable;
@@ -273,7 +277,7 @@ std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRo
     summary.m = problem->m;
     summary.n = problem->n;
     summary.k = problem->k;
-    summary.elementBytes = problem->element.getIntOrFloatBitWidth() / 8;
+    summary.elementBytes = problem->inputElement.getIntOrFloatBitWidth() / 8;
     summary.f64 = problem->element.isF64();
     summary.bTransposed = problem->b.transposed;
     summary.maxLeadingDimension =
@@ -357,8 +361,10 @@ bool isFusion(mlir::func::FuncOp function, llvm::StringRef kind) {
 void debugGemm(llvm::StringRef where, GemmPlan &plan, llvm::StringRef leftover) {
   MLPIPE_DEBUG(kDebugEmitters, {
     const BlasMatmul &p = plan.problem;
-    os << "cublas: " << where << ": " << (p.element.isF32() ? "f32" : "f64") << " GEMM m=" << p.m << " n=" << p.n
-       << " k=" << p.k;
+    os << "cublas: " << where << ": " << (p.element.isF32() ? "f32" : "f64");
+    if (p.narrowInputs())
+      os << " (" << p.inputElement << " inputs)";
+    os << " GEMM m=" << p.m << " n=" << p.n << " k=" << p.k;
     if (p.batch > 1)
       os << " batch=" << p.batch;
     os << (p.a.transposed ? ", A transposed" : "") << (p.b.transposed ? ", B transposed" : "")

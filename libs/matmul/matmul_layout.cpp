@@ -31,7 +31,7 @@ std::optional<MatrixLayout> matrixLayout(mlir::MemRefType type) {
   return std::nullopt;
 }
 
-std::optional<BlasMatmul> blasMatmul(mlir::linalg::LinalgOp op, std::string *whyNot) {
+std::optional<BlasMatmul> blasMatmul(mlir::linalg::LinalgOp op, std::string *whyNot, bool narrowInputs) {
   auto refuse = [&](const char *why) -> std::optional<BlasMatmul> {
     if (whyNot)
       *whyNot = why;
@@ -52,10 +52,14 @@ std::optional<BlasMatmul> blasMatmul(mlir::linalg::LinalgOp op, std::string *why
     return refuse("its element type is neither f32 nor f64");
   BlasMatmul problem;
   problem.element = element;
+  problem.inputElement = mlir::cast<mlir::MemRefType>(op->getOperand(0).getType()).getElementType();
+  bool sixteenBit = problem.inputElement.isBF16() || problem.inputElement.isF16();
+  if (problem.inputElement != element && !(narrowInputs && sixteenBit && element.isF32()))
+    return refuse("its operands' element types differ");
   MatrixLayout *layouts[] = {&problem.a, &problem.b, &problem.c};
   for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
     auto type = mlir::cast<mlir::MemRefType>(operand.getType());
-    if (type.getElementType() != element)
+    if (type.getElementType() != (index < 2 ? problem.inputElement : element))
       return refuse("its operands' element types differ");
     auto layout = matrixLayout(type);
     if (!layout)

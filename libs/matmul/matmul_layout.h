@@ -39,16 +39,20 @@ std::optional<MatrixLayout> matrixLayout(mlir::MemRefType type);
 // A matmul a library can compute in place: C (m x n) += A (m x k) B (k x n),
 // `batch` times.
 struct BlasMatmul {
-  mlir::Type element; // f32 or f64
+  mlir::Type element;      // of C: f32 or f64
+  mlir::Type inputElement; // of A and B: element, or bf16 or f16 under an f32 C
+  bool narrowInputs() const { return inputElement != element; }
   int64_t batch = 1, m = 0, n = 0, k = 0;
   MatrixLayout a, b, c;
 };
 
 // For a linalg.matmul or linalg.batch_matmul on memrefs, with the default
-// indexing maps, whose operands are all f32 or all f64 and readable in place,
-// with C row-major (libraries write C row by row): the problem. nullopt
-// otherwise, and `whyNot` (when given) says why in a few words.
-std::optional<BlasMatmul> blasMatmul(mlir::linalg::LinalgOp op, std::string *whyNot = nullptr);
+// indexing maps, whose operands are all f32 or all f64 (or, with
+// `narrowInputs`, A and B both bf16 or both f16 under an f32 C) and readable
+// in place, with C row-major (libraries write C row by row): the problem.
+// nullopt otherwise, and `whyNot` (when given) says why in a few words.
+std::optional<BlasMatmul> blasMatmul(mlir::linalg::LinalgOp op, std::string *whyNot = nullptr,
+                                     bool narrowInputs = false);
 
 // An !llvm.ptr to the first element `memref` views (its aligned pointer plus
 // its offset), stepped by `batchIndex` matrices along dimension 0 when

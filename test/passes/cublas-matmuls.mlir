@@ -11,7 +11,7 @@
 // RUN: not mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=f16 2>&1 | FileCheck %s --check-prefix=BAD-PRECISION
 
 // The GEMM entry's arguments, in order (runtime/gemm_abi.h):
-//   element (0 f32, 1 f64), compute (0 exact, 1 tf32), transpose A, transpose B,
+//   element (0 f32, 1 f64, 2 bf16 in f32 out, 3 f16 in f32 out), compute (0 exact, 1 tf32), transpose A, transpose B,
 //   batch, m, n, k, alpha, A, lda, stride A, B, ldb, stride B,
 //   beta, C, ldc, stride C, D, ldd, stride D, epilogue (0 none, 1 bias, 3 bias+gelu), bias
 
@@ -426,5 +426,45 @@ func.func @one_row(%x: memref<1x64xf32>, %w: memref<64x48xf32>, %y: memref<1x48x
   %t = memref.transpose %wte (d0, d1) -> (d1, d0) : memref<80x48xf32> to memref<48x80xf32, strided<[1, 48]>>
   linalg.fill ins(%zero : f32) outs(%logits : memref<1x80xf32>)
   linalg.matmul ins(%y, %t : memref<1x48xf32>, memref<48x80xf32, strided<[1, 48]>>) outs(%logits : memref<1x80xf32>)
+  return
+}
+
+// -----
+
+// bf16 operands read as stored (element 2), accumulated into f32; tf32 is
+// for f32 operands only, so the compute stays exact.
+// CHECK-LABEL: func.func @bf16_inputs
+// CHECK: call @mlpipeGemm(%c2_i32, %c0_i32, %c0_i32, %c0_i32, %c1_i64, %c17_i64, %c65_i64, %c33_i64,
+// TF32-LABEL: func.func @bf16_inputs
+// TF32: call @mlpipeGemm(%c2_i32, %c0_i32,
+func.func @bf16_inputs(%a: memref<17x33xbf16>, %b: memref<33x65xbf16>, %c: memref<17x65xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<17x65xf32>)
+  linalg.matmul ins(%a, %b : memref<17x33xbf16>, memref<33x65xbf16>) outs(%c : memref<17x65xf32>)
+  return
+}
+
+// -----
+
+// f16 operands, batched, B transposed: element 3.
+// CHECK-LABEL: func.func @f16_batched
+// CHECK: call @mlpipeGemm(%c3_i32, %c0_i32, %c0_i32, %c1_i32, %c3_i64, %c5_i64, %c65_i64, %c17_i64,
+func.func @f16_batched(%a: memref<3x5x17xf16>, %bt: memref<3x65x17xf16>, %c: memref<3x5x65xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %b = memref.transpose %bt (d0, d1, d2) -> (d0, d2, d1) : memref<3x65x17xf16> to memref<3x17x65xf16, strided<[1105, 1, 17]>>
+  linalg.fill ins(%zero : f32) outs(%c : memref<3x5x65xf32>)
+  linalg.batch_matmul ins(%a, %b : memref<3x5x17xf16>, memref<3x17x65xf16, strided<[1105, 1, 17]>>) outs(%c : memref<3x5x65xf32>)
+  return
+}
+
+// -----
+
+// Mixed 16-bit operands (bf16 by f16) are no GEMM cuBLASLt is asked for.
+// CHECK-LABEL: func.func @mixed_inputs
+// CHECK: linalg.matmul
+func.func @mixed_inputs(%a: memref<17x33xbf16>, %b: memref<33x65xf16>, %c: memref<17x65xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<17x65xf32>)
+  linalg.matmul ins(%a, %b : memref<17x33xbf16>, memref<33x65xf16>) outs(%c : memref<17x65xf32>)
   return
 }

@@ -93,3 +93,20 @@ BOOST_AUTO_TEST_CASE(attention_fuses_up_to_the_key_limit) {
   BOOST_TEST(chooseAttentionPath(1024, 1024, 0).path == AttentionPath::Fused);
   BOOST_TEST(chooseAttentionPath(64, 64, 32).path == AttentionPath::ThreeKernels);
 }
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_operands_stay_with_cublas) {
+  // One row of bf16 would go to the skinny kernel as f32 does, but the
+  // generated kernels read f32 and f64 only: cuBLASLt reads it as stored.
+  MatmulProblem p = problem(1, 2304, 768);
+  p.elementBytes = 2;
+  MatmulChoice choice = chooseMatmulPath(p, {}, oneLaunch);
+  BOOST_TEST(choice.path == MatmulPath::Cublas);
+  BOOST_TEST(choice.why.find("16-bit") != std::string::npos);
+  p.elementBytes = 4;
+  BOOST_TEST(chooseMatmulPath(p, {}, oneLaunch).path == MatmulPath::Generated);
+  // Without cuBLAS, the generated path (which widens them) is the only one.
+  MatmulPathOptions off;
+  off.cublas = false;
+  p.elementBytes = 2;
+  BOOST_TEST(chooseMatmulPath(p, off, oneLaunch).path == MatmulPath::Generated);
+}
