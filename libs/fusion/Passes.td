@@ -62,4 +62,44 @@ def PartitionFusionsPass : Pass<"mlpipe-partition-fusions", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::func::FuncDialect"];
 }
 
+def ElideStorageRoundingsPass : Pass<"mlpipe-elide-storage-roundings"> {
+  let summary = "Keep f32 between fused elementwise ops instead of rounding to 16 bits";
+  let description = [{
+    A 16-bit program (bf16 or f16 storage) computes every op in f32 and the
+    front end rounds each op's result to its storage type, marking that
+    rounding `mlpipe.storage_rounding` (an HLO `convert` is not marked: it
+    rounds because the program says so). Once elementwise fusion has put a
+    producer's body into its consumer's, such a rounding is followed by the
+    consumer's widening back to f32; this pass drops the pair, so a fused
+    chain (GELU's eight ops, a bias add after a matmul) rounds its result
+    once, as the frameworks compute 16-bit models (XLA's excess precision).
+    Values stored between kernels keep their storage type.
+
+    ```mlir
+    %y = linalg.generic ... ins(%x : tensor<8xbf16>) outs(%e : tensor<8xbf16>) {
+    ^bb0(%in: bf16, %out: bf16):
+      %0 = arith.extf %in : bf16 to f32
+      %1 = math.tanh %0 : f32
+      %2 = arith.truncf %1 {mlpipe.storage_rounding} : f32 to bf16
+      %3 = arith.extf %2 : bf16 to f32
+      %4 = arith.mulf %3, %0 : f32
+      %5 = arith.truncf %4 {mlpipe.storage_rounding} : f32 to bf16
+      linalg.yield %5 : bf16
+    }
+    ```
+    becomes
+    ```mlir
+    ^bb0(%in: bf16, %out: bf16):
+      %0 = arith.extf %in : bf16 to f32
+      %1 = math.tanh %0 : f32
+      %4 = arith.mulf %1, %0 : f32
+      %5 = arith.truncf %4 {mlpipe.storage_rounding} : f32 to bf16
+      linalg.yield %5 : bf16
+    ```
+
+    Under `--debug-only=mlpipe-storage-roundings` it prints how many
+    roundings it dropped in each function.
+  }];
+}
+
 #endif // MLPIPE_FUSION_PASSES

@@ -8,7 +8,7 @@
 namespace mlpipe::fe::emitter {
 
 // One element converted as XLA's convert does (graph.h: convertValue).
-std::string FunctionEmitter::convertScalar(const std::string &v, DType from, DType to) {
+std::string FunctionEmitter::convertScalar(const std::string &v, DType from, DType to, Rounding rounding) {
   if (from == to)
     return v;
   std::string fromName = dtypeName(from), toName = dtypeName(to);
@@ -24,12 +24,12 @@ std::string FunctionEmitter::convertScalar(const std::string &v, DType from, DTy
     if (wideType != target)
       wide = bodyOp("arith.{} {} : {} to {}", dtypeSize(wideType) < dtypeSize(target) ? "extf" : "truncf", wide,
                     dtypeName(wideType), dtypeName(target));
-    return fromCompute(wide, to);
+    return fromCompute(wide, to, rounding);
   }
   if (isFloat(to)) { // from an integer or i1
     std::string converted = bodyOp("arith.{} {} : {} to {}", from == DType::i1 ? "uitofp" : "sitofp", v, fromName,
                                    dtypeName(computeType(to)));
-    return fromCompute(converted, to);
+    return fromCompute(converted, to, rounding);
   }
   if (isFloat(from)) { // to an integer: truncate toward zero, saturating, NaN -> 0
     DType wideType = computeType(from);
@@ -146,7 +146,7 @@ void FunctionEmitter::emitElementwise(int id) {
     case OpKind::Select:
       return bodyOp("arith.select {}, {}, {} : {}", operands[0], operands[1], operands[2], dtypeName(node.dtype));
     case OpKind::Convert:
-      return convertScalar(operands[0], operandType, node.dtype);
+      return convertScalar(operands[0], operandType, node.dtype, Rounding::Convert);
     default:
       fail("internal: not an elementwise node");
     }

@@ -1,6 +1,7 @@
 // Reduce and MatMul nodes: linalg.reduce (or a generic for an inner axis)
 // and linalg.matmul / linalg.batch_matmul, computed in f32 for 16-bit
-// floats.
+// floats. A matmul reads 16-bit operands as they are stored (linalg
+// extends each element to its f32 accumulator), so no pass widens them.
 #include "frontend/emitter/function_emitter.h"
 
 #include <fmt/ranges.h>
@@ -81,8 +82,17 @@ void FunctionEmitter::emitMatMul(int id) {
   int a = node.operands[0], b = node.operands[1];
   const Shape &sa = graph_.node(a).shape, &sb = graph_.node(b).shape;
   DType compute = computeType(node.dtype);
-  std::string lhsValue = valueAs(a, compute), rhsValue = valueAs(b, compute);
-  std::string lhsType = tensorType(sa, compute), rhsType = tensorType(sb, compute);
+  // A float operand whose elements the accumulator's type holds exactly (a
+  // 16-bit one under f32) is read as stored; another (f64 under f32, an
+  // integer) is converted to the accumulator's type first.
+  auto operand = [&](int input, DType &type) {
+    DType stored = graph_.node(input).dtype;
+    type = isFloat(stored) && computeType(stored) == compute ? stored : compute;
+    return valueAs(input, type);
+  };
+  DType lhsElement, rhsElement;
+  std::string lhsValue = operand(a, lhsElement), rhsValue = operand(b, rhsElement);
+  std::string lhsType = tensorType(sa, lhsElement), rhsType = tensorType(sb, rhsElement);
   if (sa.size() == 3 && sb.size() == 3) {
     std::string init = filledTensor(node.shape, compute, 0.0);
     std::string name = fresh();
@@ -95,11 +105,11 @@ void FunctionEmitter::emitMatMul(int id) {
   // [..., M, K] x [K, N]: fold the leading dimensions into M.
   Shape flatA{numElements(sa) / sa.back(), sa.back()};
   Shape flatOut{flatA[0], sb[1]};
-  std::string lhs = reshapeValue(lhsValue, sa, flatA, compute);
+  std::string lhs = reshapeValue(lhsValue, sa, flatA, lhsElement);
   std::string init = filledTensor(flatOut, compute, 0.0);
   std::string name = fresh();
-  line("{} = linalg.matmul ins({}, {} : {}, {}) outs({} : {}) -> {}", name, lhs, rhsValue, tensorType(flatA, compute),
-       rhsType, init, tensorType(flatOut, compute), tensorType(flatOut, compute));
+  line("{} = linalg.matmul ins({}, {} : {}, {}) outs({} : {}) -> {}", name, lhs, rhsValue,
+       tensorType(flatA, lhsElement), rhsType, init, tensorType(flatOut, compute), tensorType(flatOut, compute));
   std::string result = reshapeValue(name, flatOut, node.shape, compute);
   names_[id] = convertedResult(result, node.shape, compute, node.dtype);
 }

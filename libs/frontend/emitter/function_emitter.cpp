@@ -312,11 +312,15 @@ std::string FunctionEmitter::toCompute(const std::string &v, DType dtype) {
   return bodyOp("arith.extf {} : {} to f32", v, dtypeName(dtype));
 }
 
-// An f32 result truncated to the 16-bit float it is stored as.
-std::string FunctionEmitter::fromCompute(const std::string &v, DType dtype) {
+// An f32 result truncated to the 16-bit float it is stored as. The rounding
+// of an op's result is marked mlpipe.storage_rounding (fuse drops it where
+// the value is widened again in the same fused body); that of a convert the
+// program asks for is not.
+std::string FunctionEmitter::fromCompute(const std::string &v, DType dtype, Rounding rounding) {
   if (computeType(dtype) == dtype)
     return v;
-  return bodyOp("arith.truncf {} : f32 to {}", v, dtypeName(dtype));
+  return bodyOp("arith.truncf {} {}: f32 to {}", v, rounding == Rounding::Storage ? "{mlpipe.storage_rounding} " : "",
+                dtypeName(dtype));
 }
 
 // A tensor node converted elementwise to `dtype` (f16/bf16 operands of

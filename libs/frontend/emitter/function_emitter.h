@@ -94,13 +94,16 @@ private:
   }
   std::string bodyConstant(double v, DType dtype) { return bodyOp("arith.constant {}", typedLiteral(v, dtype)); }
   std::string toCompute(const std::string &v, DType dtype);
-  std::string fromCompute(const std::string &v, DType dtype);
+  // Why a value is rounded to 16 bits: it is an op's result stored in its
+  // type, or the program converts it.
+  enum class Rounding { Storage, Convert };
+  std::string fromCompute(const std::string &v, DType dtype, Rounding rounding = Rounding::Storage);
   std::string valueAs(int id, DType dtype);
   std::string convertedResult(const std::string &v, const Shape &shape, DType from, DType to);
 
   // ---- Elementwise ops (emit_elementwise.cpp) ----
 
-  std::string convertScalar(const std::string &v, DType from, DType to);
+  std::string convertScalar(const std::string &v, DType from, DType to, Rounding rounding = Rounding::Storage);
   std::string integerDivide(const std::string &a, const std::string &b, DType dtype);
   void emitElementwise(int id);
 
