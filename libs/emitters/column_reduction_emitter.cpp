@@ -154,7 +154,8 @@ private:
     if (!inputMap.isPermutation())
       return why = "a reduction with non-permutation indexing", mlir::failure();
     inputShape_ = llvm::to_vector(mlir::cast<mlir::ShapedType>(reduced->get().getType()).getShape());
-    elementType_ = mlir::cast<mlir::ShapedType>(reduced->get().getType()).getElementType();
+    // Partials are of the accumulator's type (f32 for a 16-bit input).
+    elementType_ = accumulator.getType();
     // Which input dimensions are reduced: one block in the middle.
     llvm::SmallVector<mlir::utils::IteratorType> iterators = op.getIteratorTypesArray();
     for (auto [position, expr] : llvm::enumerate(inputMap.getResults())) {

@@ -296,6 +296,9 @@ mlir::Value ElementalEmitter::flatArgument(mlir::Value root) {
   return flat;
 }
 
+// The widest vector access of a lane group: two 16-byte accesses.
+constexpr int64_t kMaxGroupBytes = 32;
+
 bool ElementalEmitter::vectorizable(mlir::Value memref, int width) const {
   if (width <= 1)
     return false;
@@ -303,7 +306,10 @@ bool ElementalEmitter::vectorizable(mlir::Value memref, int width) const {
   if (!view || view->shape.empty() || view->dynamicOffset || view->strides.back() != 1 || view->offset % width != 0)
     return false;
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
-  if (width * elementBytes(type.getElementType()) > 16)
+  // A group set by 16-bit data (8 elements) moves its f32 companions as 32
+  // bytes, which the backend splits into two 16-byte accesses; wider goes
+  // element by element.
+  if (width * elementBytes(type.getElementType()) > kMaxGroupBytes)
     return false;
   for (size_t i = 0; i + 1 < view->strides.size(); ++i)
     if (view->shape[i] != 1 && view->strides[i] % width != 0)

@@ -193,13 +193,23 @@ mlir::Value butterflyReduce(ElementalEmitter &elemental, int node, mlir::Value v
   return value;
 }
 
-int vectorWidthFor(mlir::Type elementType, const EmitterOptions &options) {
+int vectorWidthFor(mlir::Type elementType, const FusionGraph &graph, const EmitterOptions &options) {
   // Vectors of i1 are bit-packed, but a memref of i1 holds a byte per
   // element: such elements move one at a time.
   if (elementType.getIntOrFloatBitWidth() % 8 != 0)
     return 1;
-  int bytes = std::max(1u, elementType.getIntOrFloatBitWidth() / 8);
-  return std::max(1, options.vectorBytes / bytes);
+  unsigned bytes = std::max(1u, elementType.getIntOrFloatBitWidth() / 8);
+  for (mlir::BlockArgument argument : graph.function().getArguments()) {
+    auto memref = mlir::dyn_cast<mlir::MemRefType>(argument.getType());
+    if (!memref || !memref.getElementType().isIntOrFloat())
+      continue;
+    unsigned bits = memref.getElementType().getIntOrFloatBitWidth();
+    // 16-bit data sets 8 elements; 8-bit data does not widen further (16
+    // elements of an f32 computation would hold 64 bytes of registers).
+    if (bits % 8 == 0 && bits >= 16)
+      bytes = std::min(bytes, bits / 8);
+  }
+  return std::max(1, options.vectorBytes / static_cast<int>(bytes));
 }
 
 } // namespace mlpipe::emitters

@@ -131,7 +131,10 @@ mlir::Value blockIdX(mlir::OpBuilder &builder, mlir::Location loc);
 // Butterfly reduction across `width` lanes (a power of two up to the warp):
 // every lane ends with the combination of its group's values.
 mlir::Value butterflyReduce(ElementalEmitter &elemental, int node, mlir::Value value, int width);
-// The vector width (elements per 128-bit access) for an element type.
-int vectorWidthFor(mlir::Type elementType, const EmitterOptions &options);
+// The vector width (elements per 128-bit access) for a fusion whose
+// iteration runs over `elementType`: set by the narrowest element the
+// fusion stores or loads, so 16-bit data moves 8 elements at a time even
+// where it is computed on as f32 (a bf16 softmax reduces an f32 view).
+int vectorWidthFor(mlir::Type elementType, const FusionGraph &graph, const EmitterOptions &options);
 
 } // namespace mlpipe::emitters

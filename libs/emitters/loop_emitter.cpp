@@ -84,7 +84,7 @@ private:
     int64_t innermost = shape_.empty() ? 1 : shape_.back();
     // Vectorise when whole groups fit the innermost extent: a group never
     // straddles two rows.
-    width_ = vectorWidthFor(elementType, options_);
+    width_ = vectorWidthFor(elementType, graph_, options_);
     while (width_ > 1 && innermost % width_ != 0)
       width_ /= 2;
     groups_ = elements_ / width_;

@@ -87,7 +87,7 @@ public:
     // W: a chunk is one 128-bit access when the innermost reduced extent
     // allows it (a chunk never straddles two rows).
     mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
-    width_ = vectorWidthFor(elementType, options_);
+    width_ = vectorWidthFor(elementType, graph_, options_);
     while (width_ > 1 && reducedShape_.back() % width_ != 0)
       width_ /= 2;
     chunks_ = columns_ / width_;
@@ -172,7 +172,7 @@ public:
     if (threads % warp != 0 || (threads & (threads - 1)) != 0)
       return why = "a block that is not a power of two of whole warps", mlir::failure();
     mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
-    width_ = vectorWidthFor(elementType, options_);
+    width_ = vectorWidthFor(elementType, graph_, options_);
     while (width_ > 1 && reducedShape_.back() % width_ != 0)
       width_ /= 2;
     chunks_ = columns_ / width_;
