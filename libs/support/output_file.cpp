@@ -63,7 +63,7 @@ std::string followLinks(const std::string &given) {
     if (length < 0)
       fail("cannot write {}: {}", given, std::strerror(errno));
     std::string target(buffer.data(), static_cast<size_t>(length));
-    path = target.starts_with('/') ? target : directoryOf(path) + "/" + target;
+    path = target.starts_with('/') ? target : fmt::format("{}/{}", directoryOf(path), target);
   }
   fail("cannot write {}: too many levels of symbolic links", given);
 }
