@@ -9,7 +9,8 @@ one fails.
 scratch directory, after the files the examples name (x.npy, y.npy,
 expected.npy, model.hlo, gpt2/model.safetensors with its config.json) have
 been made there; examples run in the order printed, so one may use what an
-earlier one wrote (run's gelu.mlir).
+earlier one wrote (run's gelu.mlir); with --gpu, the examples that write a
+file run too, for the GPU examples after them.
 """
 import argparse
 import os
@@ -54,6 +55,12 @@ def needs_gpu(command):
     return False
 
 
+def writes_file(command):
+    """Whether an example writes a file a later one may read (`> gelu.mlir`,
+    `-o FILE`): such examples run in both modes."""
+    return re.search(r"(^|\s)(>|-o)\s", command) is not None
+
+
 def prepare(scratch, testdata):
     if os.path.exists(scratch):
         shutil.rmtree(scratch)
@@ -87,7 +94,7 @@ def main():
             print(f"FAIL: {tool} --help shows no example")
             failures += 1
         for command in listed:
-            if needs_gpu(command) != args.gpu:
+            if needs_gpu(command) != args.gpu and not (args.gpu and writes_file(command)):
                 if args.cpu:
                     print(f"SKIP (needs a GPU; the GPU round runs it): {command}")
                 continue
