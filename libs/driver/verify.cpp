@@ -58,23 +58,27 @@ std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &gr
 
 namespace {
 
-// Default bounds on ||out - ref|| / ||ref||, by the narrowest float type the
-// program stores: a few roundings at the type's precision (bf16 keeps 8
-// significant bits, f16 11, f32 24) with room for reductions; f64 and
-// integer-only programs must match almost exactly.
-constexpr double kBf16Tolerance = 1e-2;
-constexpr double kF16Tolerance = 2e-3;
+// Fixed bounds on ||out - ref|| / ||ref|| where no 16-bit float is stored:
+// f32 with room for reductions; f64 and integer-only programs must match
+// almost exactly.
 constexpr double kF32Tolerance = 1e-5;
 constexpr double kF64Tolerance = 1e-12;
 
-double defaultTolerance(const fe::Graph &graph) {
-  bool bf16 = false, f16 = false, f32 = false;
+// The longest reduction or matmul contraction of the graph: the number of
+// terms one f32 accumulator sums.
+int64_t longestReduction(const fe::Graph &graph) {
+  int64_t longest = 1;
   for (const fe::Node &node : graph.nodes()) {
-    bf16 |= node.dtype == DType::bf16;
-    f16 |= node.dtype == DType::f16;
-    f32 |= node.dtype == DType::f32 && node.kind != fe::OpKind::Constant;
+    if (node.kind == fe::OpKind::Reduce && !node.operands.empty()) {
+      int64_t out = std::max<int64_t>(1, numElements(node.shape));
+      longest = std::max(longest, numElements(graph.node(node.operands[0]).shape) / out);
+    } else if (node.kind == fe::OpKind::MatMul && !node.operands.empty()) {
+      const Shape &a = graph.node(node.operands[0]).shape;
+      if (!a.empty())
+        longest = std::max(longest, a.back());
+    }
   }
-  return bf16 ? kBf16Tolerance : f16 ? kF16Tolerance : f32 ? kF32Tolerance : kF64Tolerance;
+  return longest;
 }
 
 struct OutputCheck {
@@ -89,17 +93,9 @@ std::string describeInputs(const fe::Graph &graph) {
   std::string text;
   for (int id : graph.inputs()) {
     const fe::Node &node = graph.node(id);
-    text += (text.empty() ? "" : " ") + node.name + "=" + formatShape(node.shape);
+    text += fmt::format("{}{}={}", text.empty() ? "" : " ", node.name, formatShape(node.shape));
   }
   return text;
-}
-
-double toleranceOf(const KernelVerifyRequest &request) {
-  if (request.tolerance)
-    return *request.tolerance;
-  if (request.options.dtype == DType::f64)
-    return 1e-12;
-  return request.precision == "tf32" ? kTf32Tolerance : 1e-5;
 }
 
 // The program `what` names: an HLO module (FILE.hlo) or a unit kernel.
@@ -134,16 +130,16 @@ void checkFitsInMemory(const fe::Graph &graph, const std::string &what) {
   }
   if (largest)
     checkHostMemory(fmt::format("checking {} against its float64 reference (its largest tensor{} is {}{})", what,
-                                largest->name.empty() ? "" : " " + largest->name, formatShape(largest->shape),
-                                "x" + std::string(dtypeName(largest->dtype))),
+                                largest->name.empty() ? std::string() : fmt::format(" {}", largest->name),
+                                formatShape(largest->shape), fmt::format("x{}", dtypeName(largest->dtype))),
                     bytes);
 }
 
 // Checks one kernel or HLO module; with --save, its inputs, outputs and
 // reference outputs join `saved` (written all together, or not at all).
-std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerifyRequest &request, uint64_t seed,
-                                     std::string &inputText, OutputFiles &saved) {
-  fe::Program program = programFor(what, request.options);
+std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program &program, double tolerance,
+                                     const KernelVerifyRequest &request, uint64_t seed, std::string &inputText,
+                                     OutputFiles &saved) {
   const fe::Graph &graph = *program.functions.front();
   std::string name = graph.name();
   checkFitsInMemory(graph, labelFor(what));
@@ -153,7 +149,7 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerify
   ref::Values referenceInputs;
   for (auto &[input, tensor] : inputs)
     referenceInputs[input] = ref::fromHost(tensor);
-  ref::Values expected = ref::evaluate(graph, referenceInputs);
+  ref::Values expected = ref::evaluate(graph, referenceInputs, ref::Rounding::ConvertsOnly);
 
   CompileOptions compile;
   compile.target = request.target;
@@ -182,8 +178,6 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerify
     pointers.push_back(buffer.data());
   executable.enqueue(entry, pointers);
 
-  double tolerance = request.tolerance.value_or(
-      request.precision == "tf32" && request.options.dtype != DType::f64 ? kTf32Tolerance : defaultTolerance(graph));
   std::string saveTo = request.saveDirectory.empty() ? "" : request.saveDirectory + "/" + labelFor(what);
   if (!saveTo.empty()) {
     saved.createDirectories(saveTo);
@@ -212,6 +206,27 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const KernelVerify
 
 } // namespace
 
+VerificationBound verificationBound(const fe::Graph &graph, const KernelVerifyRequest &request) {
+  if (request.tolerance)
+    return {*request.tolerance, ""};
+  bool bf16 = false, f16 = false, f32 = false;
+  for (const fe::Node &node : graph.nodes()) {
+    bf16 |= node.dtype == DType::bf16;
+    f16 |= node.dtype == DType::f16;
+    f32 |= node.dtype == DType::f32 && node.kind != fe::OpKind::Constant;
+  }
+  if (bf16 || f16) {
+    int bits = bf16 ? 8 : 11; // significant bits kept: u = 2^-bits
+    int64_t terms = longestReduction(graph);
+    double tolerance = kStoredRoundings * std::ldexp(1.0, -bits) + double(terms) * std::ldexp(1.0, -24);
+    return {tolerance,
+            fmt::format("{}: {} x 2^-{} + {} x 2^-24", bf16 ? "bf16" : "f16", kStoredRoundings, bits, terms)};
+  }
+  if (request.precision == "tf32" && (f32 || request.options.dtype == DType::f32))
+    return {kTf32Tolerance, "tf32"};
+  return {f32 ? kF32Tolerance : kF64Tolerance, ""};
+}
+
 bool verifyKernels(const KernelVerifyRequest &request) {
   checkPrecision(request.precision);
   if (request.precision == "tf32" && (request.target != Target::Gpu || request.options.dtype != DType::f32))
@@ -236,22 +251,40 @@ bool verifyKernels(const KernelVerifyRequest &request) {
   std::string where = request.target == Target::Gpu
                           ? " (" + request.chip + ", " + describeMatmuls(resolved.matmul, request.precision) + ")"
                           : "";
-  std::cout << fmt::format("verify: {} on the {}{}, {}inputs from seed {}, float64 reference, tolerance {:g}{}\n", what,
-                           targetName(request.target), where, inputKind, seed, toleranceOf(request),
-                           request.precision == "tf32" && !request.tolerance ? " (tf32)" : "");
+  std::vector<fe::Program> programs;
+  std::vector<VerificationBound> bounds;
+  for (const std::string &kernel : kernels) {
+    programs.push_back(programFor(kernel, request.options));
+    bounds.push_back(verificationBound(*programs.back().functions.front(), request));
+  }
+  // One bound for all is said once; programs with bounds of their own get
+  // a column.
+  bool oneBound = std::all_of(bounds.begin(), bounds.end(), [&](const VerificationBound &bound) {
+    return bound.tolerance == bounds.front().tolerance && bound.derivation == bounds.front().derivation;
+  });
+  auto describe = [](const VerificationBound &bound) {
+    return bound.derivation.empty() ? fmt::format("{:g}", bound.tolerance)
+                                    : fmt::format("{:.3g} ({})", bound.tolerance, bound.derivation);
+  };
+  std::cout << fmt::format("verify: {} on the {}{}, {}inputs from seed {}, float64 reference, tolerance {}\n", what,
+                           targetName(request.target), where, inputKind, seed,
+                           oneBound ? describe(bounds.front()) : "per program (the bound column)");
   size_t width = 10;
   for (const std::string &kernel : kernels)
     width = std::max(width, labelFor(kernel).size());
-  std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12} {:>12} {:>9}  {}\n", "kernel", width, "inputs", "output",
-                           "rel error", "max abs err", "unwritten", "result");
+  std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12} {:>12} {:>9}  {}{}\n", "kernel", width, "inputs", "output",
+                           "rel error", "max abs err", "unwritten", oneBound ? "" : "bound      ", "result");
   bool allPass = true;
   OutputFiles saved;
-  for (const std::string &kernel : kernels) {
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const std::string &kernel = kernels[k];
     std::string inputs;
-    for (const OutputCheck &check : checkKernel(kernel, resolved, seed, inputs, saved)) {
+    for (const OutputCheck &check :
+         checkKernel(kernel, programs[k], bounds[k].tolerance, resolved, seed, inputs, saved)) {
       allPass &= check.pass;
-      std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}\n", labelFor(kernel), width, inputs,
+      std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}{}\n", labelFor(kernel), width, inputs,
                                check.output, check.relativeError, check.maxAbsError, check.unwritten,
+                               oneBound ? "" : fmt::format("{:<11.3g}", bounds[k].tolerance),
                                check.pass ? "PASS" : "FAIL");
     }
   }

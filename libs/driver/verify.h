@@ -31,9 +31,10 @@ struct KernelVerifyRequest {
   std::string matmul;            // GPU: cublas, generated, "" = cublas where it loads
   std::string precision = "f32"; // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
   std::optional<uint64_t> seed;  // fresh when unset; printed so a failure can be replayed
-  // On ||out - ref|| / ||ref||; default by the narrowest float stored:
-  // 1e-2 (bf16), 2e-3 (f16), 1e-5 (f32), 1e-12 (f64), and with --precision
-  // tf32 kTf32Tolerance.
+  // On ||out - ref|| / ||ref||; default by the narrowest float stored
+  // (verificationBound): for bf16 and f16 from the unit roundoff and the
+  // longest reduction, 1e-5 (f32), 1e-12 (f64), and with --precision tf32
+  // kTf32Tolerance.
   std::optional<double> tolerance;
   std::string saveDirectory; // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
   bool managed = false;      // GPU buffers in managed memory (the tutorial's path)
@@ -48,6 +49,24 @@ struct KernelVerifyRequest {
 // mantissa bits, so each product is off by up to about 2^-10 relative;
 // random-sign sums keep the relative error near 1e-3.
 inline constexpr double kTf32Tolerance = 5e-3;
+
+// The bound a program's outputs are checked against, and how it was
+// reached ("bf16: 4 x 2^-8 + 768 x 2^-24"; empty for a fixed one).
+//
+// The policy for 16-bit storage: the float64 reference runs on the same
+// 16-bit inputs and rounds only where the program converts; the compiled
+// program computes in f32 and rounds each stored result once. Each rounding
+// is off by at most the unit roundoff u (2^-8 bf16, 2^-11 f16), relative;
+// the bound allows kStoredRoundings of them on the way to an output (the
+// output's own and those of results kept in 16 bits between kernels), plus
+// the f32 accumulation of the longest reduction or matmul, K terms at 2^-24
+// each.
+struct VerificationBound {
+  double tolerance;
+  std::string derivation;
+};
+inline constexpr int kStoredRoundings = 4;
+VerificationBound verificationBound(const fe::Graph &graph, const KernelVerifyRequest &request);
 
 // Returns true when every kernel passes; the table goes to stdout.
 bool verifyKernels(const KernelVerifyRequest &request);

@@ -79,8 +79,8 @@ int64_t Tensor::dim(int64_t axis) const { return shape()[normalizeAxis(axis, ran
 // ---- Graph --------------------------------------------------------------------
 
 Graph::Graph(std::string name, DType floatType) : name_(std::move(name)), floatType_(floatType) {
-  if (floatType != DType::f32 && floatType != DType::f64)
-    fail("a graph's float type must be f32 or f64, not {}", dtypeName(floatType));
+  if (!isFloat(floatType))
+    fail("a graph's float type must be f32, f64, bf16 or f16, not {}", dtypeName(floatType));
 }
 
 Graph::Scope::Scope(Graph &graph, const std::string &name) : graph_(graph) {

@@ -26,7 +26,15 @@ Tensor layerNorm(Tensor x, Tensor weight, Tensor bias, double eps) {
 
 Tensor linear(Tensor x, Tensor weight, Tensor bias) { return matmul(x, weight) + bias; }
 
-Tensor causalMask(Graph &graph, int64_t length) { return graph.triu(length, length, 1) * -1e10; }
+double maskedScore(DType dtype) {
+  // f16's largest finite value: -1e10 would round to -inf, and the mask's
+  // 0 * -inf to NaN.
+  return dtype == DType::f16 ? -65504.0 : -1e10;
+}
+
+Tensor causalMask(Graph &graph, int64_t length) {
+  return graph.triu(length, length, 1) * maskedScore(graph.floatType());
+}
 
 // [T, C] -> [H, T, C/H]
 Tensor splitHeads(Tensor x, int64_t heads) {
@@ -94,7 +102,8 @@ Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position,
   }
   {
     Graph::Scope scope(g, "scores");
-    scores = matmul(qh, swapLastAxes(keys)) * scale + g.positionMask(context, position, -1e10); // [H, 1, n_ctx]
+    scores = matmul(qh, swapLastAxes(keys)) * scale +
+             g.positionMask(context, position, maskedScore(g.floatType())); // [H, 1, n_ctx]
   }
   {
     Graph::Scope scope(g, "softmax");

@@ -17,7 +17,10 @@ Tensor softmax(Tensor x);
 Tensor layerNorm(Tensor x, Tensor weight, Tensor bias, double eps = 1e-5);
 // x @ weight + bias, with weight stored [in, out] (GPT-2's Conv1D layout).
 Tensor linear(Tensor x, Tensor weight, Tensor bias);
-// (1 - tri(T)) * -1e10: added to attention scores, it hides future tokens.
+// The score added where attention must not look: -1e10, or f16's most
+// negative finite value (-1e10 is -inf in f16, and 0 * -inf NaN).
+double maskedScore(DType dtype);
+// (1 - tri(T)) * maskedScore: added to attention scores, it hides future tokens.
 Tensor causalMask(fe::Graph &graph, int64_t length);
 // Causal multi-head attention of q, k, v, each [T, C]; returns [T, C].
 // Heads are batched: [T, C] -> [H, T, C/H], so the two products are

@@ -80,7 +80,7 @@ Program traceUnitKernel(const std::string &name, const KernelOptions &options) {
   if (std::find(epilogues.begin(), epilogues.end(), options.epilogue) == epilogues.end())
     fail("--epilogue must be one of {}, not '{}'", fmt::join(epilogues, ", "), options.epilogue);
   if (!isFloat(options.dtype))
-    fail("--dtype must be f32 or f64, not {}", dtypeName(options.dtype));
+    fail("--dtype must be f32, f64, bf16 or f16, not {}", dtypeName(options.dtype));
 
   Program program;
   Graph &g = program.addFunction(name, options.dtype);

@@ -406,10 +406,13 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
 // What the compiled code stores: f16, bf16 and integer results of
 // arithmetic are rounded or wrapped to their type after every op (f32
 // results are kept in float64, the reference's own precision; ops that
-// only move elements cannot leave the type).
-ArrayPtr asStored(const Node &node, ArrayPtr value) {
+// only move elements cannot leave the type). Under ConvertsOnly a 16-bit
+// float is rounded only where the program converts to it.
+ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
                   node.kind == OpKind::Reduce || node.kind == OpKind::MatMul || node.kind == OpKind::Iota;
+  if (rounding == Rounding::ConvertsOnly && isFloat(node.dtype) && node.kind != OpKind::Convert)
+    computes = false;
   if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {
     auto rounded = std::make_shared<Array>(*value);
     for (double &v : rounded->data)
@@ -431,7 +434,7 @@ std::vector<int> lastUses(const fe::Graph &graph) {
 
 } // namespace
 
-Values evaluate(const fe::Graph &graph, const Values &inputs) {
+Values evaluate(const fe::Graph &graph, const Values &inputs, Rounding rounding) {
   const auto &nodes = graph.nodes();
   std::vector<int> lastUse = lastUses(graph);
   std::vector<bool> kept(nodes.size(), false);
@@ -443,7 +446,7 @@ Values evaluate(const fe::Graph &graph, const Values &inputs) {
   std::vector<ArrayPtr> values(nodes.size());
   for (size_t id = 0; id < nodes.size(); ++id) {
     const Node &node = nodes[id];
-    values[id] = asStored(node, evaluateNode(graph, node, values, inputs));
+    values[id] = asStored(node, evaluateNode(graph, node, values, inputs), rounding);
     for (int input : node.operands)
       if (lastUse[input] == static_cast<int>(id) && !kept[input])
         values[input].reset();

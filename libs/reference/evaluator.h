@@ -30,9 +30,16 @@ using Values = std::map<std::string, ArrayPtr>;
 ArrayPtr fromHost(const HostTensor &tensor);
 HostTensor toHost(const Array &array, DType dtype);
 
+// Which 16-bit float results the reference rounds to their type. EveryOp:
+// each op's, as the program's text says (HLO's semantics). ConvertsOnly:
+// only the converts the program asks for; other results stay in float64,
+// the exact answer that verify's bounds for reduced precision are measured
+// from. Integer results wrap to their type either way.
+enum class Rounding { EveryOp, ConvertsOnly };
+
 // Evaluates `graph` on inputs given by name (every input must be given, with
 // its declared shape). Returns every output and probe by name.
 // Intermediate values are freed after their last use.
-Values evaluate(const fe::Graph &graph, const Values &inputs);
+Values evaluate(const fe::Graph &graph, const Values &inputs, Rounding rounding = Rounding::EveryOp);
 
 } // namespace mlpipe::ref

@@ -25,7 +25,9 @@ int main(int argc, char **argv) {
   std::string dtype = "f32", output = "-";
   app.add_option("program", request.program, "What to trace: a kernel, gpt2 or FILE.hlo")->required();
   app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
-  app.add_option("--dtype", dtype, "Float type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  app.add_option("--dtype", dtype, "Float storage type (bf16 and f16 are computed in f32)")
+      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
+      ->capture_default_str();
   app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)")->check(mlpipe::kPositive);
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
   app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a stored transposed ([K, M]), read as a view");

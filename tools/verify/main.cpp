@@ -15,6 +15,10 @@ int main(int argc, char **argv) {
                "  verify gpt2              greedy steps after a prompt (prefill, then decode steps against the\n"
                "                           KV cache), each compared with the float64 reference: embedding,\n"
                "                           block residuals, logits and token\n"
+               "Kernels pass when ||out - ref|| / ||ref|| is under the tolerance: 1e-5 for f32, 1e-12 for f64;\n"
+               "for bf16 and f16 the reference runs on the same 16-bit inputs, rounding only where the\n"
+               "program converts, and the bound is 4 u + K 2^-24 (u = 2^-8 bf16, 2^-11 f16; K the longest\n"
+               "reduction), printed with each run.\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
   app.footer(
       "Examples:\n"
@@ -23,6 +27,7 @@ int main(int argc, char **argv) {
       "  verify matmul --shape 1x768 --shape 50257x768 --transpose-b --target gpu\n"
       "  verify layernorm --input-offset 1e4 --tolerance 1e-2 --target cpu  # near 1e4 f32 keeps ~1e-3 of the spread\n"
       "  verify all --target cpu\n"
+      "  verify all --dtype bf16 --target cpu   # 16-bit storage, f32 arithmetic\n"
       "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
       "  verify model.hlo --target cpu --save out/\n"
       "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny\n"
@@ -34,8 +39,8 @@ int main(int argc, char **argv) {
   app.add_option("--rtol", flags.rtol, "Files: relative tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
   app.add_option("--atol", flags.atol, "Files: absolute tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
   app.add_option("--shape", flags.shapes, "Kernels: shape of each input in order");
-  app.add_option("--dtype", flags.dtype, "Kernels: float type")
-      ->check(CLI::IsMember({"f32", "f64"}))
+  app.add_option("--dtype", flags.dtype, "Kernels: float storage type (bf16 and f16 compute in f32)")
+      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
       ->capture_default_str();
   app.add_option("--batch", request.options.batch, "matmul: batch size")->check(mlpipe::kPositive);
   app.add_option("--heads", request.options.heads, "attention: heads")->capture_default_str();
