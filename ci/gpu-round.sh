@@ -70,6 +70,10 @@ if want verify; then
   step verify.kernels.sm_90 verify all --target gpu --chip sm_90
   step verify.kernels.sm_75 verify all --target gpu --chip sm_75 --format isa
   step verify.kernels.f64 verify all --target gpu --dtype f64
+  step verify.kernels.bf16 verify all --target gpu --dtype bf16
+  step verify.kernels.f16 verify all --target gpu --dtype f16
+  step verify.kernels.bf16.generated verify all --target gpu --dtype bf16 --matmul generated
+  step verify.kernels.bf16.sm_75 verify all --target gpu --dtype bf16 --chip sm_75 --format isa
   step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
   step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75 --format isa
   # The fused attention kernel at GPT-2's shape and at a cut-short last tile.
@@ -195,6 +199,7 @@ if want decode; then
 fi
 if want timings; then
   step bench.kernels bench kernels
+  step bench.kernels.bf16 bench kernels --dtype bf16
   step bench.gpt2 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,64,256,1024 --repeat 10 --warmup 2
   step bench.gpt2.no-graphs bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 --repeat 10 --warmup 2 --no-graphs
   # One row per kernel against the copy floor; the CSV comes back in $logs for
@@ -217,7 +222,9 @@ tail -4 "$logs/gpt2.verify.sublayer.log" "$logs/gpt2.verify.fused.log" 2>/dev/nu
 echo
 tail -6 "$logs/gpt2.generate.sublayer.log" "$logs/gpt2.generate.fused.log" 2>/dev/null
 echo
-cat "$logs/bench.kernels.log" 2>/dev/null
+cat "$logs/bench.kernels.log" "$logs/bench.kernels.bf16.log" 2>/dev/null
+echo
+tail -12 "$logs/verify.kernels.bf16.log" 2>/dev/null
 echo
 cat "$logs/bench.rows.log" 2>/dev/null
 echo

@@ -397,6 +397,89 @@ std::vector<Shape> referenceShapes(const std::string &kernel) {
   return found == shapes.end() ? std::vector<Shape>{} : found->second;
 }
 
+namespace {
+
+// One compiled program timed as bench kernels times a unit kernel: its
+// launches back to back (in a CUDA graph unless --no-graphs), inputs and
+// outputs cycled over more than twice L2. Returns the microseconds per
+// launch and sets `bytes` to what one launch reads and writes.
+double timeProgram(const fe::Program &program, const KernelBenchRequest &request, size_t &bytes) {
+  const fe::Graph &graph = *program.functions.front();
+  const std::string &name = graph.name();
+  CompileOptions compile;
+  compile.target = Target::Gpu;
+  compile.chip = request.chip;
+  Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile));
+  const EntrySignature &entry = executable.entry(name);
+  gpu::Stream stream;
+  gpu::StreamScope current(stream);
+
+  // Inputs and outputs, repeated until they exceed twice L2, so no launch
+  // finds its data left in L2 by the one before.
+  size_t l2 = gpu::deviceL2Bytes();
+  auto inputs = randomInputs(graph, request.seed);
+  bytes = 0;
+  for (auto &[input, tensor] : inputs)
+    bytes += tensor.byteSize();
+  for (const TensorSpec &spec : entry.outputs)
+    bytes += static_cast<size_t>(byteSize(spec.shape, spec.dtype));
+  size_t sets = std::max<size_t>(1, (2 * l2 + bytes - 1) / bytes);
+  std::vector<TargetBuffer> buffers;
+  std::vector<std::vector<void *>> pointers(sets);
+  for (size_t set = 0; set < sets; ++set) {
+    for (auto &[input, tensor] : inputs) {
+      buffers.emplace_back(Target::Gpu, tensor.byteSize());
+      buffers.back().upload(tensor.data(), tensor.byteSize());
+      pointers[set].push_back(buffers.back().data());
+    }
+    for (const TensorSpec &spec : entry.outputs) {
+      buffers.emplace_back(Target::Gpu, static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
+      pointers[set].push_back(buffers.back().data());
+    }
+  }
+  auto launchAll = [&] {
+    for (int i = 0; i < request.repeat; ++i)
+      executable.enqueue(entry, pointers[size_t(i) % sets]);
+  };
+  // At least one launch before any capture, so the kernel is loaded.
+  for (int i = 0; i < std::max(1, request.warmup); ++i)
+    executable.enqueue(entry, pointers[size_t(i) % sets]);
+  gpu::Graph replay;
+  bool graphs = request.graphs && executable.capturable();
+  if (graphs)
+    replay.capture(stream, launchAll);
+  std::vector<double> timings;
+  for (int round = 0; round < 5; ++round) {
+    gpu::EventTimer timer;
+    timer.start();
+    if (graphs)
+      replay.launch(stream);
+    else
+      launchAll();
+    timer.stop();
+    timings.push_back(timer.milliseconds() * 1000.0 / request.repeat);
+  }
+  return median(timings);
+}
+
+// The copy floor of `bytes` moved (half read, half written): the better of
+// the driver's device-to-device copy and mlpipe's own vectorised copy (a
+// loop kernel over f32 that negates, which costs nothing next to its
+// memory traffic), both timed now.
+double copyFloorMicroseconds(size_t bytes, const KernelBenchRequest &request, const char *&which) {
+  double driver = gpu::copyMilliseconds(bytes / 2) * 1000.0;
+  fe::Program program;
+  fe::Graph &g = program.addFunction("copy", DType::f32);
+  int64_t elements = std::max<int64_t>(1, int64_t(bytes / 2 / sizeof(float)));
+  g.output("y", -g.input("x", {elements}));
+  size_t copyBytes = 0;
+  double kernel = timeProgram(program, request, copyBytes) * double(bytes) / double(copyBytes);
+  which = kernel < driver ? "kernel" : "driver";
+  return std::min(driver, kernel);
+}
+
+} // namespace
+
 void benchKernels(const KernelBenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0)
     fail("--repeat must be positive and --warmup not negative");
@@ -418,13 +501,12 @@ void benchKernels(const KernelBenchRequest &request) {
   size_t l2 = gpu::deviceL2Bytes();
   std::cout << fmt::format("bench kernels on the gpu ({}, compiled for {}), {}; per launch: the median of 5 timings of "
                            "{} back-to-back launches after {}, {}; inputs cycled over more than twice L2 ({:.0f} "
-                           "MiB); floor: a device-to-device copy moving the same bytes, timed now\n",
+                           "MiB); floor: the best copy of the same bytes timed now (the driver's device-to-device "
+                           "copy or mlpipe's vectorised copy kernel)\n",
                            gpu::deviceName(), request.chip, dtypeName(request.options.dtype), request.repeat,
                            request.warmup, request.graphs ? "in a CUDA graph" : "launched directly", double(l2) / kMiB);
-  std::cout << fmt::format("{:<10} {:<24} {:>10} {:>9} {:>10} {:>7} {:>9}\n", "kernel", "shape", "us", "GB/s",
-                           "floor us", "ratio", "TFLOP/s");
-  gpu::Stream stream;
-  gpu::StreamScope current(stream);
+  std::cout << fmt::format("{:<10} {:<24} {:>10} {:>9} {:>10} {:>7} {:>9}  {}\n", "kernel", "shape", "us", "GB/s",
+                           "floor us", "ratio", "TFLOP/s", "floor by");
   for (const std::string &name : kernels) {
     KernelOptions options = request.options;
     if (options.shapes.empty())
@@ -433,69 +515,20 @@ void benchKernels(const KernelBenchRequest &request) {
     const fe::Graph &graph = *program.functions.front();
     std::string shapeText;
     for (int id : graph.inputs())
-      shapeText += (shapeText.empty() ? "" : " ") + formatShape(graph.node(id).shape);
-    CompileOptions compile;
-    compile.target = Target::Gpu;
-    compile.chip = request.chip;
-    Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile));
-    const EntrySignature &entry = executable.entry(name);
-
-    // Inputs and outputs, repeated until they exceed twice L2, so no launch
-    // finds its data left in L2 by the one before.
-    auto inputs = randomInputs(graph, request.seed);
+      shapeText += fmt::format("{}{}", shapeText.empty() ? "" : " ", formatShape(graph.node(id).shape));
     size_t bytes = 0;
-    for (auto &[input, tensor] : inputs)
-      bytes += tensor.byteSize();
-    for (const TensorSpec &spec : entry.outputs)
-      bytes += static_cast<size_t>(byteSize(spec.shape, spec.dtype));
-    size_t sets = std::max<size_t>(1, (2 * l2 + bytes - 1) / bytes);
-    std::vector<TargetBuffer> buffers;
-    std::vector<std::vector<void *>> pointers(sets);
-    for (size_t set = 0; set < sets; ++set) {
-      for (auto &[input, tensor] : inputs) {
-        buffers.emplace_back(Target::Gpu, tensor.byteSize());
-        buffers.back().upload(tensor.data(), tensor.byteSize());
-        pointers[set].push_back(buffers.back().data());
-      }
-      for (const TensorSpec &spec : entry.outputs) {
-        buffers.emplace_back(Target::Gpu, static_cast<size_t>(byteSize(spec.shape, spec.dtype)));
-        pointers[set].push_back(buffers.back().data());
-      }
-    }
-    auto launchAll = [&] {
-      for (int i = 0; i < request.repeat; ++i)
-        executable.enqueue(entry, pointers[size_t(i) % sets]);
-    };
-    // At least one launch before any capture, so the kernel is loaded.
-    for (int i = 0; i < std::max(1, request.warmup); ++i)
-      executable.enqueue(entry, pointers[size_t(i) % sets]);
-    gpu::Graph replay;
-    bool graphs = request.graphs && executable.capturable();
-    if (graphs)
-      replay.capture(stream, launchAll);
-    std::vector<double> timings;
-    for (int round = 0; round < 5; ++round) {
-      gpu::EventTimer timer;
-      timer.start();
-      if (graphs)
-        replay.launch(stream);
-      else
-        launchAll();
-      timer.stop();
-      timings.push_back(timer.milliseconds() * 1000.0 / request.repeat);
-    }
-    double microseconds = median(timings);
-    // A copy of half the bytes reads half and writes half: the same bytes
-    // moved as the kernel's reads plus writes.
-    double floor = gpu::copyMilliseconds(bytes / 2) * 1000.0;
+    double microseconds = timeProgram(program, request, bytes);
+    const char *floorBy = "";
+    double floor = copyFloorMicroseconds(bytes, request, floorBy);
     double flops = 0;
     if (name == "matmul") {
-      const Shape &a = inputs[0].second.shape();
-      flops = 2.0 * double(numElements(entry.outputs[0].shape)) * double(a.back());
+      const Shape &a = graph.node(graph.inputs()[0]).shape;
+      const Shape &out = graph.node(graph.outputs().begin()->second).shape;
+      flops = 2.0 * double(numElements(out)) * double(a.back());
     }
-    std::cout << fmt::format("{:<10} {:<24} {:>10.2f} {:>9.0f} {:>10.2f} {:>6.2f}x {:>9}\n", name, shapeText,
+    std::cout << fmt::format("{:<10} {:<24} {:>10.2f} {:>9.0f} {:>10.2f} {:>6.2f}x {:>9}  {}\n", name, shapeText,
                              microseconds, double(bytes) / (microseconds * 1e-6) / 1e9, floor, microseconds / floor,
-                             flops > 0 ? fmt::format("{:.2f}", flops / (microseconds * 1e-6) / 1e12) : "-")
+                             flops > 0 ? fmt::format("{:.2f}", flops / (microseconds * 1e-6) / 1e12) : "-", floorBy)
               << std::flush;
   }
 }

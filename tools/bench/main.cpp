@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
   kernelsCommand->add_option("--shape", shapes,
                              "Shape of each input in order (default: each kernel's reference shape)");
   kernelsCommand->add_option("--dtype", dtype, "Float type")
-      ->check(CLI::IsMember({"f32", "f64"}))
+      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
       ->capture_default_str();
   kernelsCommand->add_option("--batch", kernels.options.batch, "matmul: batch size");
   kernelsCommand->add_option("--heads", kernels.options.heads, "attention: heads")->capture_default_str();
