@@ -15,23 +15,28 @@
 
 namespace mlpipe::fe::hlo {
 
+const std::map<std::string_view, DType> &elementTypes() {
+  static const std::map<std::string_view, DType> types = {
+      {"pred", DType::i1},   {"s8", DType::i8},   {"s16", DType::i16}, {"s32", DType::i32}, {"s64", DType::i64},
+      {"u8", DType::u8},     {"u16", DType::u16}, {"u32", DType::u32}, {"u64", DType::u64}, {"f16", DType::f16},
+      {"bf16", DType::bf16}, {"f32", DType::f32}, {"f64", DType::f64},
+  };
+  return types;
+}
+
+std::string elementTypeList() {
+  static const char *order[] = {"pred", "s8",  "s16", "s32",  "s64", "u8", "u16",
+                                "u32",  "u64", "f16", "bf16", "f32", "f64"};
+  std::string list;
+  for (size_t i = 0; i < std::size(order); ++i)
+    list += std::string(i == 0 ? "" : i + 1 == std::size(order) ? " and " : ", ") + order[i];
+  return list;
+}
+
 const char *hloTypeName(DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return "f32";
-  case DType::f64:
-    return "f64";
-  case DType::f16:
-    return "f16";
-  case DType::bf16:
-    return "bf16";
-  case DType::i32:
-    return "s32";
-  case DType::i64:
-    return "s64";
-  case DType::i1:
-    return "pred";
-  }
+  for (auto &[name, type] : elementTypes())
+    if (type == dtype)
+      return name.data();
   return "?";
 }
 

@@ -38,6 +38,11 @@ struct Value {
   bool defaultLayout = true; // as its instruction declares it (bitcast reads this)
 };
 
+// The element types mlpipe reads, by HLO's names ("s32", "pred"), and
+// their list as messages give it ("pred, s8, ... and f64").
+const std::map<std::string_view, DType> &elementTypes();
+std::string elementTypeList();
+
 // HLO's spelling of an element type ("s32", "pred") and of an array shape
 // ("f32[2,3]").
 const char *hloTypeName(DType dtype);
