@@ -10,6 +10,7 @@
 
 #include "test_support.h"
 
+#include "frontend/hlo/hlo_builder.h"
 #include "frontend/hlo_reader.h"
 #include "frontend/mlir_emitter.h"
 #include "reference/evaluator.h"
@@ -18,6 +19,7 @@
 
 #include <numeric>
 #include <random>
+#include <set>
 
 using namespace mlpipe;
 using namespace mlpipe::fe;
@@ -111,6 +113,30 @@ FunctionNames
 FileLocations
 StackFrames
 )") == reference);
+}
+
+// Every op `trace --list-ops` lists is one the builder reads (not one it
+// refuses), once; every unary and binary opcode is listed; and the list
+// prints one line per op.
+BOOST_AUTO_TEST_CASE(the_list_of_ops_is_what_the_reader_reads) {
+  std::set<std::string_view> listed;
+  for (const hlo::SupportedOp &op : hlo::supportedOps()) {
+    BOOST_TEST(listed.insert(op.opcode).second, op.opcode << " is listed twice");
+    BOOST_TEST(!hlo::unsupportedOpcodes().count(op.opcode), op.opcode << " is listed and refused");
+  }
+  for (auto &[opcode, fn] : hlo::unaryOpcodes())
+    BOOST_TEST(listed.count(opcode), opcode << " is read but not listed");
+  for (auto &[opcode, fn] : hlo::binaryOpcodes())
+    BOOST_TEST(listed.count(opcode), opcode << " is read but not listed");
+  std::string text = listHloOps();
+  BOOST_TEST(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) == listed.size());
+  BOOST_TEST(text.find("reduce ") != std::string::npos);
+  // An op off the list is refused by name, with its shape and place.
+  BOOST_TEST(messageOf([] {
+               readHlo("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT s = f32[2] cbrt(p)\n}", "x.hlo");
+             }) ==
+             "x.hlo:4:19: error: cbrt %s of shape f32[2] is not supported: `trace --list-ops` lists the ops mlpipe "
+             "reads");
 }
 
 BOOST_AUTO_TEST_CASE(names_inputs_in_parameter_order_and_outputs_by_position) {

@@ -347,6 +347,8 @@ void Builder::checkDeclared(const Instruction &ins, const ShapeText &declared, c
 Value Builder::buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
                                 const std::vector<Value> &arguments, bool isEntry, int depth) {
   const std::string &op = ins.opcode;
+  if (!findSupportedOp(op)) // the one list of what is read
+    refuse(ins);
   if (op == "parameter")
     return buildParameter(ins, arguments, isEntry);
   if (op == "constant")
@@ -363,7 +365,7 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return tupleElement(ins, operands);
   if (op == "call" || op == "fusion")
     return inlineCall(ins, operands, depth);
-  refuse(ins);
+  failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 
 // An entry parameter is its input; any other computation's is what the
@@ -415,10 +417,8 @@ Value Builder::inlineCall(const Instruction &ins, const std::vector<const Value 
 void Builder::refuse(const Instruction &ins) const {
   const std::string &op = ins.opcode;
   if (unsupportedOpcodes().count(op))
-    fail(ins.opcodeLoc, fmt::format("{} %{} is not supported: mlpipe reads elementwise arithmetic and math, "
-                                    "compare, select, convert, broadcast, reshape, bitcast, transpose, slice, "
-                                    "concatenate, pad, iota, reduce, dot, gather, tuples, call and fusion",
-                                    op, ins.name));
+    fail(ins.opcodeLoc, fmt::format("{} %{}{} is not supported: `trace --list-ops` lists the ops mlpipe reads", op,
+                                    ins.name, ins.shape ? " of shape " + shapeWithoutLayout(*ins.shape) : ""));
   fail(ins.opcodeLoc, fmt::format("unknown HLO op '{}' in %{}", printable(op), ins.name));
 }
 

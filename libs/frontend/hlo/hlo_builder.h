@@ -52,6 +52,15 @@ std::string hloShape(DType dtype, const Shape &dims);
 // row-major layout.
 bool hasDefaultLayout(const ShapeText &shape);
 
+// An op the reader reads, and what it reads of it ("" when it reads every
+// form): the single list `trace --list-ops` prints and the builder lets
+// through (hlo_opcodes.cpp).
+struct SupportedOp {
+  std::string_view opcode, limits;
+};
+const std::vector<SupportedOp> &supportedOps();
+const SupportedOp *findSupportedOp(std::string_view opcode);
+
 // The opcodes recorded as the graph's unary and binary functions, and every
 // opcode XLA knows that mlpipe does not read (to tell "not supported" from
 // "unknown").
