@@ -115,6 +115,28 @@ StackFrames
 )") == reference);
 }
 
+// A fragment (no HloModule header, no ENTRY: the last computation is the
+// entry) reads as the module that wraps it, but for the name it takes from
+// its entry computation.
+BOOST_AUTO_TEST_CASE(fragments_read_as_their_module) {
+  std::string fragment = R"(// a comment first
+helper {
+  x = f32[4,8] parameter(0)
+  ROOT e = f32[4,8] exponential(x)
+}
+main.4 {
+  Arg_0.1 = f32[4,8]{1,0} parameter(0)
+  exponential.2 = f32[4,8]{1,0} call(Arg_0.1), to_apply=helper
+  ROOT tanh.3 = f32[4,8]{1,0} tanh(exponential.2)
+})";
+  std::string mlir = emitted(fragment);
+  std::string module = emitted(std::string("HloModule main_4\n") + fragment);
+  BOOST_TEST(mlir == module);
+  BOOST_TEST(mlir.find("func.func @main_4(") != std::string::npos);
+  BOOST_TEST(emitted("ENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}").find("@e(") !=
+             std::string::npos);
+}
+
 // Every op `trace --list-ops` lists is one the builder reads (not one it
 // refuses), once; every unary and binary opcode is listed; and the list
 // prints one line per op.
@@ -347,6 +369,9 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_place_in_one_line) {
   auto refusal = [](std::string_view text) { return messageOf([&] { readHlo(text, "x.hlo"); }); };
   BOOST_TEST(refusal("") == "x.hlo:1:1: error: the file is empty: expected an HLO module ('HloModule NAME' and its "
                             "computations)");
+  BOOST_TEST(refusal("module {\n  func.func @f() {\n  }\n}") ==
+             "x.hlo:1:1: error: expected 'HloModule' or a computation ('NAME {' and its instructions) at the start of "
+             "an HLO module, found 'module'");
   BOOST_TEST(refusal("HloModule m") == "x.hlo:1:11: error: the module has no computations");
   BOOST_TEST(refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(0)\n}") ==
              "x.hlo:4:14: error: parameter %q: parameter number 0 is negative or used twice");
