@@ -161,6 +161,30 @@ BOOST_AUTO_TEST_CASE(the_list_of_ops_is_what_the_reader_reads) {
              "reads");
 }
 
+// A result layout other than the default (JAX's {0,1,2} for a transpose)
+// says how XLA lays the result out in memory; the values, returned
+// row-major, are the same. A layout that names other shapes than the
+// entry's is still refused.
+BOOST_AUTO_TEST_CASE(a_result_layout_leaves_the_values_in_logical_order) {
+  std::string_view plain = R"(HloModule m
+ENTRY e {
+  x = f32[2,3,4]{2,1,0} parameter(0)
+  ROOT t = f32[4,3,2]{2,1,0} transpose(x), dimensions={2,1,0}
+})";
+  std::string_view laidOut = R"(HloModule m, entry_computation_layout={(f32[2,3,4]{2,1,0})->f32[4,3,2]{0,1,2}}
+ENTRY e {
+  x = f32[2,3,4]{2,1,0} parameter(0)
+  ROOT t = f32[4,3,2]{0,1,2} transpose(x), dimensions={2,1,0}
+})";
+  BOOST_TEST(emitted(plain) == emitted(laidOut));
+  BOOST_TEST(messageOf([] {
+               readHlo("HloModule m, entry_computation_layout={(f32[2]{0})->f32[3]{0}}\nENTRY e {\n  ROOT x = f32[2] "
+                       "parameter(0)\n}",
+                       "x.hlo");
+             }) == "x.hlo:1:53: error: entry_computation_layout gives the result the shape f32[3], but the ENTRY's "
+                   "ROOT %x is f32[2]");
+}
+
 BOOST_AUTO_TEST_CASE(names_inputs_in_parameter_order_and_outputs_by_position) {
   Program program = readHlo(R"(HloModule m
 ENTRY e {

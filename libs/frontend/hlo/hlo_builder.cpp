@@ -102,13 +102,12 @@ Program Builder::build() {
   const Computation &entry = module_.computations[module_.entry];
   checkEntryLayout(entry);
   createInputs(entry);
+  // The result's layout, in the ROOT's shape or entry_computation_layout,
+  // says how XLA would lay it out in memory (JAX writes {0,1,2} for a
+  // transpose): its values are the same, and mlpipe returns them row-major,
+  // the logical order JAX hands to NumPy.
   Value root = evaluate(module_.entry, {}, 0, entry.loc);
   const Instruction &rootInstruction = entry.instructions[entry.root];
-  if (rootInstruction.shape && !hasDefaultLayout(*rootInstruction.shape))
-    failAt(source_, rootInstruction.shape->loc,
-           fmt::format("the ROOT %{} of the entry computation has a non-default layout: its values would be "
-                       "returned in another order than row-major; mlpipe needs the default layout there",
-                       rootInstruction.name));
   std::vector<Tensor> outputs;
   flatten(root, outputs);
   if (outputs.empty())
@@ -171,9 +170,6 @@ void Builder::checkEntryLayout(const Computation &entry) const {
            fmt::format("entry_computation_layout gives parameter {} a non-default layout; mlpipe passes every "
                        "argument in row-major order",
                        i));
-  if (!hasDefaultLayout(result))
-    fail(result.loc, "entry_computation_layout gives the result a non-default layout; mlpipe returns every result "
-                     "in row-major order");
 }
 
 // The entry's parameters become the function's inputs, in parameter order,
