@@ -6,6 +6,7 @@
 #include "support/memory.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -57,15 +58,35 @@ int64_t checkedProduct(int64_t a, int64_t b, const char *op) {
 // tensor of its own family.
 int typeFamily(DType dtype) { return isFloat(dtype) ? 0 : isInteger(dtype) ? 1 : 2; }
 
-int64_t integerMinimum(DType dtype) {
-  return dtype == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+// Two's complement arithmetic on 64 bits, the result's low bits read in
+// `dtype` (wrap-around).
+double wrapped(DType dtype, uint64_t bits) { return integerValue(dtype, bits); }
+
+// An integer element's bits, sign-extended (signed types) or
+// zero-extended (unsigned ones) to 64: what the integer functions compute on.
+int64_t signedBits(DType dtype, double value) {
+  uint64_t bits = integerBits(value);
+  int width = bitWidth(dtype);
+  if (width < 64) {
+    uint64_t mask = (uint64_t(1) << width) - 1;
+    bits &= mask;
+    if (!isUnsigned(dtype) && (bits >> (width - 1)) & 1)
+      bits |= ~mask;
+  }
+  return static_cast<int64_t>(bits);
 }
 
-int64_t asInt64(double value) { return saturatingInt64(value); }
-
-// Two's complement arithmetic on int64, wrapped to `dtype` afterwards.
-double wrapped(DType dtype, uint64_t bits) {
-  return storedValue(dtype, static_cast<double>(static_cast<int64_t>(bits)));
+// The bits of `value` as an element of `dtype`, sign-extended from its
+// width whatever its signedness: what an arithmetic shift reads.
+int64_t signExtended(DType dtype, double value) {
+  uint64_t bits = integerBits(value);
+  int width = bitWidth(dtype);
+  if (width < 64) {
+    bits &= (uint64_t(1) << width) - 1;
+    if ((bits >> (width - 1)) & 1)
+      bits |= ~((uint64_t(1) << width) - 1);
+  }
+  return static_cast<int64_t>(bits);
 }
 
 } // namespace
@@ -229,7 +250,30 @@ double applyUnary(UnaryFn fn, double x) {
     return std::log(x);
   case UnaryFn::Abs:
     return std::fabs(x);
+  case UnaryFn::Sin:
+    return std::sin(x);
+  case UnaryFn::Cos:
+    return std::cos(x);
+  case UnaryFn::Tan:
+    return std::tan(x);
+  case UnaryFn::Erf:
+    return std::erf(x);
+  case UnaryFn::Expm1:
+    return std::expm1(x);
+  case UnaryFn::Log1p:
+    return std::log1p(x);
+  case UnaryFn::Floor:
+    return std::floor(x);
+  case UnaryFn::Ceil:
+    return std::ceil(x);
+  case UnaryFn::RoundEven: // the default rounding mode: to nearest, ties to even
+    return std::nearbyint(x);
+  case UnaryFn::RoundAway:
+    return std::round(x);
+  case UnaryFn::Sign: // +-0 and NaN are their own sign
+    return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
   case UnaryFn::Not: // integers and i1 only: see the typed form
+  case UnaryFn::Popcnt:
     return x;
   }
   return x;
@@ -245,14 +289,22 @@ double applyBinary(BinaryFn fn, double a, double b) {
     return a * b;
   case BinaryFn::Div:
     return a / b;
-  case BinaryFn::Max:
-    return std::max(a, b);
+  case BinaryFn::Max: // NaN wins, as XLA's maximum and minimum
+    return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
   case BinaryFn::Min:
-    return std::min(a, b);
+    return std::isnan(a) || std::isnan(b) ? a + b : std::min(a, b);
   case BinaryFn::Pow:
     return std::pow(a, b);
+  case BinaryFn::Atan2:
+    return std::atan2(a, b);
+  case BinaryFn::Rem:
+    return std::fmod(a, b);
   case BinaryFn::And: // integers and i1 only: see the typed form
   case BinaryFn::Or:
+  case BinaryFn::Xor:
+  case BinaryFn::ShiftLeft:
+  case BinaryFn::ShiftRightLogical:
+  case BinaryFn::ShiftRightArithmetic:
     return a;
   }
   return a;
@@ -262,15 +314,21 @@ double applyUnary(UnaryFn fn, double x, DType dtype) {
   if (isFloat(dtype))
     return applyUnary(fn, x);
   if (dtype == DType::i1)
-    return fn == UnaryFn::Not ? (x != 0 ? 0.0 : 1.0) : x;
-  auto value = static_cast<uint64_t>(asInt64(x));
+    return fn == UnaryFn::Not ? (x != 0 ? 0.0 : 1.0) : fn == UnaryFn::Popcnt ? (x != 0 ? 1.0 : 0.0) : x;
+  bool isSigned = !isUnsigned(dtype);
+  int64_t value = signedBits(dtype, x);
+  auto bits = static_cast<uint64_t>(value);
   switch (fn) {
   case UnaryFn::Neg:
-    return wrapped(dtype, ~value + 1);
-  case UnaryFn::Abs:
-    return asInt64(x) < 0 ? wrapped(dtype, ~value + 1) : x;
+    return wrapped(dtype, ~bits + 1);
+  case UnaryFn::Abs: // |INT_MIN| wraps to INT_MIN
+    return isSigned && value < 0 ? wrapped(dtype, ~bits + 1) : wrapped(dtype, bits);
   case UnaryFn::Not:
-    return wrapped(dtype, ~value);
+    return wrapped(dtype, ~bits);
+  case UnaryFn::Sign:
+    return isSigned ? (value > 0) - (value < 0) : bits != 0;
+  case UnaryFn::Popcnt: // of the element's own bits, not of its 64-bit extension
+    return std::popcount(bitWidth(dtype) < 64 ? bits & ((uint64_t(1) << bitWidth(dtype)) - 1) : bits);
   default:
     return x;
   }
@@ -288,12 +346,18 @@ double applyBinary(BinaryFn fn, double a, double b, DType dtype) {
     case BinaryFn::Or:
     case BinaryFn::Max:
       return x || y;
+    case BinaryFn::Xor:
+      return x != y;
     default:
       return a;
     }
   }
-  int64_t x = asInt64(a), y = asInt64(b);
+  bool isSigned = !isUnsigned(dtype);
+  int width = bitWidth(dtype);
+  int64_t x = signedBits(dtype, a), y = signedBits(dtype, b);
   auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+  // A shift amount is unsigned: from the width up every bit is shifted out.
+  uint64_t amount = width < 64 ? uy & ((uint64_t(1) << width) - 1) : uy;
   switch (fn) {
   case BinaryFn::Add:
     return wrapped(dtype, ux + uy);
@@ -301,12 +365,22 @@ double applyBinary(BinaryFn fn, double a, double b, DType dtype) {
     return wrapped(dtype, ux - uy);
   case BinaryFn::Mul:
     return wrapped(dtype, ux * uy);
-  case BinaryFn::Div:
+  case BinaryFn::Div: // x / 0 is all ones; INT_MIN / -1 wraps to INT_MIN
     if (y == 0)
-      return -1;
-    if (x == integerMinimum(dtype) && y == -1)
-      return a;
-    return static_cast<double>(x / y);
+      return wrapped(dtype, ~uint64_t(0));
+    if (!isSigned)
+      return wrapped(dtype, ux / uy);
+    if (y == -1)
+      return wrapped(dtype, ~ux + 1);
+    return wrapped(dtype, static_cast<uint64_t>(x / y));
+  case BinaryFn::Rem: // x % 0 is x; INT_MIN % -1 is 0; the sign is the dividend's
+    if (y == 0)
+      return wrapped(dtype, ux);
+    if (!isSigned)
+      return wrapped(dtype, ux % uy);
+    if (y == -1)
+      return 0;
+    return wrapped(dtype, static_cast<uint64_t>(x % y));
   case BinaryFn::Max:
     return std::max(a, b);
   case BinaryFn::Min:
@@ -315,7 +389,21 @@ double applyBinary(BinaryFn fn, double a, double b, DType dtype) {
     return wrapped(dtype, ux & uy);
   case BinaryFn::Or:
     return wrapped(dtype, ux | uy);
+  case BinaryFn::Xor:
+    return wrapped(dtype, ux ^ uy);
+  case BinaryFn::ShiftLeft:
+    return amount >= static_cast<uint64_t>(width) ? 0 : wrapped(dtype, ux << amount);
+  case BinaryFn::ShiftRightLogical: { // on the element's own bits
+    uint64_t own = width < 64 ? ux & ((uint64_t(1) << width) - 1) : ux;
+    return amount >= static_cast<uint64_t>(width) ? 0 : wrapped(dtype, own >> amount);
+  }
+  case BinaryFn::ShiftRightArithmetic: { // fills with the element's top bit, signed or not
+    int64_t extended = signExtended(dtype, a);
+    uint64_t shift = std::min<uint64_t>(amount, static_cast<uint64_t>(width - 1));
+    return wrapped(dtype, static_cast<uint64_t>(extended >> shift));
+  }
   case BinaryFn::Pow:
+  case BinaryFn::Atan2:
     return a;
   }
   return a;
@@ -342,13 +430,13 @@ bool applyCompare(CompareFn fn, double a, double b) {
 double convertValue(double value, DType from, DType to) {
   if (to == DType::i1)
     return value != 0 ? 1.0 : 0.0;
-  if (isFloat(to) || !isFloat(from))
+  if (isFloat(to))
     return storedValue(to, value);
+  if (!isFloat(from)) // the source's bits, sign- or zero-extended, then truncated to the target's width
+    return integerValue(to, integerBits(value));
   if (std::isnan(value))
     return 0;
-  double low = static_cast<double>(integerMinimum(to));
-  double high = to == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
-  return storedValue(to, std::clamp(std::trunc(value), low, high));
+  return storedValue(to, std::clamp(std::trunc(value), integerMinimum(to), integerMaximum(to)));
 }
 
 // An elementwise function of constants is folded into a constant, so emitted
@@ -356,9 +444,22 @@ double convertValue(double value, DType from, DType to) {
 Tensor Graph::unary(UnaryFn fn, Tensor x) {
   checkOwned(x, "unary");
   DType dtype = x.dtype();
-  bool allowed = fn == UnaryFn::Not                         ? isInteger(dtype) || dtype == DType::i1
-                 : fn == UnaryFn::Neg || fn == UnaryFn::Abs ? isFloat(dtype) || isInteger(dtype)
-                                                            : isFloat(dtype);
+  bool allowed = false;
+  switch (fn) {
+  case UnaryFn::Not:
+    allowed = isInteger(dtype) || dtype == DType::i1;
+    break;
+  case UnaryFn::Neg:
+  case UnaryFn::Abs:
+  case UnaryFn::Sign:
+    allowed = isFloat(dtype) || isInteger(dtype);
+    break;
+  case UnaryFn::Popcnt:
+    allowed = isInteger(dtype);
+    break;
+  default:
+    allowed = isFloat(dtype);
+  }
   if (!allowed)
     fail("this elementwise function does not apply to a {} tensor", dtypeName(dtype));
   if (node(x.id()).kind == OpKind::Constant)
@@ -371,9 +472,25 @@ Tensor Graph::binary(BinaryFn fn, Tensor a, Tensor b) {
   checkOwned(a, "binary");
   checkOwned(b, "binary");
   DType dtype = commonType({a, b}, "elementwise arithmetic");
-  bool allowed = fn == BinaryFn::And || fn == BinaryFn::Or ? isInteger(dtype) || dtype == DType::i1
-                 : fn == BinaryFn::Pow                     ? isFloat(dtype)
-                                                           : isFloat(dtype) || isInteger(dtype);
+  bool allowed = false;
+  switch (fn) {
+  case BinaryFn::And:
+  case BinaryFn::Or:
+  case BinaryFn::Xor:
+    allowed = isInteger(dtype) || dtype == DType::i1;
+    break;
+  case BinaryFn::Pow:
+  case BinaryFn::Atan2:
+    allowed = isFloat(dtype);
+    break;
+  case BinaryFn::ShiftLeft:
+  case BinaryFn::ShiftRightLogical:
+  case BinaryFn::ShiftRightArithmetic:
+    allowed = isInteger(dtype);
+    break;
+  default:
+    allowed = isFloat(dtype) || isInteger(dtype);
+  }
   if (!allowed)
     fail("this elementwise arithmetic does not apply to {} tensors", dtypeName(dtype));
   if (node(a.id()).kind == OpKind::Constant && node(b.id()).kind == OpKind::Constant)

@@ -49,11 +49,54 @@ enum class OpKind {
   PositionMask, // 0 up to a run-time position, a large negative value after it
 };
 
-// Integer forms (Neg, Abs on i32/i64; Not on i1/i32/i64; Add..Min, And, Or)
-// follow XLA: two's complement wrap-around, bitwise Not/And/Or, and integer
-// division that truncates, with x / 0 = -1 and INT_MIN / -1 = INT_MIN.
-enum class UnaryFn { Neg, Exp, Tanh, Sqrt, Rsqrt, Log, Abs, Not };
-enum class BinaryFn { Add, Sub, Mul, Div, Max, Min, Pow, And, Or };
+// Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
+// Add..Min, Rem, And, Or, Xor, the shifts) follow XLA: two's complement
+// wrap-around, bitwise Not/And/Or/Xor, division and remainder that
+// truncate, with x / 0 = -1 (all ones), x % 0 = x, INT_MIN / -1 = INT_MIN
+// and INT_MIN % -1 = 0. A shift amount is read as unsigned: from the bit
+// width up, left and logical right shifts give 0 and the arithmetic right
+// shift gives the sign (0 or -1). On floats, Sign keeps +-0 and NaN, Rem is
+// C's fmod (the dividend's sign), RoundEven rounds halves to even and
+// RoundAway away from zero; and on floats Max and Min propagate NaN.
+enum class UnaryFn {
+  Neg,
+  Exp,
+  Tanh,
+  Sqrt,
+  Rsqrt,
+  Log,
+  Abs,
+  Not,
+  Sin,
+  Cos,
+  Tan,
+  Erf,
+  Expm1,
+  Log1p,
+  Floor,
+  Ceil,
+  RoundEven,
+  RoundAway,
+  Sign,
+  Popcnt,
+};
+enum class BinaryFn {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Min,
+  Pow,
+  And,
+  Or,
+  Atan2,
+  Rem,
+  Xor,
+  ShiftLeft,
+  ShiftRightLogical,
+  ShiftRightArithmetic,
+};
 enum class ReduceFn { Sum, Max, Min, Prod };
 enum class CompareFn { Eq, Ne, Lt, Le, Gt, Ge };
 

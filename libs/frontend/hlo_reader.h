@@ -13,8 +13,8 @@
 // gives a function `jit_f` with input "Arg_0.1" and output "y" (a root
 // tuple gives y0, y1, ...). `call` and `fusion` are inlined, whatever their
 // kind. The reader is hand-written recursive descent over the grammar of
-// XLA's hlo_parser; it accepts what the front end can express (see the
-// README's HLO section for the ops and element types) and refuses anything
+// XLA's hlo_parser; it accepts what the front end can express (listHloOps
+// below, and the README's HLO section) and refuses anything
 // else with one "FILE:LINE:COL: error: ..." line naming the instruction.
 #pragma once
 
@@ -28,5 +28,9 @@ namespace mlpipe::fe {
 // Parses `text` and records its ENTRY computation. `source` names the text in
 // diagnostics. Throws DiagnosticError on any bad or unsupported input.
 Program readHlo(std::string_view text, const std::string &source);
+
+// Every HLO op the reader reads, one per line with its limits
+// ("reduce  one input; add, maximum, ..."): what `trace --list-ops` prints.
+std::string listHloOps();
 
 } // namespace mlpipe::fe

@@ -21,7 +21,22 @@ std::string tensorType(const Shape &shape, DType dtype) {
   std::string text = "tensor<";
   for (int64_t dim : shape)
     text += std::to_string(dim) + "x";
-  return text + dtypeName(dtype) + ">";
+  return text + mlirType(dtype) + ">";
+}
+
+const char *mlirType(DType dtype) {
+  switch (dtype) {
+  case DType::u8:
+    return "i8";
+  case DType::u16:
+    return "i16";
+  case DType::u32:
+    return "i32";
+  case DType::u64:
+    return "i64";
+  default:
+    return dtypeName(dtype);
+  }
 }
 
 std::string emitMlir(const Program &program) {

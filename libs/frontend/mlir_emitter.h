@@ -23,7 +23,9 @@
 // attributes {mlpipe.name = "..."} and the function attributes
 //   mlpipe.inputs  = [{name = "x", type = tensor<64x256xf32>}, ...]
 //   mlpipe.outputs = [{name = "y", type = tensor<64x256xf32>}]
-// which survive every stage down to the lowered module, and
+// (an unsigned integer adds its element type, which the MLIR type does not
+// say: {name = "n", type = tensor<4xi32>, dtype = "u32"}) which survive
+// every stage down to the lowered module, and
 // llvm.emit_c_interface, so the JIT can call it with memref descriptors.
 #pragma once
 
@@ -37,5 +39,10 @@ std::string emitMlir(const Program &program);
 
 // The MLIR spelling of a tensor type: tensor<64x256xf32>, tensor<f32>.
 std::string tensorType(const Shape &shape, DType dtype);
+
+// The MLIR element type of `dtype`: f32, bf16, i1, ..., and for every
+// integer, signed or unsigned, the signless iN of its width (u8 is i8):
+// each op says how it reads the bits (arith.divsi or divui, cmpi slt or ult).
+const char *mlirType(DType dtype);
 
 } // namespace mlpipe::fe

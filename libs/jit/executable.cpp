@@ -56,7 +56,25 @@ DType dtypeOf(mlir::Type type) {
     return DType::bf16;
   if (type.isInteger(1))
     return DType::i1;
+  if (type.isInteger(8))
+    return DType::i8;
+  if (type.isInteger(16))
+    return DType::i16;
   fail("unsupported element type in an entry signature");
+}
+
+// A buffer's element type: its MLIR type's, or the unsigned integer its
+// `dtype` entry names (MLIR's signless iN does not say).
+DType declaredDType(mlir::DictionaryAttr buffer, mlir::Type elementType, llvm::StringRef attribute) {
+  DType dtype = dtypeOf(elementType);
+  auto note = buffer.getAs<mlir::StringAttr>("dtype");
+  if (!note)
+    return dtype;
+  std::optional<DType> named = parseDType(note.getValue());
+  if (!named || !isInteger(*named) || bitWidth(*named) != bitWidth(dtype) || !isInteger(dtype))
+    fail("entry signature attribute {} gives '{}' the dtype '{}', which its type does not hold", attribute.str(),
+         buffer.getAs<mlir::StringAttr>("name").str(), note.getValue().str());
+  return *named;
 }
 
 // f32 -> bf16 for code the JIT compiles: LLVM calls __truncsfbf2 where the
@@ -78,8 +96,8 @@ std::vector<TensorSpec> readSpecs(mlir::Operation *function, llvm::StringRef att
     auto shaped = type ? mlir::dyn_cast<mlir::ShapedType>(type.getValue()) : nullptr;
     if (!shaped || !shaped.hasStaticShape())
       fail("entry signature attribute {} is malformed", attribute.str());
-    specs.push_back(
-        {name.str(), dtypeOf(shaped.getElementType()), Shape(shaped.getShape().begin(), shaped.getShape().end())});
+    specs.push_back({name.str(), declaredDType(dictionary, shaped.getElementType(), attribute),
+                     Shape(shaped.getShape().begin(), shaped.getShape().end())});
   }
   return specs;
 }

@@ -339,6 +339,18 @@ const char *safetensorsDtype(DType dtype) {
     return "BF16";
   case DType::i1:
     return "BOOL";
+  case DType::i8:
+    return "I8";
+  case DType::i16:
+    return "I16";
+  case DType::u8:
+    return "U8";
+  case DType::u16:
+    return "U16";
+  case DType::u32:
+    return "U32";
+  case DType::u64:
+    return "U64";
   }
   return "";
 }

@@ -36,6 +36,18 @@ double HostTensor::at(int64_t i) const {
     return bf16BitsToFloat(as<uint16_t>()[i]);
   case DType::i1: // 0 or 1; any other byte reads as itself, so damage shows
     return as<uint8_t>()[i];
+  case DType::i8:
+    return as<int8_t>()[i];
+  case DType::i16:
+    return as<int16_t>()[i];
+  case DType::u8:
+    return as<uint8_t>()[i];
+  case DType::u16:
+    return as<uint16_t>()[i];
+  case DType::u32:
+    return as<uint32_t>()[i];
+  case DType::u64:
+    return static_cast<double>(as<uint64_t>()[i]);
   }
   return 0;
 }
@@ -62,6 +74,24 @@ void HostTensor::set(int64_t i, double value) {
     break;
   case DType::i1:
     as<uint8_t>()[i] = value != 0 ? 1 : 0;
+    break;
+  case DType::i8: // the low bits of the value, wrapped as storedValue wraps it
+    as<int8_t>()[i] = static_cast<int8_t>(integerBits(value));
+    break;
+  case DType::i16:
+    as<int16_t>()[i] = static_cast<int16_t>(integerBits(value));
+    break;
+  case DType::u8:
+    as<uint8_t>()[i] = static_cast<uint8_t>(integerBits(value));
+    break;
+  case DType::u16:
+    as<uint16_t>()[i] = static_cast<uint16_t>(integerBits(value));
+    break;
+  case DType::u32:
+    as<uint32_t>()[i] = static_cast<uint32_t>(integerBits(value));
+    break;
+  case DType::u64:
+    as<uint64_t>()[i] = integerBits(value);
     break;
   }
 }

@@ -290,13 +290,19 @@ private:
 // The numpy dtype strings we read and write. '<' is little-endian; '=' is
 // native order, which on the little-endian hosts we support means the same;
 // '|' (byte order not applicable) is what numpy writes for one-byte bools.
-constexpr std::array<std::pair<std::string_view, DType>, 6> kDescrs{{
+constexpr std::array<std::pair<std::string_view, DType>, 12> kDescrs{{
     {"f4", DType::f32},
     {"f8", DType::f64},
     {"i4", DType::i32},
     {"i8", DType::i64},
     {"f2", DType::f16},
     {"b1", DType::i1},
+    {"i1", DType::i8},
+    {"i2", DType::i16},
+    {"u1", DType::u8},
+    {"u2", DType::u16},
+    {"u4", DType::u32},
+    {"u8", DType::u64},
 }};
 
 DType dtypeFromDescr(const std::string &descr, const std::string &source) {
@@ -306,10 +312,10 @@ DType dtypeFromDescr(const std::string &descr, const std::string &source) {
         if (descr[0] == '<' || descr[0] == '=' || (descr[0] == '|' && dtypeSize(dtype) == 1))
           return dtype;
         if (descr[0] == '>')
-          fail("{} is big-endian ('{}'); mlpipe reads little-endian f32, f64, i32, i64 and f16", source, descr);
+          fail("{} is big-endian ('{}'); mlpipe reads little-endian floats and integers", source, descr);
       }
-  fail("{} has dtype '{}', which mlpipe does not read; it reads '<f4' (f32), '<f8' (f64), '<i4' (i32), '<i8' "
-       "(i64), '<f2' (f16) and '|b1' (bool)",
+  fail("{} has dtype '{}', which mlpipe does not read; it reads '<f4' (f32), '<f8' (f64), '<f2' (f16), '|i1' "
+       "'<i2' '<i4' '<i8' (signed integers), '|u1' '<u2' '<u4' '<u8' (unsigned integers) and '|b1' (bool)",
        source, printable(descr));
 }
 
@@ -328,6 +334,18 @@ std::string_view descrOf(DType dtype) {
     return "<f2";
   case DType::i1:
     return "|b1";
+  case DType::i8:
+    return "|i1";
+  case DType::i16:
+    return "<i2";
+  case DType::u8:
+    return "|u1";
+  case DType::u16:
+    return "<u2";
+  case DType::u32:
+    return "<u4";
+  case DType::u64:
+    return "<u8";
   }
   return "?";
 }

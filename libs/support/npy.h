@@ -1,8 +1,10 @@
 // Reading and writing numpy's .npy files: the format every mlpipe tool uses
 // for tensors on disk.
 //
-// Supported: little-endian f32, f64, i32, i64 and f16 ('<f4' '<f8' '<i4'
-// '<i8' '<f2', or '=' for native order) and bool ('|b1', mlpipe's i1), C
+// Supported: little-endian f32, f64, f16 ('<f4' '<f8' '<f2', or '=' for
+// native order), signed integers ('|i1' '<i2' '<i4' '<i8': i8 ... i64),
+// unsigned ones ('|u1' '<u2' '<u4' '<u8': u8 ... u64) and bool ('|b1',
+// mlpipe's i1), C
 // order, format versions 1.0, 2.0 and 3.0, any rank including scalars and
 // zero-size dimensions. Anything else is refused with one mlpipe::Error
 // sentence that names the file and what is wrong.

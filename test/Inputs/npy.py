@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Small .npy files for tests, without numpy.
 
-  npy.py write DTYPE SHAPE OUT VALUE...   DTYPE f4, f8, i4, i8 or f2; SHAPE like 2x3 or scalar
+  npy.py write DTYPE SHAPE OUT VALUE...   DTYPE f4, f8, f2, i1, i2, i4, i8, u1, u2, u4, u8 or b1;
+                                          SHAPE like 2x3 or scalar
   npy.py print IN                         the values, one per line (repr of a Python float or int)
 """
 import struct
 import sys
 
-FORMATS = {"f4": "f", "f8": "d", "i4": "i", "i8": "q", "f2": "e"}
+FORMATS = {"f4": "f", "f8": "d", "i4": "i", "i8": "q", "f2": "e", "i1": "b", "i2": "h", "u1": "B", "u2": "H",
+           "u4": "I", "u8": "Q", "b1": "?"}
 
 
 def write(dtype, shape, path, values):
@@ -20,7 +22,8 @@ def write(dtype, shape, path, values):
     convert = float if dtype.startswith("f") else int
     body = struct.pack("<" + FORMATS[dtype] * count, *(convert(v) for v in values))
     shape_text = "(" + "".join(f"{d}, " for d in dims).rstrip(" ") + ")" if len(dims) != 1 else f"({dims[0]},)"
-    header = "{'descr': '<%s', 'fortran_order': False, 'shape': %s, }" % (dtype, shape_text)
+    order = "|" if struct.calcsize(FORMATS[dtype]) == 1 else "<"  # as numpy writes one-byte types
+    header = "{'descr': '%s%s', 'fortran_order': False, 'shape': %s, }" % (order, dtype, shape_text)
     header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
     with open(path, "wb") as out:
         out.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + body)

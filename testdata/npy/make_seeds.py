@@ -53,6 +53,7 @@ seeds = {
     "valid_v3_i64.npy": npy_bytes(ints((3,), "<i8"), version=(3, 0)),
     "valid_f16.npy": npy_bytes(floats((4,), "<f2")),
     "valid_bool.npy": npy_bytes(rng.integers(0, 2, size=(2, 3)).astype("|b1")),
+    "valid_u32.npy": npy_bytes(ints((4,), "<u4")),
     "bad_magic.npy": b"\x93NUMPZ" + valid_f32[6:],
     "bad_version.npy": valid_f32[:6] + b"\x04\x00" + valid_f32[8:],
     "bad_truncated_header.npy": valid_f32[:40],
@@ -61,7 +62,7 @@ seeds = {
     "bad_dict.npy": header_file("{'descr': '<f4' 'fortran_order': False, 'shape': (2,), }", b"\x00" * 8),
     "bad_fortran.npy": npy_bytes(np.asfortranarray(floats((2, 3), "<f4"))),
     "bad_big_endian.npy": npy_bytes(floats((4,), ">f4")),
-    "bad_dtype_u4.npy": npy_bytes(ints((4,), "<u4")),
+    "bad_dtype_c8.npy": header_file("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", b"\x00" * 16),
     "bad_huge_shape.npy": header_file(
         "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }", b"\x00" * 16),
 }

@@ -1,6 +1,7 @@
 // trace: print a program as linalg-on-tensors MLIR.
 #include "driver/cli_checks.h"
 #include "driver/trace.h"
+#include "frontend/hlo_reader.h"
 #include "support/error.h"
 #include "support/output_file.h"
 #include "support/tool.h"
@@ -19,11 +20,14 @@ int main(int argc, char **argv) {
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
              "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm\n"
              "  trace gpt2 --mode decode --config tiny       # one token against the KV cache\n"
-             "  trace model.hlo | fuse | bufferize | lower-cpu > model.cpu.mlir");
+             "  trace model.hlo | fuse | bufferize | lower-cpu > model.cpu.mlir\n"
+             "  trace --list-ops                              # the HLO ops trace reads, with their limits");
   mlpipe::TraceRequest request;
   std::vector<std::string> shapes;
   std::string dtype = "f32", output = "-";
-  app.add_option("program", request.program, "What to trace: a kernel, gpt2 or FILE.hlo")->required();
+  bool listOps = false;
+  app.add_option("program", request.program, "What to trace: a kernel, gpt2 or FILE.hlo");
+  app.add_flag("--list-ops", listOps, "Print every HLO op trace reads, one per line with its limits, and exit");
   app.add_option("--shape", shapes, "Shape of each input in order, e.g. 64x256 (default: the program's own)");
   app.add_option("--dtype", dtype, "Float storage type (bf16 and f16 are computed in f32)")
       ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
@@ -48,6 +52,12 @@ int main(int argc, char **argv) {
   app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return mlpipe::runTool("trace", [&] {
+    if (listOps) {
+      mlpipe::writeOutput(output, mlpipe::fe::listHloOps());
+      return;
+    }
+    if (request.program.empty())
+      mlpipe::fail("no program to trace: name a kernel, gpt2 or FILE.hlo (or give --list-ops)");
     for (const std::string &shape : shapes)
       request.kernel.shapes.push_back(mlpipe::parseShape(shape));
     request.kernel.dtype = *mlpipe::parseDType(dtype);

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 using namespace mlpipe;
 using namespace mlpipe::fe;
@@ -111,6 +112,74 @@ BOOST_AUTO_TEST_CASE(integer_arithmetic_follows_xla) {
   BOOST_TEST(applyUnary(UnaryFn::Abs, -7, DType::i64) == 7);
 }
 
+// Remainder, the shifts and the bit functions on integers, with XLA's
+// edge cases: a zero divisor, INT_MIN and -1, amounts at or past the width
+// and negative ones (read as unsigned).
+BOOST_AUTO_TEST_CASE(integer_remainders_shifts_and_bits_follow_xla) {
+  for (auto [a, b, remainder] : std::initializer_list<std::tuple<double, double, double>>{
+           {7, -2, 1}, {-7, 2, -1}, {5, 0, 5}, {-5, 0, -5}, {-2147483648.0, -1, 0}})
+    BOOST_TEST(applyBinary(BinaryFn::Rem, a, b, DType::i32) == remainder);
+  BOOST_TEST(applyBinary(BinaryFn::Rem, -128, -1, DType::i8) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::Div, -128, -1, DType::i8) == -128);
+  BOOST_TEST(applyBinary(BinaryFn::Xor, 12, 10, DType::i32) == 6);
+  BOOST_TEST(applyBinary(BinaryFn::Xor, 1, 1, DType::i1) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftLeft, 1, 31, DType::i32) == -2147483648.0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftLeft, 1, 32, DType::i32) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftLeft, 1, -1, DType::i32) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftLeft, 3, 7, DType::i8) == -128);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightLogical, -1, 28, DType::i32) == 15);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightLogical, -1, 4, DType::i8) == 15);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightLogical, -1, 64, DType::i64) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightArithmetic, -16, 2, DType::i32) == -4);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightArithmetic, -16, 40, DType::i32) == -1);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightArithmetic, 16, -3, DType::i32) == 0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightArithmetic, 128, 1, DType::u8) == 192); // the top bit fills
+  BOOST_TEST(applyBinary(BinaryFn::ShiftRightArithmetic, 128, 9, DType::u8) == 255);
+  BOOST_TEST(applyUnary(UnaryFn::Popcnt, -1, DType::i32) == 32);
+  BOOST_TEST(applyUnary(UnaryFn::Popcnt, -1, DType::i8) == 8);
+  BOOST_TEST(applyUnary(UnaryFn::Popcnt, 255, DType::u8) == 8);
+  BOOST_TEST(applyUnary(UnaryFn::Sign, -7, DType::i16) == -1);
+  BOOST_TEST(applyUnary(UnaryFn::Sign, 200, DType::u8) == 1);
+  BOOST_TEST(applyUnary(UnaryFn::Abs, -128, DType::i8) == -128);
+}
+
+// The unsigned types wrap modulo 2^n, divide and compare as unsigned, and
+// read every bit pattern as a value in [0, 2^n).
+BOOST_AUTO_TEST_CASE(unsigned_integers_wrap_and_divide_unsigned) {
+  BOOST_TEST(applyBinary(BinaryFn::Sub, 0, 1, DType::u8) == 255);
+  BOOST_TEST(applyBinary(BinaryFn::Sub, 0, 1, DType::u32) == 4294967295.0);
+  BOOST_TEST(applyBinary(BinaryFn::Mul, 300, 300, DType::u16) == 90000 % 65536);
+  BOOST_TEST(applyBinary(BinaryFn::Div, 200, 0, DType::u8) == 255);
+  BOOST_TEST(applyBinary(BinaryFn::Rem, 200, 0, DType::u8) == 200);
+  BOOST_TEST(applyBinary(BinaryFn::Div, 200, 7, DType::u8) == 28);
+  BOOST_TEST(applyBinary(BinaryFn::Max, 200, 7, DType::u8) == 200);
+  BOOST_TEST(applyUnary(UnaryFn::Neg, 1, DType::u16) == 65535);
+  BOOST_TEST(applyUnary(UnaryFn::Abs, 200, DType::u8) == 200);
+  BOOST_TEST(applyUnary(UnaryFn::Not, 0, DType::u64) == 18446744073709551615.0);
+  BOOST_TEST(applyBinary(BinaryFn::ShiftLeft, 1, 63, DType::u64) == 9223372036854775808.0);
+  BOOST_TEST(applyCompare(CompareFn::Lt, 7, 200)); // on values: 200 is no negative number in u8
+}
+
+// Floats: sign keeps +-0 and NaN, remainder is fmod, the roundings break
+// ties their own ways.
+BOOST_AUTO_TEST_CASE(float_sign_remainder_and_roundings) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  BOOST_TEST(std::signbit(applyUnary(UnaryFn::Sign, -0.0)));
+  BOOST_TEST(applyUnary(UnaryFn::Sign, 0.0) == 0.0);
+  BOOST_TEST(std::isnan(applyUnary(UnaryFn::Sign, nan)));
+  BOOST_TEST(applyUnary(UnaryFn::Sign, -1e-30) == -1.0);
+  BOOST_TEST(applyBinary(BinaryFn::Rem, -7.5, 2) == -1.5);
+  BOOST_TEST(applyBinary(BinaryFn::Rem, 7.5, -2) == 1.5);
+  for (auto [x, even, away] : std::initializer_list<std::tuple<double, double, double>>{
+           {0.5, 0, 1}, {1.5, 2, 2}, {2.5, 2, 3}, {-0.5, -0.0, -1}, {-2.5, -2, -3}, {2.4, 2, 2}})
+    BOOST_TEST_CONTEXT(x) {
+      BOOST_TEST(applyUnary(UnaryFn::RoundEven, x) == even);
+      BOOST_TEST(applyUnary(UnaryFn::RoundAway, x) == away);
+    }
+  BOOST_TEST(std::isnan(applyBinary(BinaryFn::Max, nan, 1.0)));
+  BOOST_TEST(std::isnan(applyBinary(BinaryFn::Min, 1.0, nan)));
+}
+
 BOOST_AUTO_TEST_CASE(conversions_truncate_saturate_and_round) {
   double nan = std::numeric_limits<double>::quiet_NaN();
   BOOST_TEST(convertValue(2.9, DType::f32, DType::i32) == 2);
@@ -121,6 +190,18 @@ BOOST_AUTO_TEST_CASE(conversions_truncate_saturate_and_round) {
   BOOST_TEST(convertValue(-0.5, DType::f32, DType::i1) == 1);
   BOOST_TEST(convertValue(4294967297.0, DType::i64, DType::i32) == 1);
   BOOST_TEST(convertValue(1.0 + 1.0 / 512, DType::f32, DType::bf16) == 1.0);
+  // Unsigned targets saturate at 0 and 2^n - 1; integers to integers keep
+  // the source's bits, sign- or zero-extended by the source's type.
+  BOOST_TEST(convertValue(-3.5, DType::f32, DType::u8) == 0);
+  BOOST_TEST(convertValue(300.7, DType::f32, DType::u8) == 255);
+  BOOST_TEST(convertValue(-1e30, DType::f32, DType::i8) == -128);
+  BOOST_TEST(convertValue(1e30, DType::f32, DType::u64) == 18446744073709551615.0);
+  BOOST_TEST(convertValue(-1, DType::i8, DType::u16) == 65535);
+  BOOST_TEST(convertValue(255, DType::u8, DType::i8) == -1);
+  BOOST_TEST(convertValue(255, DType::u8, DType::i32) == 255);
+  BOOST_TEST(convertValue(-1, DType::i64, DType::u64) == 18446744073709551615.0);
+  BOOST_TEST(convertValue(18446744073709551615.0, DType::u64, DType::i64) == -1);
+  BOOST_TEST(convertValue(4294967295.0, DType::u32, DType::f32) == 4294967296.0);
 }
 
 BOOST_AUTO_TEST_CASE(comparisons_with_nan_are_false_except_ne) {

@@ -10,6 +10,7 @@
 
 #include "test_support.h"
 
+#include "frontend/hlo/hlo_builder.h"
 #include "frontend/hlo_reader.h"
 #include "frontend/mlir_emitter.h"
 #include "reference/evaluator.h"
@@ -18,6 +19,7 @@
 
 #include <numeric>
 #include <random>
+#include <set>
 
 using namespace mlpipe;
 using namespace mlpipe::fe;
@@ -111,6 +113,76 @@ FunctionNames
 FileLocations
 StackFrames
 )") == reference);
+}
+
+// A fragment (no HloModule header, no ENTRY: the last computation is the
+// entry) reads as the module that wraps it, but for the name it takes from
+// its entry computation.
+BOOST_AUTO_TEST_CASE(fragments_read_as_their_module) {
+  std::string fragment = R"(// a comment first
+helper {
+  x = f32[4,8] parameter(0)
+  ROOT e = f32[4,8] exponential(x)
+}
+main.4 {
+  Arg_0.1 = f32[4,8]{1,0} parameter(0)
+  exponential.2 = f32[4,8]{1,0} call(Arg_0.1), to_apply=helper
+  ROOT tanh.3 = f32[4,8]{1,0} tanh(exponential.2)
+})";
+  std::string mlir = emitted(fragment);
+  std::string module = emitted(std::string("HloModule main_4\n") + fragment);
+  BOOST_TEST(mlir == module);
+  BOOST_TEST(mlir.find("func.func @main_4(") != std::string::npos);
+  BOOST_TEST(emitted("ENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}").find("@e(") !=
+             std::string::npos);
+}
+
+// Every op `trace --list-ops` lists is one the builder reads (not one it
+// refuses), once; every unary and binary opcode is listed; and the list
+// prints one line per op.
+BOOST_AUTO_TEST_CASE(the_list_of_ops_is_what_the_reader_reads) {
+  std::set<std::string_view> listed;
+  for (const hlo::SupportedOp &op : hlo::supportedOps()) {
+    BOOST_TEST(listed.insert(op.opcode).second, op.opcode << " is listed twice");
+    BOOST_TEST(!hlo::unsupportedOpcodes().count(op.opcode), op.opcode << " is listed and refused");
+  }
+  for (auto &[opcode, fn] : hlo::unaryOpcodes())
+    BOOST_TEST(listed.count(opcode), opcode << " is read but not listed");
+  for (auto &[opcode, fn] : hlo::binaryOpcodes())
+    BOOST_TEST(listed.count(opcode), opcode << " is read but not listed");
+  std::string text = listHloOps();
+  BOOST_TEST(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) == listed.size());
+  BOOST_TEST(text.find("reduce ") != std::string::npos);
+  // An op off the list is refused by name, with its shape and place.
+  BOOST_TEST(messageOf([] {
+               readHlo("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT s = f32[2] cbrt(p)\n}", "x.hlo");
+             }) ==
+             "x.hlo:4:19: error: cbrt %s of shape f32[2] is not supported: `trace --list-ops` lists the ops mlpipe "
+             "reads");
+}
+
+// A result layout other than the default (JAX's {0,1,2} for a transpose)
+// says how XLA lays the result out in memory; the values, returned
+// row-major, are the same. A layout that names other shapes than the
+// entry's is still refused.
+BOOST_AUTO_TEST_CASE(a_result_layout_leaves_the_values_in_logical_order) {
+  std::string_view plain = R"(HloModule m
+ENTRY e {
+  x = f32[2,3,4]{2,1,0} parameter(0)
+  ROOT t = f32[4,3,2]{2,1,0} transpose(x), dimensions={2,1,0}
+})";
+  std::string_view laidOut = R"(HloModule m, entry_computation_layout={(f32[2,3,4]{2,1,0})->f32[4,3,2]{0,1,2}}
+ENTRY e {
+  x = f32[2,3,4]{2,1,0} parameter(0)
+  ROOT t = f32[4,3,2]{0,1,2} transpose(x), dimensions={2,1,0}
+})";
+  BOOST_TEST(emitted(plain) == emitted(laidOut));
+  BOOST_TEST(messageOf([] {
+               readHlo("HloModule m, entry_computation_layout={(f32[2]{0})->f32[3]{0}}\nENTRY e {\n  ROOT x = f32[2] "
+                       "parameter(0)\n}",
+                       "x.hlo");
+             }) == "x.hlo:1:53: error: entry_computation_layout gives the result the shape f32[3], but the ENTRY's "
+                   "ROOT %x is f32[2]");
 }
 
 BOOST_AUTO_TEST_CASE(names_inputs_in_parameter_order_and_outputs_by_position) {
@@ -321,6 +393,9 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_place_in_one_line) {
   auto refusal = [](std::string_view text) { return messageOf([&] { readHlo(text, "x.hlo"); }); };
   BOOST_TEST(refusal("") == "x.hlo:1:1: error: the file is empty: expected an HLO module ('HloModule NAME' and its "
                             "computations)");
+  BOOST_TEST(refusal("module {\n  func.func @f() {\n  }\n}") ==
+             "x.hlo:1:1: error: expected 'HloModule' or a computation ('NAME {' and its instructions) at the start of "
+             "an HLO module, found 'module'");
   BOOST_TEST(refusal("HloModule m") == "x.hlo:1:11: error: the module has no computations");
   BOOST_TEST(refusal("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(0)\n}") ==
              "x.hlo:4:14: error: parameter %q: parameter number 0 is negative or used twice");

@@ -5,6 +5,10 @@
 #include "support/host_tensor.h"
 #include "support/tensor_types.h"
 
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+
 using namespace mlpipe;
 
 BOOST_AUTO_TEST_CASE(parses_shapes) {
@@ -27,6 +31,70 @@ BOOST_AUTO_TEST_CASE(host_tensor_round_trips_doubles) {
   HostTensor t = HostTensor::fromDoubles(DType::i32, {2, 2}, {1, -2, 3, 4});
   BOOST_TEST(t.as<int32_t>()[1] == -2);
   BOOST_TEST(t.describe() == "2x2xi32");
+}
+
+// ---- integers of every width --------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(integer_types_know_their_width_range_and_signedness) {
+  for (auto [dtype, width, low, high] : std::initializer_list<std::tuple<DType, int, double, double>>{
+           {DType::i8, 8, -128, 127},
+           {DType::i16, 16, -32768, 32767},
+           {DType::i32, 32, -2147483648.0, 2147483647},
+           {DType::i64, 64, -9223372036854775808.0, 9223372036854775808.0}, // 2^63 - 1 rounds up
+           {DType::u8, 8, 0, 255},
+           {DType::u16, 16, 0, 65535},
+           {DType::u32, 32, 0, 4294967295.0},
+           {DType::u64, 64, 0, 18446744073709551616.0}}) {
+    BOOST_TEST_CONTEXT(dtypeName(dtype)) {
+      BOOST_TEST(bitWidth(dtype) == width);
+      BOOST_TEST(dtypeSize(dtype) * 8 == static_cast<size_t>(width));
+      BOOST_TEST(integerMinimum(dtype) == low);
+      BOOST_TEST(integerMaximum(dtype) == high);
+      BOOST_TEST(isInteger(dtype));
+      BOOST_TEST(!isFloat(dtype));
+      BOOST_TEST(isUnsigned(dtype) == (low == 0));
+      BOOST_TEST((parseDType(dtypeName(dtype)) == dtype));
+    }
+  }
+  BOOST_TEST(!isInteger(DType::i1));
+  BOOST_TEST(bitWidth(DType::i1) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(integer_bits_are_twos_complement_and_saturate_past_64_bits) {
+  BOOST_TEST(integerBits(-1) == UINT64_MAX);
+  BOOST_TEST(integerBits(-2.9) == UINT64_MAX - 1); // truncated toward zero
+  BOOST_TEST(integerBits(std::nan("")) == 0u);
+  BOOST_TEST(integerBits(9223372036854775808.0) == uint64_t(1) << 63); // from 2^63 up: unsigned
+  BOOST_TEST(integerBits(18446744073709551616.0) == UINT64_MAX);       // UINT64_MAX as a double
+  BOOST_TEST(integerBits(1e30) == UINT64_MAX);
+  BOOST_TEST(integerBits(-1e30) == uint64_t(1) << 63);
+  BOOST_TEST(integerValue(DType::i8, 0x80) == -128);
+  BOOST_TEST(integerValue(DType::u8, 0x80) == 128);
+  BOOST_TEST(integerValue(DType::i16, 0x12345) == 0x2345);
+  BOOST_TEST(integerValue(DType::u64, UINT64_MAX) == 18446744073709551616.0);
+  BOOST_TEST(integerValue(DType::i64, UINT64_MAX) == -1);
+}
+
+BOOST_AUTO_TEST_CASE(stored_integers_wrap_to_their_width) {
+  BOOST_TEST(storedValue(DType::i8, 200) == -56);
+  BOOST_TEST(storedValue(DType::u8, -1) == 255);
+  BOOST_TEST(storedValue(DType::u16, 70000.9) == 70000 - 65536);
+  BOOST_TEST(storedValue(DType::i32, 2147483648.0) == -2147483648.0);
+  BOOST_TEST(storedValue(DType::u32, -1) == 4294967295.0);
+  BOOST_TEST(storedValue(DType::u64, -1) == 18446744073709551616.0);
+  BOOST_TEST(storedValue(DType::i64, 1e30) == 9223372036854775808.0); // INT64_MAX, saturated
+  HostTensor bytes = HostTensor::fromDoubles(DType::u8, {3}, {255, 256, -1});
+  BOOST_TEST(bytes.as<uint8_t>()[0] == 255);
+  BOOST_TEST(bytes.as<uint8_t>()[1] == 0);
+  BOOST_TEST(bytes.as<uint8_t>()[2] == 255);
+  HostTensor wide = HostTensor::fromDoubles(DType::u64, {2}, {18446744073709551616.0, 9223372036854775808.0});
+  BOOST_TEST(wide.as<uint64_t>()[0] == UINT64_MAX);
+  BOOST_TEST(wide.as<uint64_t>()[1] == uint64_t(1) << 63);
+  BOOST_TEST(wide.at(1) == 9223372036854775808.0);
+  HostTensor narrow = HostTensor::fromDoubles(DType::i16, {2}, {-32768, 32768});
+  BOOST_TEST(narrow.at(0) == -32768);
+  BOOST_TEST(narrow.at(1) == -32768);
+  BOOST_TEST(narrow.describe() == "2xi16");
 }
 
 // ---- f16, bf16, i1 ----------------------------------------------------------
@@ -115,7 +183,8 @@ BOOST_AUTO_TEST_CASE(host_tensors_hold_16_bit_floats_and_truth_values) {
 }
 
 BOOST_AUTO_TEST_CASE(poison_shows_unwritten_elements_of_every_type) {
-  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16, DType::bf16, DType::i1}) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16, DType::bf16, DType::i1, DType::i8,
+                      DType::i16, DType::u8, DType::u16, DType::u32, DType::u64}) {
     BOOST_TEST_CONTEXT(dtypeName(dtype)) {
       HostTensor poisoned = poisonedTensor(dtype, {5});
       BOOST_TEST(countPoisoned(poisoned) == 5);

@@ -86,7 +86,7 @@ void FunctionEmitter::emitPad(int id) {
           bodyOp("arith.minsi {}, {} : index", bodyOp("arith.maxsi {}, {} : index", position, zero), last));
     }
     std::string element = bodyOp("tensor.extract {}[{}] : {}", sourceValue, fmt::join(indices, ", "), sourceType);
-    return bodyOp("arith.select {}, {}, {} : {}", inside, element, padValue, dtypeName(node.dtype));
+    return bodyOp("arith.select {}, {}, {} : {}", inside, element, padValue, mlirType(node.dtype));
   });
 }
 

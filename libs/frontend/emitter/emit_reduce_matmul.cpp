@@ -32,7 +32,7 @@ void FunctionEmitter::emitReduce(int id) {
   }
   std::string init = filledTensor(reduced, compute, reductionIdentity(fn, compute));
   std::string name = fresh(), in = fresh(), acc = fresh(), combined = fresh();
-  std::string et = dtypeName(compute);
+  std::string et = mlirType(compute);
   if (axis + 1 == static_cast<int64_t>(sourceShape.size())) {
     line("{} = linalg.reduce ins({} : {}) outs({} : {}) dimensions = [{}]", name, input,
          tensorType(sourceShape, compute), init, tensorType(reduced, compute), axis);

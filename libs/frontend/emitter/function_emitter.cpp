@@ -138,6 +138,13 @@ std::string FunctionEmitter::quote(const std::string &text) {
   return quoted + "\"";
 }
 
+// An unsigned element type, which the signless MLIR type does not tell
+// from the signed one, as a `dtype` entry of the signature: ", dtype = "u32"".
+std::string FunctionEmitter::unsignedNote(int id) const {
+  DType dtype = graph_.node(id).dtype;
+  return isUnsigned(dtype) ? fmt::format(", dtype = {}", quote(dtypeName(dtype))) : "";
+}
+
 void FunctionEmitter::emitSignature() {
   std::vector<std::string> args, results, inputs, outputs;
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
@@ -148,12 +155,12 @@ void FunctionEmitter::emitSignature() {
     // write into the caller's buffer.
     args.push_back(fmt::format("{}: {} {{{}mlpipe.name = {}}}", names_[id], type(id),
                                node.inout ? "bufferization.writable = true, " : "", quote(node.name)));
-    inputs.push_back(
-        fmt::format("{{{}name = {}, type = {}}}", node.inout ? "inout = true, " : "", quote(node.name), type(id)));
+    inputs.push_back(fmt::format("{{{}name = {}, type = {}{}}}", node.inout ? "inout = true, " : "", quote(node.name),
+                                 type(id), unsignedNote(id)));
   }
   for (auto &[name, id] : graph_.outputs()) {
     results.push_back(fmt::format("{} {{mlpipe.name = {}}}", type(id), quote(name)));
-    outputs.push_back(fmt::format("{{name = {}, type = {}}}", quote(name), type(id)));
+    outputs.push_back(fmt::format("{{name = {}, type = {}{}}}", quote(name), type(id), unsignedNote(id)));
   }
   // An update is returned only to keep it alive: bufferize checks it was
   // written in place and drops the result (mlpipe-drop-inout-results).
@@ -198,7 +205,7 @@ std::string FunctionEmitter::filledTensor(const Shape &shape, DType dtype, doubl
   std::string empty = emptyTensor(shape, dtype);
   std::string name = fresh();
   std::string t = tensorType(shape, dtype);
-  line("{} = linalg.fill ins({} : {}) outs({} : {}) -> {}", name, scalar, dtypeName(dtype), empty, t, t);
+  line("{} = linalg.fill ins({} : {}) outs({} : {}) -> {}", name, scalar, mlirType(dtype), empty, t, t);
   return name;
 }
 
@@ -287,11 +294,11 @@ std::string FunctionEmitter::emitGeneric(const Shape &shape, DType dtype, const 
     types.push_back(input.type);
     maps.push_back(input.map);
     args.push_back(fresh());
-    blockArgs.push_back(fmt::format("{}: {}", args.back(), dtypeName(input.elementType)));
+    blockArgs.push_back(fmt::format("{}: {}", args.back(), mlirType(input.elementType)));
   }
   maps.push_back(identityMap(shape.size()));
   std::string outArg = fresh();
-  blockArgs.push_back(fmt::format("{}: {}", outArg, dtypeName(dtype)));
+  blockArgs.push_back(fmt::format("{}: {}", outArg, mlirType(dtype)));
   std::string init = emptyTensor(shape, dtype);
   std::string name = fresh();
   std::string resultType = tensorType(shape, dtype);
@@ -300,7 +307,7 @@ std::string FunctionEmitter::emitGeneric(const Shape &shape, DType dtype, const 
        fmt::join(maps, ", "), parallelIterators(shape.size()), ins, init, resultType);
   line("^bb0({}):", fmt::join(blockArgs, ", "));
   std::string result = body(args);
-  bodyLine("linalg.yield {} : {}", result, dtypeName(dtype));
+  bodyLine("linalg.yield {} : {}", result, mlirType(dtype));
   line("}} -> {}", resultType);
   return name;
 }
@@ -309,7 +316,7 @@ std::string FunctionEmitter::emitGeneric(const Shape &shape, DType dtype, const 
 std::string FunctionEmitter::toCompute(const std::string &v, DType dtype) {
   if (computeType(dtype) == dtype)
     return v;
-  return bodyOp("arith.extf {} : {} to f32", v, dtypeName(dtype));
+  return bodyOp("arith.extf {} : {} to f32", v, mlirType(dtype));
 }
 
 // An f32 result truncated to the 16-bit float it is stored as. The rounding
@@ -320,7 +327,7 @@ std::string FunctionEmitter::fromCompute(const std::string &v, DType dtype, Roun
   if (computeType(dtype) == dtype)
     return v;
   return bodyOp("arith.truncf {} {}: f32 to {}", v, rounding == Rounding::Storage ? "{mlpipe.storage_rounding} " : "",
-                dtypeName(dtype));
+                mlirType(dtype));
 }
 
 // A tensor node converted elementwise to `dtype` (f16/bf16 operands of

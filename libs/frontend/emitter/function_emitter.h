@@ -60,12 +60,13 @@ private:
   std::string fresh() { return fmt::format("%v{}", counter_++); }
   const std::string &value(int id);
   std::string type(int id) const { return tensorType(graph_.node(id).shape, graph_.node(id).dtype); }
-  std::string elementType(int id) const { return dtypeName(graph_.node(id).dtype); }
+  std::string elementType(int id) const { return mlirType(graph_.node(id).dtype); }
   bool isConstant(int id) const { return graph_.node(id).kind == OpKind::Constant; }
   std::optional<int> constantSource(int id) const;
   static bool isElementwise(OpKind kind);
   void markLive();
   static std::string quote(const std::string &text);
+  std::string unsignedNote(int id) const;
   void emitSignature();
   std::string constant(double v, DType dtype);
   std::string scalarConstant(int id, DType dtype);
@@ -105,6 +106,12 @@ private:
 
   std::string convertScalar(const std::string &v, DType from, DType to, Rounding rounding = Rounding::Storage);
   std::string integerDivide(const std::string &a, const std::string &b, DType dtype);
+  std::string integerRemainder(const std::string &a, const std::string &b, DType dtype);
+  std::string signedOverflow(const std::string &a, const std::string &b, DType dtype);
+  std::string integerShift(BinaryFn fn, const std::string &a, const std::string &b, DType dtype);
+  std::string floatSign(const std::string &x, DType compute);
+  std::string integerSign(const std::string &x, DType dtype);
+  std::string integerPopcount(const std::string &x, DType dtype);
   void emitElementwise(int id);
 
   // ---- Reductions and matmuls (emit_reduce_matmul.cpp) ----

@@ -2,6 +2,8 @@
 // reassociations and op names (see mlir_text.h).
 #include "frontend/emitter/mlir_text.h"
 
+#include "frontend/mlir_emitter.h"
+
 #include "support/error.h"
 
 #include <fmt/format.h>
@@ -31,6 +33,23 @@ std::string floatLiteral(double value, DType dtype) {
   if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16)
     return fmt::format("{:.9e}", static_cast<double>(static_cast<float>(value)));
   return fmt::format("{:.17e}", value);
+}
+
+// An integer element as MLIR's signless literal: its bits read as a signed
+// number of its width (u8 255 is -1 : i8). i64 saturates, as a double of
+// 2^63 is INT64_MAX stored; the others wrap.
+int64_t signlessLiteral(double value, DType dtype) {
+  if (dtype == DType::i64)
+    return saturatingInt64(value);
+  uint64_t bits = integerBits(storedValue(dtype, value));
+  int width = bitWidth(dtype);
+  if (width < 64) {
+    uint64_t mask = (uint64_t(1) << width) - 1;
+    bits &= mask;
+    if ((bits >> (width - 1)) & 1)
+      bits |= ~mask;
+  }
+  return static_cast<int64_t>(bits);
 }
 
 } // namespace
@@ -73,13 +92,13 @@ std::string scalarLiteral(double value, DType dtype) {
     return floatLiteral(value, dtype);
   if (dtype == DType::i1)
     return value != 0 ? "true" : "false";
-  return fmt::format("{}", saturatingInt64(storedValue(dtype, value)));
+  return fmt::format("{}", signlessLiteral(value, dtype));
 }
 
 std::string typedLiteral(double value, DType dtype) {
   if (dtype == DType::i1)
     return scalarLiteral(value, dtype);
-  return fmt::format("{} : {}", scalarLiteral(value, dtype), dtypeName(dtype));
+  return fmt::format("{} : {}", scalarLiteral(value, dtype), mlirType(dtype));
 }
 
 DType computeType(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype; }
@@ -123,7 +142,29 @@ const char *unaryFloatOp(UnaryFn fn) {
     return "math.log";
   case UnaryFn::Abs:
     return "math.absf";
+  case UnaryFn::Sin:
+    return "math.sin";
+  case UnaryFn::Cos:
+    return "math.cos";
+  case UnaryFn::Tan:
+    return "math.tan";
+  case UnaryFn::Erf:
+    return "math.erf";
+  case UnaryFn::Expm1:
+    return "math.expm1";
+  case UnaryFn::Log1p:
+    return "math.log1p";
+  case UnaryFn::Floor:
+    return "math.floor";
+  case UnaryFn::Ceil:
+    return "math.ceil";
+  case UnaryFn::RoundEven:
+    return "math.roundeven";
+  case UnaryFn::RoundAway:
+    return "math.round";
   case UnaryFn::Not:
+  case UnaryFn::Sign: // a sequence: FunctionEmitter::floatSign
+  case UnaryFn::Popcnt:
     break;
   }
   fail("internal: no float form of this elementwise function");
@@ -145,8 +186,16 @@ const char *binaryFloatOp(BinaryFn fn) {
     return "arith.minimumf";
   case BinaryFn::Pow:
     return "math.powf";
+  case BinaryFn::Atan2:
+    return "math.atan2";
+  case BinaryFn::Rem: // fmod: the dividend's sign
+    return "arith.remf";
   case BinaryFn::And:
   case BinaryFn::Or:
+  case BinaryFn::Xor:
+  case BinaryFn::ShiftLeft:
+  case BinaryFn::ShiftRightLogical:
+  case BinaryFn::ShiftRightArithmetic:
     break;
   }
   fail("internal: no float form of this elementwise arithmetic");
@@ -154,6 +203,7 @@ const char *binaryFloatOp(BinaryFn fn) {
 
 const char *binaryIntegerOp(BinaryFn fn, DType dtype) {
   bool truth = dtype == DType::i1; // on i1, max is or and min is and
+  bool isUnsignedType = isUnsigned(dtype);
   switch (fn) {
   case BinaryFn::Add:
     return "arith.addi";
@@ -162,15 +212,22 @@ const char *binaryIntegerOp(BinaryFn fn, DType dtype) {
   case BinaryFn::Mul:
     return "arith.muli";
   case BinaryFn::Max:
-    return truth ? "arith.ori" : "arith.maxsi";
+    return truth ? "arith.ori" : isUnsignedType ? "arith.maxui" : "arith.maxsi";
   case BinaryFn::Min:
-    return truth ? "arith.andi" : "arith.minsi";
+    return truth ? "arith.andi" : isUnsignedType ? "arith.minui" : "arith.minsi";
   case BinaryFn::And:
     return "arith.andi";
   case BinaryFn::Or:
     return "arith.ori";
+  case BinaryFn::Xor:
+    return "arith.xori";
   case BinaryFn::Div:
+  case BinaryFn::Rem:
+  case BinaryFn::ShiftLeft:
+  case BinaryFn::ShiftRightLogical:
+  case BinaryFn::ShiftRightArithmetic:
   case BinaryFn::Pow:
+  case BinaryFn::Atan2:
     break;
   }
   fail("internal: no integer form of this elementwise arithmetic");
@@ -179,9 +236,11 @@ const char *binaryIntegerOp(BinaryFn fn, DType dtype) {
 std::string comparePredicate(CompareFn fn, DType dtype) {
   static const char *floats[] = {"oeq", "une", "olt", "ole", "ogt", "oge"};
   static const char *signedInts[] = {"eq", "ne", "slt", "sle", "sgt", "sge"};
-  static const char *truths[] = {"eq", "ne", "ult", "ule", "ugt", "uge"};
+  static const char *unsignedInts[] = {"eq", "ne", "ult", "ule", "ugt", "uge"};
   auto index = static_cast<size_t>(fn);
-  return isFloat(dtype) ? floats[index] : dtype == DType::i1 ? truths[index] : signedInts[index];
+  return isFloat(dtype)                            ? floats[index]
+         : dtype == DType::i1 || isUnsigned(dtype) ? unsignedInts[index]
+                                                   : signedInts[index];
 }
 
 double reductionIdentity(ReduceFn fn, DType dtype) {
@@ -192,13 +251,9 @@ double reductionIdentity(ReduceFn fn, DType dtype) {
   case ReduceFn::Prod:
     return 1.0;
   case ReduceFn::Max:
-    return integer ? static_cast<double>(dtype == DType::i32 ? std::numeric_limits<int32_t>::min()
-                                                             : std::numeric_limits<int64_t>::min())
-                   : -INFINITY;
+    return integer ? integerMinimum(dtype) : -INFINITY;
   case ReduceFn::Min:
-    return integer ? static_cast<double>(dtype == DType::i32 ? std::numeric_limits<int32_t>::max()
-                                                             : std::numeric_limits<int64_t>::max())
-                   : INFINITY;
+    return integer ? integerMaximum(dtype) : INFINITY;
   }
   return 0.0;
 }
@@ -211,9 +266,9 @@ const char *reductionOp(ReduceFn fn, DType dtype) {
   case ReduceFn::Prod:
     return integer ? "arith.muli" : "arith.mulf";
   case ReduceFn::Max:
-    return integer ? "arith.maxsi" : "arith.maximumf";
+    return !integer ? "arith.maximumf" : isUnsigned(dtype) ? "arith.maxui" : "arith.maxsi";
   case ReduceFn::Min:
-    return integer ? "arith.minsi" : "arith.minimumf";
+    return !integer ? "arith.minimumf" : isUnsigned(dtype) ? "arith.minui" : "arith.minsi";
   }
   return "";
 }

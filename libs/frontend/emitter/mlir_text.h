@@ -49,12 +49,13 @@ std::string parallelIterators(size_t rank);
 const char *unaryFloatOp(UnaryFn fn);
 const char *binaryFloatOp(BinaryFn fn);
 
-// Integer and i1 forms; Div has its own sequence (FunctionEmitter::integerDivide).
+// Integer and i1 forms, unsigned ones for the unsigned types; Div, Rem and
+// the shifts have their own sequences (FunctionEmitter::integerDivide, ...).
 const char *binaryIntegerOp(BinaryFn fn, DType dtype);
 
 // The arith.cmpf / arith.cmpi predicate: ordered float comparisons (NaN
 // compares false) except une, which is true for NaN as XLA's NE is; i1
-// compares unsigned (true > false).
+// and the unsigned integers compare unsigned (true > false).
 std::string comparePredicate(CompareFn fn, DType dtype);
 
 // The identity of each reduction in `dtype`, where the reduction starts.

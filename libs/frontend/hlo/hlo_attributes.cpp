@@ -11,14 +11,9 @@ namespace mlpipe::fe::hlo {
 // instruction being built turns into a diagnostic naming it) for a type,
 // or a shape, that mlpipe does not read.
 DType Builder::elementType(const ShapeText &shape) {
-  static const std::map<std::string_view, DType> types = {
-      {"pred", DType::i1},   {"s32", DType::i32}, {"s64", DType::i64}, {"f16", DType::f16},
-      {"bf16", DType::bf16}, {"f32", DType::f32}, {"f64", DType::f64},
-  };
-  auto found = types.find(shape.typeName);
-  if (found == types.end())
-    mlpipe::fail("element type {} is not supported: mlpipe reads pred, s32, s64, f16, bf16, f32 and f64",
-                 printable(shape.typeName));
+  auto found = elementTypes().find(shape.typeName);
+  if (found == elementTypes().end())
+    mlpipe::fail("element type {} is not supported: mlpipe reads {}", printable(shape.typeName), elementTypeList());
   if (shape.dynamic)
     mlpipe::fail("dynamic dimensions ('?', '<=N') are not supported: mlpipe needs static shapes");
   for (int64_t dim : shape.dims)

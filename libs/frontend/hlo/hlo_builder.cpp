@@ -15,23 +15,28 @@
 
 namespace mlpipe::fe::hlo {
 
+const std::map<std::string_view, DType> &elementTypes() {
+  static const std::map<std::string_view, DType> types = {
+      {"pred", DType::i1},   {"s8", DType::i8},   {"s16", DType::i16}, {"s32", DType::i32}, {"s64", DType::i64},
+      {"u8", DType::u8},     {"u16", DType::u16}, {"u32", DType::u32}, {"u64", DType::u64}, {"f16", DType::f16},
+      {"bf16", DType::bf16}, {"f32", DType::f32}, {"f64", DType::f64},
+  };
+  return types;
+}
+
+std::string elementTypeList() {
+  static const char *order[] = {"pred", "s8",  "s16", "s32",  "s64", "u8", "u16",
+                                "u32",  "u64", "f16", "bf16", "f32", "f64"};
+  std::string list;
+  for (size_t i = 0; i < std::size(order); ++i)
+    list += std::string(i == 0 ? "" : i + 1 == std::size(order) ? " and " : ", ") + order[i];
+  return list;
+}
+
 const char *hloTypeName(DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return "f32";
-  case DType::f64:
-    return "f64";
-  case DType::f16:
-    return "f16";
-  case DType::bf16:
-    return "bf16";
-  case DType::i32:
-    return "s32";
-  case DType::i64:
-    return "s64";
-  case DType::i1:
-    return "pred";
-  }
+  for (auto &[name, type] : elementTypes())
+    if (type == dtype)
+      return name.data();
   return "?";
 }
 
@@ -97,13 +102,12 @@ Program Builder::build() {
   const Computation &entry = module_.computations[module_.entry];
   checkEntryLayout(entry);
   createInputs(entry);
+  // The result's layout, in the ROOT's shape or entry_computation_layout,
+  // says how XLA would lay it out in memory (JAX writes {0,1,2} for a
+  // transpose): its values are the same, and mlpipe returns them row-major,
+  // the logical order JAX hands to NumPy.
   Value root = evaluate(module_.entry, {}, 0, entry.loc);
   const Instruction &rootInstruction = entry.instructions[entry.root];
-  if (rootInstruction.shape && !hasDefaultLayout(*rootInstruction.shape))
-    failAt(source_, rootInstruction.shape->loc,
-           fmt::format("the ROOT %{} of the entry computation has a non-default layout: its values would be "
-                       "returned in another order than row-major; mlpipe needs the default layout there",
-                       rootInstruction.name));
   std::vector<Tensor> outputs;
   flatten(root, outputs);
   if (outputs.empty())
@@ -166,9 +170,6 @@ void Builder::checkEntryLayout(const Computation &entry) const {
            fmt::format("entry_computation_layout gives parameter {} a non-default layout; mlpipe passes every "
                        "argument in row-major order",
                        i));
-  if (!hasDefaultLayout(result))
-    fail(result.loc, "entry_computation_layout gives the result a non-default layout; mlpipe returns every result "
-                     "in row-major order");
 }
 
 // The entry's parameters become the function's inputs, in parameter order,
@@ -342,6 +343,8 @@ void Builder::checkDeclared(const Instruction &ins, const ShapeText &declared, c
 Value Builder::buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
                                 const std::vector<Value> &arguments, bool isEntry, int depth) {
   const std::string &op = ins.opcode;
+  if (!findSupportedOp(op)) // the one list of what is read
+    refuse(ins);
   if (op == "parameter")
     return buildParameter(ins, arguments, isEntry);
   if (op == "constant")
@@ -358,7 +361,7 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return tupleElement(ins, operands);
   if (op == "call" || op == "fusion")
     return inlineCall(ins, operands, depth);
-  refuse(ins);
+  failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 
 // An entry parameter is its input; any other computation's is what the
@@ -410,10 +413,8 @@ Value Builder::inlineCall(const Instruction &ins, const std::vector<const Value 
 void Builder::refuse(const Instruction &ins) const {
   const std::string &op = ins.opcode;
   if (unsupportedOpcodes().count(op))
-    fail(ins.opcodeLoc, fmt::format("{} %{} is not supported: mlpipe reads elementwise arithmetic and math, "
-                                    "compare, select, convert, broadcast, reshape, bitcast, transpose, slice, "
-                                    "concatenate, pad, iota, reduce, dot, gather, tuples, call and fusion",
-                                    op, ins.name));
+    fail(ins.opcodeLoc, fmt::format("{} %{}{} is not supported: `trace --list-ops` lists the ops mlpipe reads", op,
+                                    ins.name, ins.shape ? " of shape " + shapeWithoutLayout(*ins.shape) : ""));
   fail(ins.opcodeLoc, fmt::format("unknown HLO op '{}' in %{}", printable(op), ins.name));
 }
 

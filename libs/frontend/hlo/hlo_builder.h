@@ -38,6 +38,11 @@ struct Value {
   bool defaultLayout = true; // as its instruction declares it (bitcast reads this)
 };
 
+// The element types mlpipe reads, by HLO's names ("s32", "pred"), and
+// their list as messages give it ("pred, s8, ... and f64").
+const std::map<std::string_view, DType> &elementTypes();
+std::string elementTypeList();
+
 // HLO's spelling of an element type ("s32", "pred") and of an array shape
 // ("f32[2,3]").
 const char *hloTypeName(DType dtype);
@@ -46,6 +51,15 @@ std::string hloShape(DType dtype, const Shape &dims);
 // Whether a written shape (every element of a tuple) has the default,
 // row-major layout.
 bool hasDefaultLayout(const ShapeText &shape);
+
+// An op the reader reads, and what it reads of it ("" when it reads every
+// form): the single list `trace --list-ops` prints and the builder lets
+// through (hlo_opcodes.cpp).
+struct SupportedOp {
+  std::string_view opcode, limits;
+};
+const std::vector<SupportedOp> &supportedOps();
+const SupportedOp *findSupportedOp(std::string_view opcode);
 
 // The opcodes recorded as the graph's unary and binary functions, and every
 // opcode XLA knows that mlpipe does not read (to tell "not supported" from

@@ -1,6 +1,119 @@
-// The opcodes the HLO builder knows: the elementwise ones it maps onto the
-// graph's unary and binary functions, and every one XLA has that it refuses.
+// The opcodes the HLO builder knows: every one it reads, with its limits
+// (what `trace --list-ops` prints, and what the builder's dispatch lets
+// through), the elementwise ones it maps onto the graph's unary and binary
+// functions, and every one XLA has that it refuses.
 #include "frontend/hlo/hlo_builder.h"
+
+#include "frontend/hlo_reader.h"
+
+#include <algorithm>
+
+namespace mlpipe::fe::hlo {
+
+namespace {
+
+constexpr std::string_view kFloats = "floats";
+constexpr std::string_view kFloatsAndIntegers = "floats and integers";
+
+} // namespace
+
+const std::vector<SupportedOp> &supportedOps() {
+  static const std::vector<SupportedOp> ops = {
+      // Elementwise arithmetic and math
+      {"abs", kFloatsAndIntegers},
+      {"add", kFloatsAndIntegers},
+      {"atan2", kFloats},
+      {"ceil", kFloats},
+      {"clamp", "floats and integers; the bounds are arrays or scalars"},
+      {"cosine", kFloats},
+      {"divide", "floats and integers; integer x / 0 is -1 (all ones), INT_MIN / -1 is INT_MIN"},
+      {"erf", kFloats},
+      {"exponential", kFloats},
+      {"exponential-minus-one", kFloats},
+      {"floor", kFloats},
+      {"is-finite", "floats; gives pred"},
+      {"log", kFloats},
+      {"log-plus-one", kFloats},
+      {"logistic", kFloats},
+      {"maximum", "floats (NaN wins) and integers"},
+      {"minimum", "floats (NaN wins) and integers"},
+      {"multiply", kFloatsAndIntegers},
+      {"negate", kFloatsAndIntegers},
+      {"power", kFloats},
+      {"remainder", "floats (the dividend's sign, as fmod) and integers; x % 0 is x, INT_MIN % -1 is 0"},
+      {"round-nearest-afz", kFloats},
+      {"round-nearest-even", kFloats},
+      {"rsqrt", kFloats},
+      {"sign", "floats (+-0 and NaN are their own sign) and integers"},
+      {"sine", kFloats},
+      {"sqrt", kFloats},
+      {"subtract", kFloatsAndIntegers},
+      {"tan", kFloats},
+      {"tanh", kFloats},
+      // Bits and logic
+      {"and", "pred and integers"},
+      {"not", "pred and integers"},
+      {"or", "pred and integers"},
+      {"popcnt", "integers"},
+      {"shift-left", "integers; an amount read as unsigned, from the bit width up gives 0"},
+      {"shift-right-arithmetic", "integers; an amount read as unsigned, from the bit width up gives the sign"},
+      {"shift-right-logical", "integers; an amount read as unsigned, from the bit width up gives 0"},
+      {"xor", "pred and integers"},
+      // Comparison, selection, conversion
+      {"compare", "directions EQ NE LT LE GT GE; integers compare as their type's signedness"},
+      {"convert", "between every element type; floats to integers truncate and saturate, NaN gives 0"},
+      {"select", "an array or scalar predicate"},
+      {"copy", "values unchanged (its layout is ignored)"},
+      {"opt-barrier", "values unchanged"},
+      {"optimization-barrier", "values unchanged"},
+      // Data movement
+      {"bitcast", "between default layouts only"},
+      {"broadcast", ""},
+      {"concatenate", ""},
+      {"constant", "scalars and arrays; an element outside its type is refused"},
+      {"iota", ""},
+      {"pad", "negative and interior padding"},
+      {"reshape", ""},
+      {"slice", "with strides"},
+      {"transpose", ""},
+      // Reductions, contractions, lookups
+      {"dot", "any dimension numbers"},
+      {"gather", "embedding lookups: rows of a table picked by integer ids"},
+      {"reduce", "one input; add, maximum, minimum or multiply reducers, over any axes"},
+      // Structure
+      {"call", "inlined"},
+      {"fusion", "inlined, whatever its kind"},
+      {"get-tuple-element", ""},
+      {"parameter", "arrays"},
+      {"tuple", ""},
+  };
+  return ops;
+}
+
+const SupportedOp *findSupportedOp(std::string_view opcode) {
+  const std::vector<SupportedOp> &ops = supportedOps();
+  auto found = std::find_if(ops.begin(), ops.end(), [&](const SupportedOp &op) { return op.opcode == opcode; });
+  return found == ops.end() ? nullptr : &*found;
+}
+
+} // namespace mlpipe::fe::hlo
+
+namespace mlpipe::fe {
+
+std::string listHloOps() {
+  size_t width = 0;
+  for (const hlo::SupportedOp &op : hlo::supportedOps())
+    width = std::max(width, op.opcode.size());
+  std::string text;
+  for (const hlo::SupportedOp &op : hlo::supportedOps()) {
+    std::string line = fmt::format("{:<{}}  {}", op.opcode, width, op.limits);
+    line.erase(line.find_last_not_of(' ') + 1);
+    text += line + "\n";
+  }
+  return text;
+}
+
+} // namespace mlpipe::fe
 
 namespace mlpipe::fe::hlo {
 
@@ -24,14 +137,12 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "async-done",
       "async-start",
       "async-update",
-      "atan2",
       "atanh",
       "batch-norm-grad",
       "batch-norm-inference",
       "batch-norm-training",
       "bitcast-convert",
       "cbrt",
-      "ceil",
       "cholesky",
       "collective-broadcast",
       "collective-permute",
@@ -44,25 +155,18 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "copy-done",
       "copy-start",
       "cosh",
-      "cosine",
       "custom-call",
       "domain",
       "dynamic-reshape",
       "dynamic-slice",
       "dynamic-update-slice",
-      "erf",
-      "exponential-minus-one",
       "fft",
-      "floor",
       "get-dimension-size",
       "imag",
       "infeed",
-      "is-finite",
-      "log-plus-one",
       "map",
       "outfeed",
       "partition-id",
-      "popcnt",
       "ragged-all-to-all",
       "ragged-dot",
       "real",
@@ -71,14 +175,11 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "reduce-precision",
       "reduce-scatter",
       "reduce-window",
-      "remainder",
       "replica-id",
       "reverse",
       "rng",
       "rng-bit-generator",
       "rng-get-and-update-state",
-      "round-nearest-afz",
-      "round-nearest-even",
       "scaled-dot",
       "scan",
       "scatter",
@@ -86,36 +187,59 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "send",
       "send-done",
       "set-dimension-size",
-      "shift-left",
-      "shift-right-arithmetic",
-      "shift-right-logical",
-      "sign",
-      "sine",
       "sinh",
       "sort",
       "stochastic-convert",
-      "tan",
       "topk",
       "triangular-solve",
       "while",
-      "xor",
   };
   return opcodes;
 }
 
 const std::map<std::string_view, UnaryFn> &unaryOpcodes() {
   static const std::map<std::string_view, UnaryFn> opcodes = {
-      {"negate", UnaryFn::Neg},  {"exponential", UnaryFn::Exp}, {"tanh", UnaryFn::Tanh}, {"sqrt", UnaryFn::Sqrt},
-      {"rsqrt", UnaryFn::Rsqrt}, {"log", UnaryFn::Log},         {"abs", UnaryFn::Abs},   {"not", UnaryFn::Not},
+      {"negate", UnaryFn::Neg},
+      {"exponential", UnaryFn::Exp},
+      {"tanh", UnaryFn::Tanh},
+      {"sqrt", UnaryFn::Sqrt},
+      {"rsqrt", UnaryFn::Rsqrt},
+      {"log", UnaryFn::Log},
+      {"abs", UnaryFn::Abs},
+      {"not", UnaryFn::Not},
+      {"sine", UnaryFn::Sin},
+      {"cosine", UnaryFn::Cos},
+      {"tan", UnaryFn::Tan},
+      {"erf", UnaryFn::Erf},
+      {"exponential-minus-one", UnaryFn::Expm1},
+      {"log-plus-one", UnaryFn::Log1p},
+      {"floor", UnaryFn::Floor},
+      {"ceil", UnaryFn::Ceil},
+      {"round-nearest-even", UnaryFn::RoundEven},
+      {"round-nearest-afz", UnaryFn::RoundAway},
+      {"sign", UnaryFn::Sign},
+      {"popcnt", UnaryFn::Popcnt},
   };
   return opcodes;
 }
 
 const std::map<std::string_view, BinaryFn> &binaryOpcodes() {
   static const std::map<std::string_view, BinaryFn> opcodes = {
-      {"add", BinaryFn::Add},    {"subtract", BinaryFn::Sub}, {"multiply", BinaryFn::Mul},
-      {"divide", BinaryFn::Div}, {"maximum", BinaryFn::Max},  {"minimum", BinaryFn::Min},
-      {"power", BinaryFn::Pow},  {"and", BinaryFn::And},      {"or", BinaryFn::Or},
+      {"add", BinaryFn::Add},
+      {"subtract", BinaryFn::Sub},
+      {"multiply", BinaryFn::Mul},
+      {"divide", BinaryFn::Div},
+      {"maximum", BinaryFn::Max},
+      {"minimum", BinaryFn::Min},
+      {"power", BinaryFn::Pow},
+      {"and", BinaryFn::And},
+      {"or", BinaryFn::Or},
+      {"xor", BinaryFn::Xor},
+      {"atan2", BinaryFn::Atan2},
+      {"remainder", BinaryFn::Rem},
+      {"shift-left", BinaryFn::ShiftLeft},
+      {"shift-right-logical", BinaryFn::ShiftRightLogical},
+      {"shift-right-arithmetic", BinaryFn::ShiftRightArithmetic},
   };
   return opcodes;
 }

@@ -46,6 +46,13 @@ std::optional<Value> Builder::buildElementwise(const Instruction &ins, const std
     return tensorValue(
         g.binary(BinaryFn::Div, one, g.binary(BinaryFn::Add, one, g.unary(UnaryFn::Exp, g.unary(UnaryFn::Neg, x)))));
   }
+  if (op == "is-finite") { // |x| < inf: false for infinities and NaN
+    expectOperands(ins, 1);
+    Tensor x = operand(0);
+    if (!isFloat(x.dtype()))
+      failOp(ins, fmt::format("is-finite needs a float operand, not {}", describe(x)));
+    return tensorValue(g.compare(CompareFn::Lt, g.unary(UnaryFn::Abs, x), g.constant(INFINITY, x.dtype())));
+  }
   if (op == "clamp") { // clamp(min, x, max)
     expectOperands(ins, 3);
     expectSameShape(ins, {operand(0), operand(1), operand(2)}, true);
@@ -89,9 +96,10 @@ void Builder::checkLiteralValue(const Instruction &ins, double v, DType dtype) c
   }
   if (v != std::trunc(v) || !std::isfinite(v) || (dtype == DType::i1 && v != 0 && v != 1))
     failOp(ins, fmt::format("{} is not a value of {}", v, hloTypeName(dtype)));
-  // 2^31 and 2^63 are exact doubles: the bounds compare exactly.
-  double limit = dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
-  if (dtype != DType::i1 && (v < -limit || v >= limit))
+  // The first value past the top, 2^(n-1) or 2^n, is an exact double:
+  // the bounds compare exactly.
+  double pastTop = std::ldexp(1.0, isUnsigned(dtype) ? bitWidth(dtype) : bitWidth(dtype) - 1);
+  if (dtype != DType::i1 && (v < integerMinimum(dtype) || v >= pastTop))
     failOp(ins, fmt::format("{:.0f} is out of range for {}", v, hloTypeName(dtype)));
 }
 

@@ -70,11 +70,9 @@ bool Builder::isIdentity(ReduceFn fn, double value, DType dtype) {
   case ReduceFn::Prod:
     return value == 1;
   case ReduceFn::Max:
-    return value == -INFINITY || (dtype == DType::i32 && value == std::numeric_limits<int32_t>::min()) ||
-           (dtype == DType::i64 && value == static_cast<double>(std::numeric_limits<int64_t>::min()));
+    return value == -INFINITY || (isInteger(dtype) && value == integerMinimum(dtype));
   case ReduceFn::Min:
-    return value == INFINITY || (dtype == DType::i32 && value == std::numeric_limits<int32_t>::max()) ||
-           (dtype == DType::i64 && value == static_cast<double>(std::numeric_limits<int64_t>::max()));
+    return value == INFINITY || (isInteger(dtype) && value == integerMaximum(dtype));
   }
   return false;
 }

@@ -2,6 +2,8 @@
 // module, over the Cursor's tokens (the grammar is in hlo_parser.h).
 #include "frontend/hlo/hlo_parser.h"
 
+#include "support/error.h"
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -289,16 +291,8 @@ void skipStackFrameTables(Cursor &in) {
   }
 }
 
-} // namespace
-
-ModuleText parseModule(std::string_view text, const std::string &source) {
-  Cursor in(text, source);
-  ModuleText module;
-  in.skipTrivia();
-  if (in.atEnd())
-    in.fail(in.location(), "the file is empty: expected an HLO module ('HloModule NAME' and its computations)");
-  if (!in.nextIsWord("HloModule"))
-    in.unexpected("'HloModule' at the start of an HLO module");
+// 'HloModule' name (',' attribute)*: the entry's layout is kept.
+void parseHeader(Cursor &in, ModuleText &module) {
   in.identifier("HloModule");
   in.skipTrivia();
   module.loc = in.location();
@@ -315,6 +309,42 @@ ModuleText parseModule(std::string_view text, const std::string &source) {
     if (attribute.name == "entry_computation_layout")
       module.entryLayout = attribute;
   }
+}
+
+// Whether the text at `in` starts a computation: 'ENTRY'? name, then its
+// signature '(' or its body '{' with a first instruction 'ROOT'? name '='.
+// Looks ahead without moving `in`.
+bool startsComputation(const Cursor &in) {
+  Cursor probe = in;
+  try {
+    if (probe.nextIsWord("ENTRY"))
+      probe.identifier("ENTRY");
+    probe.name("a computation name");
+    if (probe.consume('('))
+      return true;
+    if (!probe.consume('{'))
+      return false;
+    if (probe.nextIsWord("ROOT"))
+      probe.identifier("ROOT");
+    probe.name("an instruction name");
+    return probe.next() == '=';
+  } catch (const DiagnosticError &) {
+    return false;
+  }
+}
+
+} // namespace
+
+ModuleText parseModule(std::string_view text, const std::string &source) {
+  Cursor in(text, source);
+  ModuleText module;
+  in.skipTrivia();
+  if (in.atEnd())
+    in.fail(in.location(), "the file is empty: expected an HLO module ('HloModule NAME' and its computations)");
+  if (in.nextIsWord("HloModule"))
+    parseHeader(in, module);
+  else if (!startsComputation(in))
+    in.unexpected("'HloModule' or a computation ('NAME {' and its instructions) at the start of an HLO module");
   std::optional<size_t> entry;
   while (true) {
     skipStackFrameTables(in); // before the computations in dumps, or after them
@@ -335,6 +365,10 @@ ModuleText parseModule(std::string_view text, const std::string &source) {
   if (module.computations.empty())
     in.fail(module.loc, "the module has no computations");
   module.entry = entry.value_or(module.computations.size() - 1);
+  if (module.name.empty()) { // a fragment: named after its entry
+    module.name = module.computations[module.entry].name;
+    module.loc = module.computations[module.entry].loc;
+  }
   return module;
 }
 

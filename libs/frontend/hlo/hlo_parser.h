@@ -1,6 +1,6 @@
 // The HLO text parser: character-level recursive descent that turns the text
 // into the syntax tree of hlo_syntax.h, following XLA's hlo_parser grammar:
-//   module      ::= 'HloModule' name (',' attribute)* stack_frames? computation+
+//   module      ::= ('HloModule' name (',' attribute)*)? stack_frames? computation+
 //   computation ::= 'ENTRY'? name ('(' param (',' param)* ')' '->' shape)? '{' instruction+ '}'
 //   instruction ::= 'ROOT'? name '=' shape? opcode '(' operands ')' (',' attribute)*
 //   operand     ::= shape? name
@@ -19,7 +19,10 @@
 
 namespace mlpipe::fe::hlo {
 
-// The whole module. `source` names the text in diagnostics.
+// The whole module. `source` names the text in diagnostics. Without the
+// 'HloModule' header (a fragment, as XLA's emitter tests and single-fusion
+// dumps write one) the module is named after its entry computation; without
+// 'ENTRY' the last computation is the entry.
 ModuleText parseModule(std::string_view text, const std::string &source);
 
 // shape ::= type '[' dims ']' layout? | '(' shape (',' shape)* ')'
