@@ -146,7 +146,11 @@ struct BufferPlanPass : impl::BufferPlanPassBase<BufferPlanPass> {
       position[&op] = index++;
 
     std::vector<Temporary> temporaries;
-    function.walk([&](mlir::memref::AllocOp alloc) { temporaries.push_back({alloc}); });
+    function.walk([&](mlir::memref::AllocOp alloc) {
+      Temporary temporary;
+      temporary.alloc = alloc;
+      temporaries.push_back(std::move(temporary));
+    });
     std::vector<BufferRequest> requests;
     std::vector<size_t> planned;
     for (size_t i = 0; i < temporaries.size(); ++i) {
