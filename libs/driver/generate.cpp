@@ -69,8 +69,9 @@ void generate(const GenerateRequest &request, std::ostream &out) {
   auto perSecond = [](double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; };
   double runMs = timing.runMs + timing.prefillMs + timing.decodeMs;
   out << "\n\n"
-      << fmt::format("{} tokens, {} mode on the {}{}, {}{}\n", request.tokens,
-                     request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer", targetName(request.run.compile.target),
+      << fmt::format("{} tokens, {} mode, {} on the {}{}, {}{}\n", request.tokens,
+                     request.run.mode == Gpt2Mode::Fused ? "fused" : "sublayer", dtypeName(request.run.dtype),
+                     targetName(request.run.compile.target),
                      request.run.compile.target == Target::Gpu
                          ? " (" + describeMatmuls(request.run.compile.matmul, request.run.compile.precision) + ")"
                          : "",
@@ -87,8 +88,11 @@ void generate(const GenerateRequest &request, std::ostream &out) {
                        timing.decodeSteps, timing.decodeSteps == 1 ? "" : "s",
                        timing.decodeSteps ? timing.decodeMs / timing.decodeSteps : 0.0,
                        perSecond(timing.decodeSteps, timing.decodeMs));
-  out << fmt::format("  weights {:9.1f} ms  (loading {:.1f} ms, to the {} {:.1f} ms)\n", loadMs + timing.uploadMs,
-                     loadMs, targetName(request.run.compile.target), timing.uploadMs);
+  std::string converting =
+      timing.convertMs > 0 ? fmt::format("converting to {} {:.1f} ms, ", dtypeName(request.run.dtype), timing.convertMs)
+                           : "";
+  out << fmt::format("  weights {:9.1f} ms  (loading {:.1f} ms, {}to the {} {:.1f} ms)\n", loadMs + timing.uploadMs,
+                     loadMs, converting, targetName(request.run.compile.target), timing.uploadMs - timing.convertMs);
 }
 
 } // namespace mlpipe

@@ -51,13 +51,15 @@ private:
 // logits it returns, in page-locked memory. Copied by the GPU as steps of
 // the pass (in its graph with the kernels), the host neither stages them
 // nor waits between them; it waits once, for the logits.
-// The logits follow the header, 16-byte aligned.
+// The logits follow the header, 16-byte aligned, in the storage type.
 struct DecodeStaging {
   int32_t position = 0;
   int32_t id = 0;
   static constexpr size_t kLogitsOffset = 16;
-  float *logits() { return reinterpret_cast<float *>(reinterpret_cast<char *>(this) + kLogitsOffset); }
-  static size_t bytes(int64_t vocabSize) { return kLogitsOffset + static_cast<size_t>(vocabSize) * sizeof(float); }
+  void *logits() { return reinterpret_cast<char *>(this) + kLogitsOffset; }
+  static size_t bytes(int64_t vocabSize, DType dtype) {
+    return kLogitsOffset + static_cast<size_t>(vocabSize) * dtypeSize(dtype);
+  }
 };
 static_assert(sizeof(DecodeStaging) <= DecodeStaging::kLogitsOffset);
 
@@ -71,7 +73,10 @@ public:
     if (weights_->target() != options.compile.target)
       fail("the weights were uploaded for the {}, not the {}", targetName(weights_->target()),
            targetName(options.compile.target));
+    if (weights_->dtype() != options.dtype)
+      fail("the weights were uploaded in {}, not {}", dtypeName(weights_->dtype()), dtypeName(options.dtype));
     timing_.uploadMs = weights_->uploadMs();
+    timing_.convertMs = weights_->convertMs();
   }
 
   void prepare(int64_t tokens) override { compiled(Gpt2Phase::Forward, paddedLength(tokens, config_)); }
@@ -192,7 +197,7 @@ protected:
     CacheBinding cache;
     if (module.phase != Gpt2Phase::Forward) {
       cache.cache = static_cast<char *>(kvCache().data());
-      cache.layerBytes = static_cast<size_t>(byteSize(kvCacheShape(config_), DType::f32) / config_.nLayer);
+      cache.layerBytes = static_cast<size_t>(byteSize(kvCacheShape(config_), options_.dtype) / config_.nLayer);
     }
     if (module.phase == Gpt2Phase::Decode)
       cache.position = positionBuffer().data();
@@ -209,7 +214,7 @@ protected:
                                       {},
                                       staging->logits(),
                                       module.activations.at("logits").data(),
-                                      static_cast<size_t>(config_.vocabSize) * sizeof(float)});
+                                      static_cast<size_t>(config_.vocabSize) * dtypeSize(options_.dtype)});
       }
       module.plannedBuffers.clear();
       for (const Step &step : module.planned) {
@@ -224,9 +229,9 @@ protected:
     module.capturesSeen = module.replay.captures();
     if (isStaged) {
       gpu::waitForCurrentStream();
-      HostTensor logits(DType::f32, {1, config_.vocabSize});
+      HostTensor logits(options_.dtype, {1, config_.vocabSize});
       std::memcpy(logits.data(), decodeStaging()->logits(), logits.byteSize());
-      return {std::move(logits), {}};
+      return {logits.convertedTo(DType::f32), {}};
     }
     return read(module, static_cast<int64_t>(tokens.size()), everyRow, capture);
   }
@@ -240,7 +245,7 @@ protected:
 
   DecodeStaging *decodeStaging() {
     if (!decodeStaging_)
-      decodeStaging_.emplace(DecodeStaging::bytes(config_.vocabSize));
+      decodeStaging_.emplace(DecodeStaging::bytes(config_.vocabSize, options_.dtype));
     return static_cast<DecodeStaging *>(decodeStaging_->data());
   }
 
@@ -249,7 +254,7 @@ protected:
   // weights, which must not meet a NaN or an infinity left in fresh memory.
   TargetBuffer &kvCache() {
     if (!kvCache_) {
-      size_t bytes = static_cast<size_t>(byteSize(kvCacheShape(config_), DType::f32));
+      size_t bytes = static_cast<size_t>(byteSize(kvCacheShape(config_), options_.dtype));
       kvCache_.emplace(options_.compile.target, bytes, options_.execution.memory);
       std::vector<char> zeros(bytes, 0);
       kvCache_->upload(zeros.data(), bytes);
@@ -273,11 +278,13 @@ protected:
       return found->second;
     auto start = std::chrono::steady_clock::now();
     CompileTimings stages;
-    fe::Program program = traceGpt2(config_, options_.mode, length, DType::f32, phase);
+    fe::Program program = traceGpt2(config_, options_.mode, length, options_.dtype, phase);
     stages.traceMs += millisecondsSince(start);
     std::string phasePart = phase == Gpt2Phase::Forward ? "" : std::string(phaseName(phase)) + "-";
-    std::string name = fmt::format("gpt2-{}-{}{}-L{}C{}H{}V{}", options_.mode == Gpt2Mode::Fused ? "fused" : "sublayer",
-                                   phasePart, length, config_.nLayer, config_.nEmbd, config_.nHead, config_.vocabSize);
+    std::string dtypePart = options_.dtype == DType::f32 ? "" : std::string("-") + dtypeName(options_.dtype);
+    std::string name =
+        fmt::format("gpt2-{}-{}{}-L{}C{}H{}V{}{}", options_.mode == Gpt2Mode::Fused ? "fused" : "sublayer", phasePart,
+                    length, config_.nLayer, config_.nEmbd, config_.nHead, config_.vocabSize, dtypePart);
     MlirModule lowered = compileProgram(program, name, options_.compile, &stages);
     auto loadStart = std::chrono::steady_clock::now();
     Executable executable = Executable::load(std::move(lowered), options_.execution);
@@ -313,11 +320,12 @@ protected:
 
   void *ids(Compiled &module, int64_t length) { return activation(module, "ids", {length}, DType::i32).data(); }
 
-  // Rows [first, first + rows) of a [length, width] f32 buffer.
-  static HostTensor rowsOf(const TargetBuffer &buffer, int64_t first, int64_t rows, int64_t width) {
-    HostTensor tensor(DType::f32, {rows, width});
-    buffer.download(tensor.data(), tensor.byteSize(), static_cast<size_t>(first * width) * sizeof(float));
-    return tensor;
+  // Rows [first, first + rows) of a [length, width] buffer in the storage
+  // type, as f32.
+  HostTensor rowsOf(const TargetBuffer &buffer, int64_t first, int64_t rows, int64_t width) const {
+    HostTensor tensor(options_.dtype, {rows, width});
+    buffer.download(tensor.data(), tensor.byteSize(), static_cast<size_t>(first * width) * dtypeSize(options_.dtype));
+    return tensor.convertedTo(DType::f32);
   }
 
   HostTensor logitsOf(const TargetBuffer &buffer, int64_t tokens, bool everyRow) const {
@@ -355,7 +363,7 @@ protected:
   std::shared_ptr<const TargetWeights> weights_;
   TargetStream stream_;
   std::map<std::pair<Gpt2Phase, int64_t>, Compiled> modules_;
-  std::optional<TargetBuffer> kvCache_;  // [L, 2, H, n_ctx, D] f32
+  std::optional<TargetBuffer> kvCache_;  // [L, 2, H, n_ctx, D] in the storage type
   std::optional<TargetBuffer> position_; // decode's position, rank-0 i32
   // Destroyed before the modules whose graphs copy with it: they are never
   // launched after.
@@ -370,7 +378,7 @@ public:
 protected:
   std::vector<Step> plan(Compiled &module, bool /*capture*/, const CacheBinding &cache) override {
     int64_t length = module.length;
-    void *logits = activation(module, "logits", {length, config_.vocabSize}, DType::f32).data();
+    void *logits = activation(module, "logits", {length, config_.vocabSize}, options_.dtype).data();
     std::map<std::string, void *> bound = {{"ids", ids(module, length)}, {"logits:out", logits}};
     if (cache.cache)
       bound["kv_cache"] = cache.cache;
@@ -395,14 +403,14 @@ protected:
     // The residual stream alternates between two buffers on the target;
     // with capture, the embedding and each block's residual are copied, on
     // the target, into one buffer read back at the end.
-    void *x = activation(module, "x0", residual, DType::f32).data();
-    void *y = activation(module, "x1", residual, DType::f32).data();
-    void *logits = activation(module, "logits", {length, config_.vocabSize}, DType::f32).data();
-    size_t residualBytes = static_cast<size_t>(byteSize(residual, DType::f32));
-    char *kept = capture
-                     ? static_cast<char *>(
-                           activation(module, "kept", {config_.nLayer + 1, length, config_.nEmbd}, DType::f32).data())
-                     : nullptr;
+    void *x = activation(module, "x0", residual, options_.dtype).data();
+    void *y = activation(module, "x1", residual, options_.dtype).data();
+    void *logits = activation(module, "logits", {length, config_.vocabSize}, options_.dtype).data();
+    size_t residualBytes = static_cast<size_t>(byteSize(residual, options_.dtype));
+    char *kept =
+        capture ? static_cast<char *>(
+                      activation(module, "kept", {config_.nLayer + 1, length, config_.nEmbd}, options_.dtype).data())
+                : nullptr;
     std::vector<Step> steps;
     auto keep = [&](int64_t index) {
       if (capture)
@@ -444,11 +452,16 @@ protected:
 } // namespace
 
 std::shared_ptr<const TargetWeights> TargetWeights::upload(const Gpt2Weights &weights, Target target,
-                                                           gpu::Memory memory) {
+                                                           gpu::Memory memory, DType dtype) {
   auto start = std::chrono::steady_clock::now();
   std::shared_ptr<TargetWeights> uploaded(new TargetWeights);
   uploaded->target_ = target;
-  for (auto &[name, tensor] : weights.tensors()) {
+  uploaded->dtype_ = dtype;
+  for (auto &[name, stored] : weights.tensors()) {
+    auto convertStart = std::chrono::steady_clock::now();
+    HostTensor converted = stored.dtype() == dtype ? HostTensor() : stored.convertedTo(dtype);
+    const HostTensor &tensor = stored.dtype() == dtype ? stored : converted;
+    uploaded->convertMs_ += millisecondsSince(convertStart);
     TargetBuffer buffer(target, tensor.byteSize(), memory);
     buffer.upload(tensor.data(), tensor.byteSize());
     if (target == Target::Gpu && memory == gpu::Memory::Managed)
@@ -477,7 +490,8 @@ std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Config &config, std::shared
 
 std::unique_ptr<Gpt2Runner> makeGpt2Runner(const Gpt2Weights &weights, const Gpt2RunOptions &options) {
   return makeGpt2Runner(weights.config(),
-                        TargetWeights::upload(weights, options.compile.target, options.execution.memory), options);
+                        TargetWeights::upload(weights, options.compile.target, options.execution.memory, options.dtype),
+                        options);
 }
 
 } // namespace mlpipe

@@ -44,8 +44,13 @@ struct Gpt2RunOptions {
   CompileOptions compile;
   ExecutionOptions execution; // managed memory instead of device memory, for the tutorial's path
   bool graphs = true;         // replay each forward as a CUDA graph
+  // Storage of the weights, activations, KV cache and logits; bf16 and f16
+  // compute in f32 (results rounded once to the storage type).
+  DType dtype = DType::f32;
 };
 
+// Results come back as f32 whatever the storage type (a 16-bit value is
+// exactly an f32).
 struct ForwardResult {
   HostTensor logits;                // [rows, vocab]: every real position, or the last one
   std::vector<HostTensor> captured; // with capture, sublayer mode: embedding, then each block's residual [T, C]
@@ -54,7 +59,8 @@ struct ForwardResult {
 struct Gpt2Timing {
   double compileMs = 0; // tracing, compiling and loading modules
   double runMs = 0;     // forward passes, host wall clock
-  double uploadMs = 0;  // copying the weights to the target
+  double uploadMs = 0;  // copying the weights to the target (converting them included)
+  double convertMs = 0; // of uploadMs, converting them to the storage type
   std::vector<int64_t> compiledLengths;
   std::vector<std::string> compiledPrograms; // per program compiled: "16", "prefill 16", "decode"
   int forwards = 0;
@@ -77,19 +83,24 @@ struct Gpt2ModuleInfo {
 
 // The weights, copied once into memory the target's code can read (device
 // memory, managed memory if asked, or host memory), shared by every runner
-// of the process.
+// of the process, converted on the way to the storage type `dtype`
+// (rounded to nearest even; a bf16 or f16 file's values come back exactly).
 class TargetWeights {
 public:
-  static std::shared_ptr<const TargetWeights> upload(const Gpt2Weights &weights, Target target,
-                                                     gpu::Memory memory = gpu::Memory::Device);
+  static std::shared_ptr<const TargetWeights>
+  upload(const Gpt2Weights &weights, Target target, gpu::Memory memory = gpu::Memory::Device, DType dtype = DType::f32);
   void *operator[](const std::string &name) const;
   Target target() const { return target_; }
+  DType dtype() const { return dtype_; }
   double uploadMs() const { return uploadMs_; }
+  double convertMs() const { return convertMs_; } // of uploadMs, converting to the storage type
 
 private:
   TargetWeights() = default;
   Target target_ = Target::Cpu;
+  DType dtype_ = DType::f32;
   double uploadMs_ = 0;
+  double convertMs_ = 0;
   std::map<std::string, TargetBuffer> buffers_;
 };
 

@@ -26,10 +26,24 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
   app.add_option("--precision", request.run.compile.precision, kPrecisionFlagHelp)
       ->check(CLI::IsMember({"f32", "tf32"}))
       ->capture_default_str();
+  app.add_option("--dtype", flags.dtype,
+                 "Storage of the weights, activations and KV cache: f32, or bf16 or f16 (computed in f32, "
+                 "matmuls on tensor cores)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
   if (withMode)
     app.add_option("--mode", flags.mode, "sublayer (a host loop over compiled blocks) or fused (one function)")
         ->check(CLI::IsMember({"sublayer", "fused"}))
         ->capture_default_str();
+}
+
+DType gpt2StorageType(const std::string &dtype, const std::string &precision) {
+  std::optional<DType> parsed = parseDType(dtype);
+  if (!parsed || (*parsed != DType::f32 && *parsed != DType::bf16 && *parsed != DType::f16))
+    fail("gpt2 runs in f32, bf16 or f16, not {}", dtype);
+  if (*parsed != DType::f32 && precision != "f32")
+    fail("--precision {} applies to f32 matmuls; {} matmuls already run on tensor cores", precision, dtype);
+  return *parsed;
 }
 
 Target resolveTarget(const std::string &target) {
@@ -45,6 +59,7 @@ void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
   request.run.compile.diskCache = true;
   request.run.execution.memory = flags.managed ? gpu::Memory::Managed : gpu::Memory::Device;
   request.run.graphs = !flags.noGraphs;
+  request.run.dtype = gpt2StorageType(flags.dtype, request.run.compile.precision);
   if (request.run.compile.target == Target::Gpu)
     request.run.compile.matmul = resolveMatmulChoice(flags.matmul);
   else if (request.run.compile.precision != "f32")

@@ -231,9 +231,10 @@ VerificationBound verificationBound(const fe::Graph &graph, const KernelVerifyRe
     f32 |= node.dtype == DType::f32 && node.kind != fe::OpKind::Constant;
   }
   if (bf16 || f16) {
-    int bits = bf16 ? 8 : 11; // significant bits kept: u = 2^-bits
+    DType narrowest = bf16 ? DType::bf16 : DType::f16;
+    int bits = significandBits(narrowest);
     int64_t terms = longestReduction(graph);
-    double tolerance = kStoredRoundings * std::ldexp(1.0, -bits) + double(terms) * std::ldexp(1.0, -24);
+    double tolerance = kStoredRoundings * unitRoundoff(narrowest) + double(terms) * unitRoundoff(DType::f32);
     return {tolerance,
             fmt::format("{}: {} x 2^-{} + {} x 2^-24", bf16 ? "bf16" : "f16", kStoredRoundings, bits, terms)};
   }

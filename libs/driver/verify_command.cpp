@@ -21,9 +21,9 @@ namespace {
 const std::initializer_list<const char *> kFileFlags = {"--rtol", "--atol"};
 const std::initializer_list<const char *> kGpt2Flags = {"--steps",  "--mode",         "--weights", "--config",
                                                         "--prompt", "--save-weights", "--cache",   "--no-graphs"};
-const std::initializer_list<const char *> kKernelFlags = {
-    "--shape",    "--dtype", "--batch",     "--heads",        "--transpose-a", "--transpose-b",
-    "--epilogue", "--save",  "--tolerance", "--input-offset", "--input-scale", "--format"};
+const std::initializer_list<const char *> kKernelFlags = {"--shape",        "--batch",       "--heads", "--transpose-a",
+                                                          "--transpose-b",  "--epilogue",    "--save",  "--tolerance",
+                                                          "--input-offset", "--input-scale", "--format"};
 
 enum class VerifyUse { Files, Gpt2, Kernels };
 
@@ -45,7 +45,7 @@ VerifyUse verifyUse(const std::vector<std::string> &what) {
 bool compareFiles(const CLI::App &app, const VerifyFlags &flags) {
   refuseFlags(app, kGpt2Flags, "comparing two .npy files");
   refuseFlags(app, kKernelFlags, "comparing two .npy files");
-  refuseFlags(app, {"--target", "--chip", "--matmul", "--precision", "--seed", "--managed"},
+  refuseFlags(app, {"--target", "--chip", "--matmul", "--precision", "--seed", "--managed", "--dtype"},
               "comparing two .npy files");
   return verifyFiles(flags.what[0], flags.what[1], flags.rtol, flags.atol);
 }
@@ -54,14 +54,13 @@ bool checkGpt2(const CLI::App &app, VerifyFlags &flags) {
   refuseFlags(app, kFileFlags, "gpt2");
   refuseFlags(app, kKernelFlags, "gpt2");
   Gpt2VerifyRequest &gpt2 = flags.gpt2;
-  ModelFlags model{flags.target, flags.gpt2Mode, flags.managed, flags.noGraphs, flags.matmul};
+  ModelFlags model{flags.target, flags.gpt2Mode, flags.managed, flags.noGraphs, flags.matmul, flags.dtype};
   gpt2.model.run.compile.chip = flags.kernels.chip;
   gpt2.model.run.compile.precision = flags.kernels.precision;
-  if (flags.kernels.precision == "tf32")
-    gpt2.tolerance = kGpt2Tf32Tolerance;
   if (app.count("--seed") > 0)
     gpt2.model.seed = flags.seed;
   applyModelFlags(gpt2.model, model);
+  gpt2.tolerance = gpt2Tolerance(gpt2.model.run.dtype, gpt2.model.run.compile.precision);
   gpt2.cache = parseGpt2CacheCheck(flags.gpt2Cache);
   return verifyGpt2(gpt2);
 }

@@ -29,13 +29,13 @@ struct VerifyFlags {
   // --chip and --precision serve gpt2 too.
   KernelVerifyRequest kernels;
   std::vector<std::string> shapes;
-  std::string dtype = "f32";
   double tolerance = 0; // read only when --tolerance was given
 
   // Kernels and gpt2.
-  std::string target; // gpu or cpu; empty: gpu when there is one
-  std::string matmul; // cublas or generated; empty: cublas where it loads
-  uint64_t seed = 0;  // read only when --seed was given
+  std::string dtype = "f32"; // float storage type
+  std::string target;        // gpu or cpu; empty: gpu when there is one
+  std::string matmul;        // cublas or generated; empty: cublas where it loads
+  uint64_t seed = 0;         // read only when --seed was given
   bool managed = false;
 
   // gpt2. --steps, --weights, --config, --prompt and --save-weights are

@@ -37,6 +37,14 @@ HostTensor referenceRows(const ref::Array &array, int64_t first, int64_t rows) {
 
 } // namespace
 
+double gpt2Tolerance(DType dtype, const std::string &precision) {
+  if (dtype == DType::bf16 || dtype == DType::f16)
+    return kGpt2SixteenBitRoundings * unitRoundoff(dtype);
+  return precision == "tf32" ? kGpt2Tf32Tolerance : kGpt2F32Tolerance;
+}
+
+bool isNearTie(double top, double chosen, double tolerance) { return top - chosen <= tolerance * (1 + std::abs(top)); }
+
 Gpt2CacheCheck parseGpt2CacheCheck(const std::string &name) {
   if (name == "on")
     return Gpt2CacheCheck::Cache;
@@ -79,24 +87,30 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
   bool sublayer = model.run.mode == Gpt2Mode::Sublayer;
   bool cached = request.cache != Gpt2CacheCheck::NoCache, compare = request.cache == Gpt2CacheCheck::Compare;
 
+  // The reference runs in float64 on the weights the target holds: rounded
+  // to the storage type.
+  DType dtype = model.run.dtype;
   ref::Values referenceWeights;
   for (auto &[name, tensor] : weights.tensors())
-    referenceWeights[name] = ref::fromHost(tensor);
+    referenceWeights[name] = ref::fromHost(tensor.convertedTo(dtype));
   std::shared_ptr<const TargetWeights> targetWeights =
-      TargetWeights::upload(weights, model.run.compile.target, model.run.execution.memory);
+      TargetWeights::upload(weights, model.run.compile.target, model.run.execution.memory, dtype);
   std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(config, targetWeights, model.run);
   std::unique_ptr<Gpt2Runner> uncachedRunner = compare ? makeGpt2Runner(config, targetWeights, model.run) : nullptr;
 
   const CompileOptions &compile = model.run.compile;
-  std::cout << fmt::format("verify gpt2: {} steps, {} mode on the {}{}, L={} H={} C={} V={}, {}\n", request.steps,
-                           sublayer ? "sublayer" : "fused", targetName(compile.target),
+  std::cout << fmt::format("verify gpt2: {} steps, {} mode, {} on the {}{}, L={} H={} C={} V={}, {}\n", request.steps,
+                           sublayer ? "sublayer" : "fused", dtypeName(dtype), targetName(compile.target),
                            compile.target == Target::Gpu
                                ? " (" + compile.chip + ", " + describeMatmuls(compile.matmul, compile.precision) + ")"
                                : "",
                            config.nLayer, config.nHead, config.nEmbd, config.vocabSize, weights.description());
+  std::string boundNote = compile.precision == "tf32" ? " (tf32)"
+                          : dtype != DType::f32 ? fmt::format(" ({:g} x {}'s u = 2^-{})", kGpt2SixteenBitRoundings,
+                                                              dtypeName(dtype), significandBits(dtype))
+                                                : "";
   std::cout << fmt::format("prompt: \"{}\" ({} token{}); tensors within {:g} absolute and relative{}; {}\n", prompt,
-                           tokens.size(), tokens.size() == 1 ? "" : "s", request.tolerance,
-                           compile.precision == "tf32" ? " (tf32)" : "",
+                           tokens.size(), tokens.size() == 1 ? "" : "s", request.tolerance, boundNote,
                            compare  ? "KV cache, also against no cache"
                            : cached ? "KV cache: prefill, then decode steps"
                                     : "no cache: every step a whole forward");
@@ -105,7 +119,7 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
                            compare ? fmt::format(" {:>11}", "no-cache") : "", "result")
             << std::flush;
   Miss embeddingMiss, residualMiss, logitsMiss, uncachedMiss;
-  int matches = 0;
+  int matches = 0, nearTies = 0;
   for (int64_t step = 1; step <= request.steps; ++step) {
     int64_t count = static_cast<int64_t>(tokens.size());
     // The positions this step computes: every one for a forward or the
@@ -137,7 +151,9 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
     int32_t token = greedyToken(result.logits, rows - 1);
     const double *lastRow = expectedLogits.as<double>() + (rows - 1) * config.vocabSize;
     int32_t referenceToken = static_cast<int32_t>(std::max_element(lastRow, lastRow + config.vocabSize) - lastRow);
-    bool tokenMatches = token == referenceToken;
+    bool nearTie = token != referenceToken && isNearTie(lastRow[referenceToken], lastRow[token], request.tolerance);
+    nearTies += nearTie;
+    bool tokenMatches = token == referenceToken || nearTie;
     if (compare) {
       // The same positions run without the cache: every tensor and the
       // token agree.
@@ -158,7 +174,10 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
                              : decode ? "decode"
                                       : "prefill",
                              token, referenceToken, cell(stepEmbedding), cell(stepResiduals), stepLogits.maxAbs,
-                             compare ? fmt::format(" {:11.3e}", stepUncached.maxAbs) : "", pass ? "PASS" : "FAIL")
+                             compare ? fmt::format(" {:11.3e}", stepUncached.maxAbs) : "",
+                             !pass     ? "FAIL"
+                             : nearTie ? "PASS (near tie)"
+                                       : "PASS")
               << std::flush; // a step takes seconds: show it as it ends, also through a pipe
     for (auto [total, part] : {std::pair{&embeddingMiss, &stepEmbedding}, std::pair{&residualMiss, &stepResiduals},
                                std::pair{&logitsMiss, &stepLogits}, std::pair{&uncachedMiss, &stepUncached}}) {
@@ -172,7 +191,11 @@ bool verifyGpt2(const Gpt2VerifyRequest &request) {
   std::cout << "max abs error:";
   if (sublayer)
     std::cout << fmt::format(" embedding {:.3e}, block residuals {:.3e},", embeddingMiss.maxAbs, residualMiss.maxAbs);
-  std::cout << fmt::format(" logits {:.3e}; tokens {}/{} match\n", logitsMiss.maxAbs, matches, request.steps);
+  std::cout << fmt::format(" logits {:.3e}; tokens {}/{} match{}\n", logitsMiss.maxAbs, matches - nearTies,
+                           request.steps,
+                           nearTies ? fmt::format(", {} near tie{} (the reference's top two logits within the bound)",
+                                                  nearTies, nearTies == 1 ? "" : "s")
+                                    : "");
   if (compare)
     std::cout << fmt::format("with the cache against without: max abs difference {:.3e}, {}\n", uncachedMiss.maxAbs,
                              uncachedMiss.pass ? "agree" : "DISAGREE");

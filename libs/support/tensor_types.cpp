@@ -76,6 +76,23 @@ bool isFloat(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
 }
 
+int significandBits(DType dtype) {
+  switch (dtype) {
+  case DType::bf16:
+    return 8;
+  case DType::f16:
+    return 11;
+  case DType::f32:
+    return 24;
+  case DType::f64:
+    return 53;
+  default:
+    fail("{} is not a float type", dtypeName(dtype));
+  }
+}
+
+double unitRoundoff(DType dtype) { return std::ldexp(1.0, -significandBits(dtype)); }
+
 bool isInteger(DType dtype) { return !isFloat(dtype) && dtype != DType::i1; }
 
 bool isUnsigned(DType dtype) {

@@ -26,6 +26,10 @@ const char *dtypeName(DType dtype);
 std::optional<DType> parseDType(std::string_view name);
 // f32, f64, f16 and bf16.
 bool isFloat(DType dtype);
+// Significand bits of a float type, the hidden one included: 8 bf16, 11 f16,
+// 24 f32, 53 f64; its unit roundoff (round to nearest) is 2^-bits.
+int significandBits(DType dtype);
+double unitRoundoff(DType dtype);
 // The signed and unsigned integers (not i1, which holds truth values).
 bool isInteger(DType dtype);
 // u8, u16, u32 and u64.

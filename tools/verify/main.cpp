@@ -39,7 +39,8 @@ int main(int argc, char **argv) {
   app.add_option("--rtol", flags.rtol, "Files: relative tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
   app.add_option("--atol", flags.atol, "Files: absolute tolerance")->check(mlpipe::kNonNegative)->capture_default_str();
   app.add_option("--shape", flags.shapes, "Kernels: shape of each input in order");
-  app.add_option("--dtype", flags.dtype, "Kernels: float storage type (bf16 and f16 compute in f32)")
+  app.add_option("--dtype", flags.dtype,
+                 "Kernels and gpt2: float storage type (bf16 and f16 compute in f32; gpt2: f32, bf16 or f16)")
       ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
       ->capture_default_str();
   app.add_option("--batch", request.options.batch, "matmul: batch size")->check(mlpipe::kPositive);

@@ -14,9 +14,10 @@ using namespace mlpipe;
 
 namespace {
 
-Gpt2RunOptions cpuOptions(Gpt2Mode mode) {
+Gpt2RunOptions cpuOptions(Gpt2Mode mode, DType dtype = DType::f32) {
   Gpt2RunOptions options;
   options.mode = mode;
+  options.dtype = dtype;
   options.compile.target = Target::Cpu;
   return options;
 }
@@ -43,3 +44,21 @@ BOOST_AUTO_TEST_CASE(decoding_fills_the_context_and_matches_forwards_fused) {
 }
 
 BOOST_AUTO_TEST_CASE(a_decode_step_needs_a_prefill) { testing::checkDecodeNeedsAPrefill(cpuOptions(Gpt2Mode::Fused)); }
+
+// 16-bit storage: the weights, activations, cache and logits in bf16 or f16.
+BOOST_AUTO_TEST_CASE(decoding_in_bf16_matches_forwards_sublayer) {
+  testing::checkDecodingFillsTheContext(cpuOptions(Gpt2Mode::Sublayer, DType::bf16));
+}
+
+BOOST_AUTO_TEST_CASE(decoding_in_f16_matches_forwards_fused) {
+  testing::checkDecodingFillsTheContext(cpuOptions(Gpt2Mode::Fused, DType::f16));
+}
+
+// Weights uploaded in one storage type serve no runner of another.
+BOOST_AUTO_TEST_CASE(weights_uploaded_in_f32_do_not_serve_a_bf16_runner) {
+  auto uploaded = TargetWeights::upload(testing::shortContextWeights(), Target::Cpu);
+  BOOST_TEST(testing::messageOf([&] {
+               makeGpt2Runner(testing::shortContextWeights().config(), uploaded,
+                              cpuOptions(Gpt2Mode::Fused, DType::bf16));
+             }) == "the weights were uploaded in f32, not bf16");
+}

@@ -182,6 +182,47 @@ BOOST_AUTO_TEST_CASE(host_tensors_hold_16_bit_floats_and_truth_values) {
   BOOST_TEST(truth.describe() == "2x2xi1");
 }
 
+// f32 to and from the 16-bit floats takes a direct path (weights and logits
+// are millions of elements): the same values as storedValue() element by
+// element, specials included, and back to f32 exactly.
+BOOST_AUTO_TEST_CASE(converting_f32_to_16_bits_rounds_as_stored_values_do) {
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  std::vector<double> values = {0.0, -0.0, 1e-40, 65520.0, -1e30, INFINITY, -INFINITY, NAN, 1.0 + 1.0 / 512};
+  for (int i = 0; i < 1001; ++i)
+    values.push_back(value(testing::rng()));
+  HostTensor wide = HostTensor::fromDoubles(DType::f32, {static_cast<int64_t>(values.size())}, values);
+  for (DType narrow : {DType::bf16, DType::f16}) {
+    BOOST_TEST_CONTEXT(dtypeName(narrow)) {
+      HostTensor narrowed = wide.convertedTo(narrow);
+      HostTensor back = narrowed.convertedTo(DType::f32);
+      BOOST_TEST((back.dtype() == DType::f32));
+      for (int64_t i = 0; i < wide.numel(); ++i) {
+        double expected = storedValue(narrow, wide.at(i));
+        if (std::isnan(expected)) {
+          BOOST_TEST(std::isnan(narrowed.at(i)));
+          BOOST_TEST(std::isnan(back.at(i)));
+        } else {
+          BOOST_TEST(narrowed.at(i) == expected, "element " << i << " = " << wide.at(i));
+          BOOST_TEST(back.at(i) == expected, "element " << i << " = " << wide.at(i));
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(float_types_know_their_unit_roundoff) {
+  BOOST_TEST(significandBits(DType::bf16) == 8);
+  BOOST_TEST(significandBits(DType::f16) == 11);
+  BOOST_TEST(significandBits(DType::f32) == 24);
+  BOOST_TEST(significandBits(DType::f64) == 53);
+  BOOST_TEST(unitRoundoff(DType::bf16) == 1.0 / 256);
+  // 1 + u is the tie between 1 and the next float: it rounds to even (1).
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+    BOOST_TEST(storedValue(dtype, 1.0 + unitRoundoff(dtype)) == 1.0, dtypeName(dtype));
+  BOOST_TEST(storedValue(DType::bf16, 1.0 + 3 * unitRoundoff(DType::bf16)) == 1.0 + 4 * unitRoundoff(DType::bf16));
+  BOOST_TEST(testing::messageOf([] { significandBits(DType::i32); }) == "i32 is not a float type");
+}
+
 BOOST_AUTO_TEST_CASE(poison_shows_unwritten_elements_of_every_type) {
   for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::f16, DType::bf16, DType::i1, DType::i8,
                       DType::i16, DType::u8, DType::u16, DType::u32, DType::u64}) {
