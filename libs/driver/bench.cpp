@@ -169,8 +169,9 @@ void printBenchHeader(const BenchRequest &request, const Gpt2Weights &weights) {
   const CompileOptions &compile = request.model.run.compile;
   bool gpu = compile.target == Target::Gpu;
   std::cout << fmt::format(
-      "bench gpt2: L={} H={} C={} V={}, {}, on the {}{}; median of {} after {} warm-up{}\n", config.nLayer,
-      config.nHead, config.nEmbd, config.vocabSize, weights.description(), targetName(compile.target),
+      "bench gpt2: L={} H={} C={} V={}, {}, {} on the {}{}; median of {} after {} warm-up{}\n", config.nLayer,
+      config.nHead, config.nEmbd, config.vocabSize, weights.description(), dtypeName(request.model.run.dtype),
+      targetName(compile.target),
       gpu ? " (" + gpu::deviceName() + ", " + describeMatmuls(compile.matmul, compile.precision) + ")" : "",
       request.repeat, request.warmup,
       gpu ? (request.model.run.graphs ? ", each forward a CUDA graph" : ", direct launches") : "");
@@ -376,7 +377,8 @@ void benchGpt2(const BenchRequest &request) {
   std::mt19937 generator(12345);
   // Uploaded once, shared by the runner of each mode.
   std::shared_ptr<const TargetWeights> onTarget =
-      TargetWeights::upload(weights, request.model.run.compile.target, request.model.run.execution.memory);
+      TargetWeights::upload(weights, request.model.run.compile.target, request.model.run.execution.memory,
+                            request.model.run.dtype);
   std::vector<KernelRow> kernelRows;
   std::vector<ShapeReport> reports = benchForwards(request, config, onTarget, generator, kernelRows);
   printForwardAgainstKernels(reports);
