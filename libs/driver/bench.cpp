@@ -376,9 +376,8 @@ void benchGpt2(const BenchRequest &request) {
   Ceilings ceilings = request.profile ? measureCeilings() : Ceilings{};
   std::mt19937 generator(12345);
   // Uploaded once, shared by the runner of each mode.
-  std::shared_ptr<const TargetWeights> onTarget =
-      TargetWeights::upload(weights, request.model.run.compile.target, request.model.run.execution.memory,
-                            request.model.run.dtype);
+  std::shared_ptr<const TargetWeights> onTarget = TargetWeights::upload(
+      weights, request.model.run.compile.target, request.model.run.execution.memory, request.model.run.dtype);
   std::vector<KernelRow> kernelRows;
   std::vector<ShapeReport> reports = benchForwards(request, config, onTarget, generator, kernelRows);
   printForwardAgainstKernels(reports);
