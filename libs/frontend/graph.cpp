@@ -194,7 +194,18 @@ void Graph::markIndexInput(Tensor ids, int64_t rows) {
     node.ints = {rows};
 }
 
-Tensor Graph::constant(double value) { return constant(value, floatType_); }
+Tensor Graph::constant(double value) {
+  // A formula's constant (GELU's 0.044715, an epsilon) in a 16-bit function
+  // is kept to f32, the type it is computed with: only stored tensors are
+  // 16-bit, as in the frameworks' compiled kernels.
+  if (floatType_ == DType::bf16 || floatType_ == DType::f16) {
+    Node node{OpKind::Constant};
+    node.dtype = floatType_;
+    node.value = storedValue(DType::f32, value);
+    return add(std::move(node));
+  }
+  return constant(value, floatType_);
+}
 
 Tensor Graph::constant(double value, DType dtype) {
   Node node{OpKind::Constant};

@@ -195,6 +195,9 @@ public:
   // rows (random test inputs for it are drawn from [0, rows)).
   void markIndexInput(Tensor ids, int64_t rows);
 
+  // A scalar of the function's float type; in a bf16 or f16 function its
+  // value is kept to f32 (the type elementwise math computes in), not
+  // rounded to 16 bits.
   Tensor constant(double value);
   // A scalar of `dtype` (its value rounded to it). A constant takes the type
   // of the tensor it combines with, among floats or among integers.
