@@ -82,7 +82,18 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     residual + bias), with a per-column bias (BIAS), a matrix shaped like D
     added as beta C with C apart from D, a constant scale as alpha, and
     GELU's tanh form (GELU, GPT-2's gelu_new; cuBLASLt's GELU is the tanh
-    approximation). Folding is for f32; f64's DGEMM takes no epilogue. The
+    approximation). Folding is for f32; f64's DGEMM takes no epilogue.
+    bf16 and f16 operands are read as stored, accumulating in f32; where the
+    epilogue ends by rounding to their type, with the bias and residual
+    stored in it,
+    ```mlir
+    ^bb0(%p: f32, %b: bf16, %out: bf16):
+      %wide = arith.extf %b : bf16 to f32
+      %sum = arith.addf %p, %wide : f32
+      %d = arith.truncf %sum : f32 to bf16
+    ```
+    the GEMM writes the bf16 D itself (element 4, f16 5: C, D and bias in
+    16 bits, rounded once) and the f32 product is never stored. The
     first op that does not fold stops it: in a fusion, what is left becomes
     a new function with mlpipe.fusion = "loop", called right after the GEMM
     with the GEMM's output among its arguments; around a bare matmul it

@@ -134,10 +134,14 @@ public:
       c = *matrixLayout(mlir::cast<mlir::MemRefType>(cValue.getType()));
     }
     MatrixLayout d = *matrixLayout(mlir::cast<mlir::MemRefType>(values.d.getType()));
-    int32_t element = !f32                      ? abi::kF64
-                      : p.inputElement.isBF16() ? abi::kBf16F32
-                      : p.inputElement.isF16()  ? abi::kF16F32
-                                                : abi::kF32;
+    // With a 16-bit D (the epilogue rounds), A, B, C and bias are that type.
+    mlir::Type stored = plan.epilogue.stored;
+    int32_t element = !f32                        ? abi::kF64
+                      : stored && stored.isBF16() ? abi::kBf16
+                      : stored && stored.isF16()  ? abi::kF16
+                      : p.inputElement.isBF16()   ? abi::kBf16F32
+                      : p.inputElement.isF16()    ? abi::kF16F32
+                                                  : abi::kF32;
     mlir::Value args[] = {i32(element),
                           i32(element == abi::kF32 && tf32_ ? abi::kTf32 : abi::kExact),
                           i32(p.a.transposed),
@@ -220,6 +224,10 @@ bool unreadAfter(mlir::Value buffer, mlir::Operation *op) {
 // lie between. `extended` is the epilogue with the generic folded.
 bool mayMoveIntoGemm(GemmPlan &plan, mlir::linalg::GenericOp generic, const GemmEpilogue &extended,
                      std::string &whyNot) {
+  if (extended.stored && extended.stored != plan.problem.inputElement) {
+    whyNot = "it rounds to another type than the matmul's operands' (a 16-bit GEMM's A, B and D share one)";
+    return false;
+  }
   mlir::Value output = generic.getDpsInits()[0];
   if (output != plan.output) {
     // The GEMM would write the generic's output instead of the product's

@@ -29,6 +29,12 @@ std::string GemmEpilogue::describe() const {
     add("bias");
   if (activation == GemmActivation::GeluTanh)
     add("gelu");
+  if (stored) {
+    std::string name;
+    llvm::raw_string_ostream os(name);
+    stored.print(os);
+    text += (text.empty() ? "" : ", ") + std::string("rounded to ") + name;
+  }
   return text.empty() ? "none" : text;
 }
 
@@ -178,6 +184,14 @@ bool classifyOperands(mlir::linalg::GenericOp generic, mlir::Value product, Oper
     operands.roles[argument] = role;
     operands.memrefs[argument] = value;
   }
+  // A 16-bit bias or residual is read widened to f32: the extf stands for it.
+  for (mlir::arith::ExtFOp extend : body->getOps<mlir::arith::ExtFOp>()) {
+    auto found = operands.roles.find(extend.getIn());
+    if (found != operands.roles.end() && found->second != Role::Product) {
+      operands.roles[extend.getResult()] = found->second;
+      operands.memrefs[extend.getResult()] = operands.memrefs[extend.getIn()];
+    }
+  }
   mlir::OpOperand *init = generic.getDpsInitOperand(0);
   if (generic.payloadUsesValueFromOperand(init)) {
     if (init->get() != product) {
@@ -203,13 +217,19 @@ bool foldIntoEpilogue(mlir::linalg::GenericOp generic, mlir::Value product, Gemm
   }
   mlir::OpOperand *init = generic.getDpsInitOperand(0);
   auto initType = mlir::cast<mlir::MemRefType>(init->get().getType());
+  mlir::Type outputElement = initType.getElementType();
+  bool sixteenBit = outputElement.isBF16() || outputElement.isF16();
   if (!isIdentity(generic.getMatchingIndexingMap(init), productType.getRank()) ||
-      initType.getShape() != productType.getShape() || !initType.getElementType().isF32()) {
-    whyNot = "its output is not an f32 matrix shaped like the product";
+      initType.getShape() != productType.getShape() || !(outputElement.isF32() || sixteenBit)) {
+    whyNot = "its output is not an f32, bf16 or f16 matrix shaped like the product";
     return false;
   }
   if (!productType.getElementType().isF32()) {
     whyNot = "cuBLASLt epilogues are used for f32 only";
+    return false;
+  }
+  if (epilogue.stored) {
+    whyNot = "the product has already been rounded to 16 bits";
     return false;
   }
   Operands operands;
@@ -219,10 +239,29 @@ bool foldIntoEpilogue(mlir::linalg::GenericOp generic, mlir::Value product, Gemm
     whyNot = "the product has already been through the activation";
     return false;
   }
+  // A bias or residual is stored as D is: f32 while D is, else the 16-bit
+  // type D is rounded to (cuBLASLt's C and bias take D's type).
+  for (auto &[argument, memref] : operands.memrefs) {
+    mlir::Type element = mlir::cast<mlir::MemRefType>(memref.getType()).getElementType();
+    if (operands.roles[argument] != Role::Product && element != outputElement) {
+      whyNot = "it adds a vector or matrix stored in another type than its output";
+      return false;
+    }
+  }
 
   mlir::Region &body = generic.getRegion();
   mlir::Value result = generic.getBody()->getTerminator()->getOperand(0);
   GemmEpilogue extended = epilogue;
+  if (sixteenBit) {
+    // The f32 value rounded once to the output's type.
+    auto round = result.getDefiningOp<mlir::arith::TruncFOp>();
+    if (!round || round->getParentRegion() != &body || !round.getIn().getType().isF32()) {
+      whyNot = "its 16-bit result is not an f32 value rounded once";
+      return false;
+    }
+    result = round.getIn();
+    extended.stored = outputElement;
+  }
   mlir::Value sumRoot = result;
   if (mlir::Value x = geluTanhInput(result, body)) {
     extended.activation = GemmActivation::GeluTanh;

@@ -12,6 +12,11 @@
 // program's only by rounding (the GPU tests check every fold against the
 // float64 reference).
 //
+// In 16 bits the generic reads the bias and residual as bf16 or f16
+// (arith.extf to f32) and rounds its result to the same type (arith.truncf):
+// cuBLASLt does exactly that with C, D and bias of that type, computing in
+// f32 and rounding D once. The rounding ends the epilogue.
+//
 //   GemmEpilogue epilogue;
 //   std::string whyNot;
 //   if (foldIntoEpilogue(biasGelu, product, epilogue, whyNot)) ... epilogue.describe() == "bias + gelu"
@@ -30,8 +35,11 @@ struct GemmEpilogue {
   mlir::Value bias;     // rank-1 memref, unit stride, one element per column of D; or null
   mlir::Value residual; // memref shaped like D, row-major; or null
   GemmActivation activation = GemmActivation::None;
+  // The type D is stored in once rounded (bf16 or f16), with the bias and
+  // the residual; null while D is the f32 product's type.
+  mlir::Type stored;
 
-  bool empty() const { return alpha == 1.0 && !bias && !residual && activation == GemmActivation::None; }
+  bool empty() const { return alpha == 1.0 && !bias && !residual && activation == GemmActivation::None && !stored; }
   // "none", "bias", "bias + gelu", "alpha 0.125 + residual + bias", ...
   std::string describe() const;
 };

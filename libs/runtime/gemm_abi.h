@@ -31,7 +31,9 @@ inline constexpr const char *kEntryName = "mlpipeGemm";
 // Element types. kF32, kF64: A, B, C, D and bias all of that type.
 // kBf16F32, kF16F32: A and B 16-bit floats, read as stored (tensor cores,
 // products accumulated in f32), C, D and bias f32.
-enum Element : int32_t { kF32 = 0, kF64 = 1, kBf16F32 = 2, kF16F32 = 3 };
+// kBf16, kF16: A, B, C, D and bias all 16-bit floats; products accumulated,
+// and alpha, beta C and the epilogue applied, in f32, D rounded once.
+enum Element : int32_t { kF32 = 0, kF64 = 1, kBf16F32 = 2, kF16F32 = 3, kBf16 = 4, kF16 = 5 };
 
 // How f32 products are computed. kExact: in f32 (f64 for kF64; 16-bit
 // inputs' products are exact in f32); kTf32: A and B rounded to TF32 on

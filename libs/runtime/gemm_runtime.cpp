@@ -79,8 +79,9 @@ bool hasBias(gemm_abi::Epilogue epilogue) { return epilogue == gemm_abi::kBias |
 // Refuses what neither library could do, naming the problem.
 void validate(const GemmProblem &p) {
   auto refuse = [&](const std::string &why) { fail("invalid GEMM ({}): {}", p.describe(), why); };
-  if (p.element < gemm_abi::kF32 || p.element > gemm_abi::kF16F32)
-    refuse(fmt::format("element type code {} is none of f32 (0), f64 (1), bf16 to f32 (2), f16 to f32 (3)",
+  if (p.element < gemm_abi::kF32 || p.element > gemm_abi::kF16)
+    refuse(fmt::format("element type code {} is none of f32 (0), f64 (1), bf16 to f32 (2), f16 to f32 (3), "
+                       "bf16 (4), f16 (5)",
                        static_cast<int>(p.element)));
   if (p.compute != gemm_abi::kExact && p.compute != gemm_abi::kTf32)
     refuse(fmt::format("compute code {} is neither exact (0) nor tf32 (1)", static_cast<int>(p.compute)));
@@ -260,8 +261,10 @@ void setLayoutBatch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride
 cudaDataType_t inputType(gemm_abi::Element element) {
   switch (element) {
   case gemm_abi::kBf16F32:
+  case gemm_abi::kBf16:
     return CUDA_R_16BF;
   case gemm_abi::kF16F32:
+  case gemm_abi::kF16:
     return CUDA_R_16F;
   case gemm_abi::kF64:
     return CUDA_R_64F;
@@ -269,7 +272,18 @@ cudaDataType_t inputType(gemm_abi::Element element) {
     return CUDA_R_32F;
   }
 }
-cudaDataType_t outputType(gemm_abi::Element element) { return element == gemm_abi::kF64 ? CUDA_R_64F : CUDA_R_32F; }
+cudaDataType_t outputType(gemm_abi::Element element) {
+  switch (element) {
+  case gemm_abi::kBf16:
+    return CUDA_R_16BF;
+  case gemm_abi::kF16:
+    return CUDA_R_16F;
+  case gemm_abi::kF64:
+    return CUDA_R_64F;
+  default:
+    return CUDA_R_32F;
+  }
+}
 
 cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                   int64_t stride, const GemmProblem &p) {
@@ -323,6 +337,9 @@ Plan makePlan(State &s, const GemmProblem &p) {
       setDesc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias));
       int64_t biasBatchStride = 0; // one bias for every matrix of the batch
       setDesc(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasBatchStride, sizeof(biasBatchStride));
+      // The bias is stored as D is (the ABI's promise), said outright.
+      cudaDataType_t biasType = outputType(p.element);
+      setDesc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof(biasType));
     }
     cudaDataType_t in = inputType(p.element), out = outputType(p.element);
     plan.first = makeLayout(in, cm.firstRows, cm.firstCols, p.ldb, p.batch, p.strideB, p);
@@ -443,6 +460,8 @@ std::string GemmProblem::describe() const {
   const char *type = element == gemm_abi::kF64       ? "f64"
                      : element == gemm_abi::kBf16F32 ? "bf16 (f32 out)"
                      : element == gemm_abi::kF16F32  ? "f16 (f32 out)"
+                     : element == gemm_abi::kBf16    ? "bf16"
+                     : element == gemm_abi::kF16     ? "f16"
                                                      : "f32";
   std::string text = fmt::format("{} GEMM m={} n={} k={}", type, m, n, k);
   if (batch > 1)
@@ -504,7 +523,9 @@ void gemm(const GemmProblem &problem, void *stream) {
   sessionState(problem);
   driver();
   int64_t input = problem.element == gemm_abi::kF64 ? 8 : problem.element == gemm_abi::kF32 ? 4 : 2;
-  int64_t output = problem.element == gemm_abi::kF64 ? 8 : 4;
+  int64_t output = problem.element == gemm_abi::kF64                                         ? 8
+                   : problem.element == gemm_abi::kBf16 || problem.element == gemm_abi::kF16 ? 2
+                                                                                             : 4;
   int64_t bytes = problem.batch * (input * (problem.m * problem.k + problem.k * problem.n) +
                                    output * problem.m * problem.n * (problem.c ? 2 : 1));
   LibraryWork timed(profileName(problem), bytes, 2 * problem.batch * problem.m * problem.n * problem.k, stream);

@@ -11,7 +11,8 @@
 // RUN: not mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=f16 2>&1 | FileCheck %s --check-prefix=BAD-PRECISION
 
 // The GEMM entry's arguments, in order (runtime/gemm_abi.h):
-//   element (0 f32, 1 f64, 2 bf16 in f32 out, 3 f16 in f32 out), compute (0 exact, 1 tf32), transpose A, transpose B,
+//   element (0 f32, 1 f64, 2 bf16 in f32 out, 3 f16 in f32 out, 4 bf16, 5 f16), compute (0 exact, 1 tf32),
+//   transpose A, transpose B,
 //   batch, m, n, k, alpha, A, lda, stride A, B, ldb, stride B,
 //   beta, C, ldc, stride C, D, ldd, stride D, epilogue (0 none, 1 bias, 3 bias+gelu), bias
 
@@ -466,5 +467,127 @@ func.func @mixed_inputs(%a: memref<17x33xbf16>, %b: memref<33x65xf16>, %c: memre
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<17x65xf32>)
   linalg.matmul ins(%a, %b : memref<17x33xbf16>, memref<33x65xf16>) outs(%c : memref<17x65xf32>)
+  return
+}
+
+// -----
+
+// In 16 bits: GPT-2's c_fc in bf16, the product rounded once after bias and
+// GELU. cuBLASLt computes it with C, D and bias in bf16 (element 4):
+// nothing elementwise is left, and the f32 product's buffer is gone.
+// CHECK-LABEL: func.func @bf16_bias_gelu_rounded
+// CHECK-NOT: memref.alloc
+// CHECK: %[[OUT:.*]] = memref.extract_aligned_pointer_as_index %arg3
+// CHECK: %[[OUT64:.*]] = arith.index_cast %[[OUT]]
+// CHECK: %[[OUTPTR:.*]] = llvm.inttoptr %[[OUT64]]
+// CHECK: %[[BIAS:.*]] = memref.extract_aligned_pointer_as_index %arg2
+// CHECK: %[[BIAS64:.*]] = arith.index_cast %[[BIAS]]
+// CHECK: %[[BIASPTR:.*]] = llvm.inttoptr %[[BIAS64]]
+// CHECK: call @mlpipeGemm(%c4_i32, %c0_i32, %c0_i32, %c0_i32, %c1_i64, %c9_i64, %c256_i64, %c64_i64, {{.*}}, %[[OUTPTR]], %c256_i64, %c0_i64, %c3_i32, %[[BIASPTR]])
+// CHECK-NOT: linalg.
+// CHECK-NOT: memref.dealloc
+// TF32-LABEL: func.func @bf16_bias_gelu_rounded
+// TF32: call @mlpipeGemm(%c4_i32, %c0_i32,
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @bf16_bias_gelu_rounded(%x: memref<9x64xbf16>, %w: memref<64x256xbf16>, %b: memref<256xbf16>, %y: memref<9x256xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %k = arith.constant 0.797884583 : f32
+  %c = arith.constant 0.044715 : f32
+  %p = memref.alloc() : memref<9x256xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<9x256xf32>)
+  linalg.matmul ins(%x, %w : memref<9x64xbf16>, memref<64x256xbf16>) outs(%p : memref<9x256xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p, %b : memref<9x256xf32>, memref<256xbf16>) outs(%y : memref<9x256xbf16>) {
+  ^bb0(%in: f32, %in_0: bf16, %out: bf16):
+    %wide = arith.extf %in_0 : bf16 to f32
+    %0 = arith.addf %in, %wide : f32
+    %1 = arith.mulf %0, %c : f32
+    %2 = arith.mulf %1, %0 : f32
+    %3 = arith.mulf %2, %0 : f32
+    %4 = arith.addf %0, %3 : f32
+    %5 = arith.mulf %4, %k : f32
+    %6 = math.tanh %5 : f32
+    %7 = arith.addf %6, %one : f32
+    %8 = arith.mulf %0, %half : f32
+    %9 = arith.mulf %8, %7 : f32
+    %10 = arith.truncf %9 {mlpipe.storage_rounding} : f32 to bf16
+    linalg.yield %10 : bf16
+  }
+  memref.dealloc %p : memref<9x256xf32>
+  return
+}
+
+// -----
+
+// The residual add in f16 (element 5): the f16 residual is C (beta = 1),
+// the f16 bias the epilogue's, D the f16 sum.
+// CHECK-LABEL: func.func @f16_residual_rounded
+// CHECK: %[[R:.*]] = memref.extract_aligned_pointer_as_index %arg3
+// CHECK: %[[R64:.*]] = arith.index_cast %[[R]]
+// CHECK: %[[RPTR:.*]] = llvm.inttoptr %[[R64]]
+// CHECK: call @mlpipeGemm(%c5_i32, %c0_i32, %c0_i32, %c0_i32, %c1_i64, %c7_i64, %c48_i64, %c96_i64, %[[ONE:.*]], %{{.*}}, %c96_i64, %c0_i64, %{{.*}}, %c48_i64, %c0_i64, %[[ONE]], %[[RPTR]], %c48_i64, %c0_i64, %{{.*}}, %c48_i64, %c0_i64, %c1_i32, %{{.*}})
+// CHECK-NOT: linalg.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @f16_residual_rounded(%h: memref<7x96xf16>, %w: memref<96x48xf16>, %b: memref<48xf16>, %r: memref<7x48xf16>,
+                                %out: memref<7x48xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %p = memref.alloc() : memref<7x48xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<7x48xf32>)
+  linalg.matmul ins(%h, %w : memref<7x96xf16>, memref<96x48xf16>) outs(%p : memref<7x48xf32>)
+  linalg.generic {indexing_maps = [#id, #id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %p, %b : memref<7x48xf16>, memref<7x48xf32>, memref<48xf16>) outs(%out : memref<7x48xf16>) {
+  ^bb0(%in: f16, %in_0: f32, %in_1: f16, %o: f16):
+    %wb = arith.extf %in_1 : f16 to f32
+    %wr = arith.extf %in : f16 to f32
+    %0 = arith.addf %in_0, %wb : f32
+    %1 = arith.addf %wr, %0 : f32
+    %2 = arith.truncf %1 : f32 to f16
+    linalg.yield %2 : f16
+  }
+  memref.dealloc %p : memref<7x48xf32>
+  return
+}
+
+// -----
+
+// What stays elementwise in 16 bits: a bias stored in f32 under a bf16
+// result (cuBLASLt's bias takes D's type), and an f32 product rounded to
+// bf16 (A and B are f32: a 16-bit D needs 16-bit operands). Each GEMM
+// writes its f32 product; the generic is left.
+// CHECK-LABEL: func.func @sixteen_bit_folds_refused
+// CHECK: call @mlpipeGemm(%c2_i32,
+// CHECK: linalg.generic
+// CHECK: call @mlpipeGemm(%c0_i32,
+// CHECK: linalg.generic
+// SKINNY: cublas: the epilogue stops at the linalg.generic at {{.*}}: it adds a vector or matrix stored in another type than its output
+// SKINNY: cublas: the epilogue stops at the linalg.generic at {{.*}}: it rounds to another type than the matmul's operands' (a 16-bit GEMM's A, B and D share one)
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @sixteen_bit_folds_refused(%x: memref<9x64xbf16>, %w: memref<64x32xbf16>, %b: memref<32xf32>, %y: memref<9x32xbf16>,
+                                     %xf: memref<9x64xf32>, %wf: memref<64x32xf32>, %yf: memref<9x32xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %p = memref.alloc() : memref<9x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<9x32xf32>)
+  linalg.matmul ins(%x, %w : memref<9x64xbf16>, memref<64x32xbf16>) outs(%p : memref<9x32xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p, %b : memref<9x32xf32>, memref<32xf32>) outs(%y : memref<9x32xbf16>) {
+  ^bb0(%in: f32, %in_0: f32, %out: bf16):
+    %0 = arith.addf %in, %in_0 : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  }
+  linalg.fill ins(%zero : f32) outs(%p : memref<9x32xf32>)
+  linalg.matmul ins(%xf, %wf : memref<9x64xf32>, memref<64x32xf32>) outs(%p : memref<9x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<9x32xf32>) outs(%yf : memref<9x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %1 = arith.truncf %in : f32 to bf16
+    linalg.yield %1 : bf16
+  }
+  memref.dealloc %p : memref<9x32xf32>
   return
 }
