@@ -2,7 +2,7 @@
 # One round on the GPU host: correctness first, then timings, a short table
 # last. Run it there after packing here (ci/pack-device.sh):
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
-# PART is any of units lit verify sanitize gpt2 rows decode timings
+# PART is any of units lit verify sanitize gpt2 sixteen rows decode timings
 # (default: all but decode), so a round can be split over calls. Full logs
 # are packed into logs.tgz (and the profile CSV beside it) in $OUT (the
 # device tool's output folder) or /tmp/mlpipe-round. Each step is stopped
@@ -10,9 +10,9 @@
 set -u
 for part in "$@"; do
   case $part in
-    units | lit | verify | sanitize | gpt2 | rows | decode | timings) ;;
+    units | lit | verify | sanitize | gpt2 | sixteen | rows | decode | timings) ;;
     *)
-      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 rows decode timings)" >&2
+      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 sixteen rows decode timings)" >&2
       exit 2
       ;;
   esac
@@ -23,7 +23,7 @@ final=${OUT:-/tmp/mlpipe-round}
 work=$(mktemp -d)
 logs=$work/logs
 mkdir -p "$logs" "$final"
-parts=" ${*:-units lit verify sanitize gpt2 rows timings} "
+parts=" ${*:-units lit verify sanitize gpt2 sixteen rows timings} "
 want() { [[ $parts == *" $1 "* ]]; }
 stepSeconds=${MLPIPE_STEP_SECONDS:-600}
 export PATH=$root/.device/llvm-tools:$PATH
@@ -145,6 +145,22 @@ if want gpt2; then
     --target gpu --no-cache
 fi
 
+# GPT-2 124M in bf16 and f16: both modes against the float64 reference and
+# with the cache against without; then the forwards and decode steps timed
+# in bf16 and f32 in one run.
+if want sixteen; then
+  for dtype in bf16 f16; do
+    for mode in sublayer fused; do
+      step gpt2.verify.$dtype.$mode verify gpt2 --steps 10 --mode $mode --dtype $dtype --cache compare --target gpu \
+        --weights synthetic --config 124M
+    done
+  done
+  step bench.gpt2.bf16 bench --config 124M --weights synthetic --target gpu --modes sublayer,fused --seq 16,1024 \
+    --dtype bf16 --repeat 20 --warmup 3
+  step bench.gpt2.f32 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 20 \
+    --warmup 3
+fi
+
 # A prompt longer than the fused attention's 128 keys: attention's softmax
 # is then a row reduction with the causal mask (reading only the keys up
 # to each query), verified in both modes; then GPT-2 124M's row reductions
@@ -235,6 +251,10 @@ echo
 cat "$logs/bench.matmul.log" 2>/dev/null
 echo
 cat "$logs/bench.gpt2.generated.log" 2>/dev/null
+echo
+tail -3 "$logs"/gpt2.verify.{bf16,f16}.*.log 2>/dev/null
+echo
+cat "$logs/bench.gpt2.bf16.log" "$logs/bench.gpt2.f32.log" 2>/dev/null
 echo
 cat "$logs/bench.decode.log" "$logs/bench.decode.serial.log" 2>/dev/null
 echo

@@ -99,12 +99,72 @@ struct GemmValues {
   mlir::Value a, b, d, c, bias;
 };
 
+// cuBLASLt's fast 16-bit kernels store D's rows 16 bytes at a time: where
+// a row is not a multiple of 16 bytes (GPT-2's logits, 50257 wide), it
+// keeps to slow ones (the bf16 logits GEMM at 1024 rows measured 94 TFLOP/s,
+// 8x slower than aligned products of its size). Such a D is written with
+// rows padded to 16 bytes into a temporary, and a copy kernel compacts it.
+constexpr int64_t kGemmRowAlignmentBytes = 16;
+// A product of fewer rows is bound by reading B, whatever its stores (the
+// one-row bf16 logits GEMM measured 1.05x a copy of its bytes unpadded):
+// it writes D in place.
+constexpr int64_t kPaddedRowsMinRows = 64;
+
+// The padded row length (in elements) D is written with, or nullopt to
+// write D in place.
+std::optional<int64_t> paddedRowLength(const GemmPlan &plan, const GemmValues &values) {
+  const BlasMatmul &p = plan.problem;
+  mlir::Type stored = plan.epilogue.stored;
+  if (!stored || values.c || plan.accumulate || p.batch != 1)
+    return std::nullopt;
+  auto dType = mlir::cast<mlir::MemRefType>(values.d.getType());
+  int64_t bytes = stored.getIntOrFloatBitWidth() / 8;
+  auto d = matrixLayout(dType);
+  if (dType.getRank() != 2 || !d || (d->leadingDimension * bytes) % kGemmRowAlignmentBytes == 0)
+    return std::nullopt;
+  if (p.m < kPaddedRowsMinRows) {
+    MLPIPE_DEBUG(kDebugEmitters, os << "cublas: D's rows are " << d->leadingDimension * bytes
+                                    << " bytes, not a multiple of " << kGemmRowAlignmentBytes << ", but " << p.m
+                                    << " rows (under kPaddedRowsMinRows " << kPaddedRowsMinRows
+                                    << ") are written in place\n");
+    return std::nullopt;
+  }
+  int64_t perRow = kGemmRowAlignmentBytes / bytes;
+  int64_t padded = (p.n + perRow - 1) / perRow * perRow;
+  MLPIPE_DEBUG(kDebugEmitters, os << "cublas: D's rows are " << d->leadingDimension * bytes
+                                  << " bytes, not a multiple of " << kGemmRowAlignmentBytes
+                                  << " (kGemmRowAlignmentBytes): the GEMM writes rows of " << padded
+                                  << " elements into a temporary, and a copy compacts them\n");
+  return padded;
+}
+
 class GemmBuilder {
 public:
   GemmBuilder(mlir::ModuleOp module, bool tf32) : module_(module), tf32_(tf32) {}
 
-  // The call of the runtime's entry for `plan` at the builder's insertion point.
+  // The call of the runtime's entry for `plan` at the builder's insertion
+  // point (into a padded temporary, then copied, where paddedRowLength says).
   void emit(mlir::OpBuilder &builder, mlir::Location loc, GemmPlan &plan, const GemmValues &values) {
+    std::optional<int64_t> padded = paddedRowLength(plan, values);
+    if (!padded)
+      return emitCall(builder, loc, plan, values);
+    const BlasMatmul &p = plan.problem;
+    auto paddedType = mlir::MemRefType::get({p.m, *padded}, plan.epilogue.stored);
+    mlir::Value temporary =
+        mlir::memref::AllocOp::create(builder, loc, paddedType, mlir::ValueRange{}, builder.getI64IntegerAttr(64));
+    GemmValues intoTemporary = values;
+    intoTemporary.d = temporary;
+    emitCall(builder, loc, plan, intoTemporary);
+    llvm::SmallVector<mlir::OpFoldResult> offsets = {builder.getIndexAttr(0), builder.getIndexAttr(0)};
+    llvm::SmallVector<mlir::OpFoldResult> sizes = {builder.getIndexAttr(p.m), builder.getIndexAttr(p.n)};
+    llvm::SmallVector<mlir::OpFoldResult> strides = {builder.getIndexAttr(1), builder.getIndexAttr(1)};
+    mlir::Value rows = mlir::memref::SubViewOp::create(builder, loc, temporary, offsets, sizes, strides);
+    mlir::linalg::CopyOp::create(builder, loc, rows, values.d);
+    mlir::memref::DeallocOp::create(builder, loc, temporary);
+  }
+
+private:
+  void emitCall(mlir::OpBuilder &builder, mlir::Location loc, GemmPlan &plan, const GemmValues &values) {
     namespace abi = gemm_abi;
     const BlasMatmul &p = plan.problem;
     bool f32 = p.element.isF32();
@@ -169,7 +229,6 @@ public:
     mlir::func::CallOp::create(builder, loc, declaration(builder), args);
   }
 
-private:
   // func.func private @mlpipeGemm(...), added to the module once.
   mlir::func::FuncOp declaration(mlir::OpBuilder &builder) {
     if (auto existing = module_.lookupSymbol<mlir::func::FuncOp>(gemm_abi::kEntryName))
