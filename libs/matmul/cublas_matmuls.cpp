@@ -99,43 +99,47 @@ struct GemmValues {
   mlir::Value a, b, d, c, bias;
 };
 
-// cuBLASLt's fast 16-bit kernels store D's rows 16 bytes at a time: where
-// a row is not a multiple of 16 bytes (GPT-2's logits, 50257 wide), it
-// keeps to slow ones (the bf16 logits GEMM at 1024 rows measured 94 TFLOP/s,
-// 8x slower than aligned products of its size). Such a D is written with
-// rows padded to 16 bytes into a temporary, and a copy kernel compacts it.
-constexpr int64_t kGemmRowAlignmentBytes = 16;
-// A product of fewer rows is bound by reading B, whatever its stores (the
-// one-row bf16 logits GEMM measured 1.05x a copy of its bytes unpadded):
-// it writes D in place.
-constexpr int64_t kPaddedRowsMinRows = 64;
+// cuBLASLt keeps to slow kernels for a 16-bit product whose width (D's
+// row length) is not a multiple of 8 elements, 16 bytes: GPT-2's 50257-wide
+// bf16 logits at 1024 rows measured 94 TFLOP/s, against 650 at 50264 (and
+// writing the same 50257 columns with rows padded to 50264 did not help:
+// the width is what counts). Such a product is split into its first
+// columns up to a multiple of 8 and the few left, each a GEMM writing into a
+// temporary of 16-byte rows, which a copy kernel then compacts into D.
+constexpr int64_t kGemmWidthAlignmentBytes = 16;
+// A product of fewer rows is bound by reading B, whatever its width (the
+// one-row bf16 logits GEMM measured 1.05x a copy of its bytes): one GEMM
+// writes D in place.
+constexpr int64_t kSplitWidthMinRows = 64;
 
-// The padded row length (in elements) D is written with, or nullopt to
-// write D in place.
-std::optional<int64_t> paddedRowLength(const GemmPlan &plan, const GemmValues &values) {
+// The width of the aligned part and the padded row length of the
+// temporary, or nullopt for one GEMM writing D in place.
+struct SplitWidth {
+  int64_t aligned = 0; // columns [0, aligned) in one GEMM, [aligned, n) in another
+  int64_t padded = 0;  // the temporary's row length
+};
+
+std::optional<SplitWidth> splitWidth(const GemmPlan &plan, const GemmValues &values) {
   const BlasMatmul &p = plan.problem;
   mlir::Type stored = plan.epilogue.stored;
-  if (!stored || values.c || plan.accumulate || p.batch != 1)
+  if (!stored || values.c || plan.accumulate || p.batch != 1 ||
+      mlir::cast<mlir::MemRefType>(values.d.getType()).getRank() != 2)
     return std::nullopt;
-  auto dType = mlir::cast<mlir::MemRefType>(values.d.getType());
-  int64_t bytes = stored.getIntOrFloatBitWidth() / 8;
-  auto d = matrixLayout(dType);
-  if (dType.getRank() != 2 || !d || (d->leadingDimension * bytes) % kGemmRowAlignmentBytes == 0)
+  int64_t bytes = stored.getIntOrFloatBitWidth() / 8, perRow = kGemmWidthAlignmentBytes / bytes;
+  if (p.n % perRow == 0)
     return std::nullopt;
-  if (p.m < kPaddedRowsMinRows) {
-    MLPIPE_DEBUG(kDebugEmitters, os << "cublas: D's rows are " << d->leadingDimension * bytes
-                                    << " bytes, not a multiple of " << kGemmRowAlignmentBytes << ", but " << p.m
-                                    << " rows (under kPaddedRowsMinRows " << kPaddedRowsMinRows
-                                    << ") are written in place\n");
+  if (p.m < kSplitWidthMinRows) {
+    MLPIPE_DEBUG(kDebugEmitters, os << "cublas: the product is " << p.n << " wide, not a multiple of " << perRow
+                                    << ", but its " << p.m << " rows (under kSplitWidthMinRows " << kSplitWidthMinRows
+                                    << ") are one GEMM\n");
     return std::nullopt;
   }
-  int64_t perRow = kGemmRowAlignmentBytes / bytes;
-  int64_t padded = (p.n + perRow - 1) / perRow * perRow;
-  MLPIPE_DEBUG(kDebugEmitters, os << "cublas: D's rows are " << d->leadingDimension * bytes
-                                  << " bytes, not a multiple of " << kGemmRowAlignmentBytes
-                                  << " (kGemmRowAlignmentBytes): the GEMM writes rows of " << padded
-                                  << " elements into a temporary, and a copy compacts them\n");
-  return padded;
+  SplitWidth split{p.n / perRow * perRow, (p.n + perRow - 1) / perRow * perRow};
+  MLPIPE_DEBUG(kDebugEmitters, os << "cublas: the product is " << p.n << " wide, not a multiple of " << perRow
+                                  << " (kGemmWidthAlignmentBytes): GEMMs of " << split.aligned << " and "
+                                  << p.n - split.aligned << " columns write rows of " << split.padded
+                                  << " into a temporary, and a copy compacts them\n");
+  return split;
 }
 
 class GemmBuilder {
@@ -143,23 +147,38 @@ public:
   GemmBuilder(mlir::ModuleOp module, bool tf32) : module_(module), tf32_(tf32) {}
 
   // The call of the runtime's entry for `plan` at the builder's insertion
-  // point (into a padded temporary, then copied, where paddedRowLength says).
+  // point (two, into a temporary then copied, where splitWidth says).
   void emit(mlir::OpBuilder &builder, mlir::Location loc, GemmPlan &plan, const GemmValues &values) {
-    std::optional<int64_t> padded = paddedRowLength(plan, values);
-    if (!padded)
+    std::optional<SplitWidth> split = splitWidth(plan, values);
+    if (!split)
       return emitCall(builder, loc, plan, values);
     const BlasMatmul &p = plan.problem;
-    auto paddedType = mlir::MemRefType::get({p.m, *padded}, plan.epilogue.stored);
+    auto paddedType = mlir::MemRefType::get({p.m, split->padded}, plan.epilogue.stored);
     mlir::Value temporary =
         mlir::memref::AllocOp::create(builder, loc, paddedType, mlir::ValueRange{}, builder.getI64IntegerAttr(64));
-    GemmValues intoTemporary = values;
-    intoTemporary.d = temporary;
-    emitCall(builder, loc, plan, intoTemporary);
-    llvm::SmallVector<mlir::OpFoldResult> offsets = {builder.getIndexAttr(0), builder.getIndexAttr(0)};
-    llvm::SmallVector<mlir::OpFoldResult> sizes = {builder.getIndexAttr(p.m), builder.getIndexAttr(p.n)};
-    llvm::SmallVector<mlir::OpFoldResult> strides = {builder.getIndexAttr(1), builder.getIndexAttr(1)};
-    mlir::Value rows = mlir::memref::SubViewOp::create(builder, loc, temporary, offsets, sizes, strides);
-    mlir::linalg::CopyOp::create(builder, loc, rows, values.d);
+    auto index = [&](int64_t v) -> mlir::OpFoldResult { return builder.getIndexAttr(v); };
+    // Columns [first, first + width) of a matrix (or elements of a vector).
+    auto columns = [&](mlir::Value memref, int64_t first, int64_t width) -> mlir::Value {
+      auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+      if (type.getRank() == 1)
+        return mlir::memref::SubViewOp::create(builder, loc, memref, {index(first)}, {index(width)}, {index(1)});
+      return mlir::memref::SubViewOp::create(builder, loc, memref, {index(0), index(first)},
+                                             {index(type.getDimSize(0)), index(width)}, {index(1), index(1)});
+    };
+    for (auto [first, width] :
+         {std::pair{int64_t(0), split->aligned}, std::pair{split->aligned, p.n - split->aligned}}) {
+      if (width == 0)
+        continue;
+      GemmPlan part = plan;
+      part.problem.n = width;
+      GemmValues partValues = values;
+      partValues.b = columns(values.b, first, width);
+      partValues.d = columns(temporary, first, width);
+      if (values.bias)
+        partValues.bias = columns(values.bias, first, width);
+      emitCall(builder, loc, part, partValues);
+    }
+    mlir::linalg::CopyOp::create(builder, loc, columns(temporary, 0, p.n), values.d);
     mlir::memref::DeallocOp::create(builder, loc, temporary);
   }
 
