@@ -99,13 +99,15 @@ struct GemmValues {
   mlir::Value a, b, d, c, bias;
 };
 
-// cuBLASLt keeps to slow kernels for a 16-bit product whose width (D's
-// row length) is not a multiple of 8 elements, 16 bytes: GPT-2's 50257-wide
-// bf16 logits at 1024 rows measured 94 TFLOP/s, against 650 at 50264 (and
-// writing the same 50257 columns with rows padded to 50264 did not help:
-// the width is what counts). Such a product is split into its first
-// columns up to a multiple of 8 and the few left, each a GEMM writing into a
-// temporary of 16-byte rows, which a copy kernel then compacts into D.
+// cuBLASLt keeps to slow kernels for a 16-bit product unless both its width
+// and D's row length are multiples of 8 elements, 16 bytes: GPT-2's
+// 50257-wide bf16 logits at 1024 rows took 843 us (94 TFLOP/s), as they did
+// with only the rows padded to 50264, or only the width split at 50256;
+// with both, 125 us (a 50256-wide GEMM), plus 7 us for the last column and
+// 87 us for the copy (1.12x a copy of its bytes). So such a product is
+// split into its first columns up to a multiple of 8 and the few left, each
+// a GEMM writing into a temporary of 16-byte rows, which a copy kernel then
+// compacts into D.
 constexpr int64_t kGemmWidthAlignmentBytes = 16;
 // A product of fewer rows is bound by reading B, whatever its width (the
 // one-row bf16 logits GEMM measured 1.05x a copy of its bytes): one GEMM
