@@ -767,6 +767,63 @@ Tensor Graph::stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int
   return add(std::move(node));
 }
 
+namespace {
+
+// The start operands of a dynamic slice: one rank-0 integer tensor per axis.
+void checkStarts(const std::vector<Tensor> &starts, int64_t rank, const char *op) {
+  if (static_cast<int64_t>(starts.size()) != rank)
+    fail("{}: {} start indices given for a tensor of rank {}", op, starts.size(), rank);
+  for (Tensor start : starts)
+    if (start.rank() != 0 || !isInteger(start.dtype()))
+      fail("{}: a start index must be a rank-0 integer tensor, not {} {}", op, dtypeName(start.dtype()),
+           formatShape(start.shape()));
+}
+
+} // namespace
+
+Tensor Graph::dynamicSlice(Tensor x, const std::vector<Tensor> &starts, Shape sizes) {
+  checkOwned(x, "dynamicSlice");
+  x = materialized(x);
+  checkStarts(starts, x.rank(), "dynamicSlice");
+  if (static_cast<int64_t>(sizes.size()) != x.rank())
+    fail("dynamicSlice: {} sizes given for a tensor of rank {}", sizes.size(), x.rank());
+  for (int64_t axis = 0; axis < x.rank(); ++axis)
+    if (sizes[axis] <= 0 || sizes[axis] > x.shape()[axis])
+      fail("dynamicSlice: a box of {} does not fit in {}", formatShape(sizes), formatShape(x.shape()));
+  if (sizes == x.shape()) // every start clamps to 0
+    return x;
+  std::vector<int> operands = {x.id()};
+  for (Tensor start : starts) {
+    checkOwned(start, "dynamicSlice");
+    operands.push_back(materialized(start).id());
+  }
+  return add(Node{OpKind::DynamicSlice, 0, operands, std::move(sizes), x.dtype()});
+}
+
+Tensor Graph::dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<Tensor> &starts) {
+  checkOwned(base, "dynamicUpdateSlice");
+  checkOwned(update, "dynamicUpdateSlice");
+  base = materialized(base);
+  update = materialized(update);
+  checkStarts(starts, base.rank(), "dynamicUpdateSlice");
+  if (update.rank() != base.rank())
+    fail("dynamicUpdateSlice: a block of rank {} into a tensor of rank {}", update.rank(), base.rank());
+  if (update.dtype() != base.dtype())
+    fail("dynamicUpdateSlice: the block is {}, the tensor {}", dtypeName(update.dtype()), dtypeName(base.dtype()));
+  for (int64_t axis = 0; axis < base.rank(); ++axis)
+    if (update.shape()[axis] > base.shape()[axis])
+      fail("dynamicUpdateSlice: a block of {} does not fit in {}", formatShape(update.shape()),
+           formatShape(base.shape()));
+  if (update.shape() == base.shape()) // every start clamps to 0
+    return update;
+  std::vector<int> operands = {base.id(), update.id()};
+  for (Tensor start : starts) {
+    checkOwned(start, "dynamicUpdateSlice");
+    operands.push_back(materialized(start).id());
+  }
+  return add(Node{OpKind::DynamicUpdateSlice, 0, operands, base.shape(), base.dtype()});
+}
+
 Tensor Graph::insert(Tensor base, Tensor update, std::vector<int64_t> offsets, int64_t positionAxis, Tensor position) {
   checkOwned(base, "insert");
   checkOwned(update, "insert");

@@ -47,6 +47,9 @@ enum class OpKind {
   // KV-cache decoding (frontend/graph.h: insert, positionMask):
   Insert,       // a tensor with a block written into it, at a static or run-time position
   PositionMask, // 0 up to a run-time position, a large negative value after it
+  // HLO's run-time indexing: operands {x or base, [update,] one rank-0 integer start per axis}
+  DynamicSlice,       // a box of x, its corner at run-time starts, each clamped so the box stays inside
+  DynamicUpdateSlice, // base with update written at run-time starts, clamped the same way
 };
 
 // Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
@@ -242,6 +245,13 @@ public:
   Tensor literal(Shape shape, DType dtype, std::vector<double> values);
   // Elements start[i], start[i] + stride[i], ... below limit[i] on each axis.
   Tensor stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int64_t> limit, std::vector<int64_t> stride);
+  // The box of `sizes` whose corner is at `starts` (rank-0 integer tensors,
+  // one per axis, read at run time), each start clamped to [0, dim - size]
+  // as XLA's dynamic-slice clamps it, so the box is always inside x.
+  Tensor dynamicSlice(Tensor x, const std::vector<Tensor> &starts, Shape sizes);
+  // base with `update` written with its corner at `starts`, clamped the same
+  // way (XLA's dynamic-update-slice).
+  Tensor dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<Tensor> &starts);
 
   const std::vector<Node> &nodes() const { return nodes_; }
   const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }

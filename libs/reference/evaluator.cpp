@@ -314,6 +314,42 @@ Array insert(const Node &node, const Array &base, const Array &update, const Arr
   return result;
 }
 
+// The corner of a dynamic slice's box: each start clamped to [0, dim - size].
+std::vector<int64_t> clampedStarts(const Shape &whole, const Shape &box, const std::vector<const Array *> &starts) {
+  std::vector<int64_t> corner(whole.size());
+  for (size_t d = 0; d < whole.size(); ++d) {
+    double limit = static_cast<double>(whole[d] - box[d]);
+    corner[d] = static_cast<int64_t>(std::clamp(starts[d]->data[0], 0.0, limit));
+  }
+  return corner;
+}
+
+// Calls visit(flatInBox, flatInWhole) for every element of a box of shape
+// `box` placed at `corner` in a row-major array of shape `whole`.
+template <typename Visit>
+void forEachInBox(const Shape &whole, const Shape &box, const std::vector<int64_t> &corner, Visit visit) {
+  std::vector<int64_t> strides = rowMajorStrides(whole);
+  int64_t start = 0;
+  for (size_t d = 0; d < whole.size(); ++d)
+    start += corner[d] * strides[d];
+  forEachElement(box, {strides},
+                 [&](int64_t flat, const std::vector<int64_t> &offsets) { visit(flat, start + offsets[0]); });
+}
+
+Array dynamicSlice(const Node &node, const Array &x, const std::vector<const Array *> &starts) {
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  forEachInBox(x.shape, node.shape, clampedStarts(x.shape, node.shape, starts),
+               [&](int64_t inBox, int64_t inWhole) { result.data[inBox] = x.data[inWhole]; });
+  return result;
+}
+
+Array dynamicUpdateSlice(const Array &base, const Array &update, const std::vector<const Array *> &starts) {
+  Array result = base;
+  forEachInBox(base.shape, update.shape, clampedStarts(base.shape, update.shape, starts),
+               [&](int64_t inBox, int64_t inWhole) { result.data[inWhole] = update.data[inBox]; });
+  return result;
+}
+
 Array positionMask(const Node &node, const Array &position) {
   int64_t length = node.shape[0], at = static_cast<int64_t>(position.data[0]);
   Array result{node.shape, std::vector<double>(static_cast<size_t>(length))};
@@ -371,6 +407,16 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
         insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
   case OpKind::PositionMask:
     return std::make_shared<Array>(positionMask(node, operand(0)));
+  case OpKind::DynamicSlice:
+  case OpKind::DynamicUpdateSlice: {
+    size_t first = node.kind == OpKind::DynamicSlice ? 1 : 2;
+    std::vector<const Array *> starts;
+    for (size_t i = first; i < node.operands.size(); ++i)
+      starts.push_back(&operand(i));
+    if (node.kind == OpKind::DynamicSlice)
+      return std::make_shared<Array>(dynamicSlice(node, operand(0), starts));
+    return std::make_shared<Array>(dynamicUpdateSlice(operand(0), operand(1), starts));
+  }
   case OpKind::Reduce:
     return std::make_shared<Array>(reduce(node, operand(0)));
   case OpKind::MatMul:

@@ -280,6 +280,9 @@ void FunctionEmitter::emitNode(int id) {
     return emitInsert(id);
   case OpKind::PositionMask:
     return emitPositionMask(id);
+  case OpKind::DynamicSlice:
+  case OpKind::DynamicUpdateSlice:
+    return emitDynamicSlice(id);
   }
 }
 

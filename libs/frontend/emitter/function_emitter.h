@@ -7,8 +7,9 @@
 //   emit_reduce_matmul.cpp  Reduce, MatMul
 //   emit_shapes.cpp         Reshape, Transpose, Slice, StridedSlice,
 //                           Broadcast, Concat, Literal
-//   emit_indexing.cpp       Gather, Iota, Pad, Insert, PositionMask, Triu:
-//                           bodies that compute indices
+//   emit_indexing.cpp       Gather, Iota, Pad, Insert, DynamicSlice,
+//                           DynamicUpdateSlice, PositionMask, Triu:
+//                           bodies and offsets that compute indices
 #pragma once
 
 #include "frontend/emitter/mlir_text.h"
@@ -138,6 +139,8 @@ private:
   void emitPad(int id);
   std::string clampedPosition(int position, int64_t last);
   void emitInsert(int id);
+  std::string clampedStart(int start, int64_t limit);
+  void emitDynamicSlice(int id);
   void emitPositionMask(int id);
   void emitTriu(int id);
 

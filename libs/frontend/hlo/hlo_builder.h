@@ -12,7 +12,8 @@
 //   hlo_attributes.cpp            an instruction's attributes, operands and declared shape
 //   hlo_opcodes.cpp               the opcode tables: unary, binary, and those refused
 //   hlo_ops_elementwise.cpp       constants and elementwise arithmetic, compare, select, convert
-//   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota
+//   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota,
+//                                 dynamic-slice, dynamic-update-slice
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
 #pragma once
 
@@ -138,6 +139,7 @@ private:
   std::optional<Value> buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor slice(const Instruction &ins, Tensor x);
   Tensor pad(const Instruction &ins, Tensor x, Tensor value);
+  Tensor dynamicSlice(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Reduce, dot and gather (hlo_ops_reduce_dot_gather.cpp) ----
 
