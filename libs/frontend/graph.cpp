@@ -502,8 +502,10 @@ Tensor Graph::binary(BinaryFn fn, Tensor a, Tensor b) {
 Tensor Graph::reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims) {
   checkOwned(x, "reduce");
   x = materialized(x);
-  if (!isFloat(x.dtype()) && !isInteger(x.dtype()))
-    fail("reduce needs a float or integer tensor, not {}", dtypeName(x.dtype()));
+  bool bitwise = fn == ReduceFn::And || fn == ReduceFn::Or;
+  if (bitwise ? isFloat(x.dtype()) : !isFloat(x.dtype()) && !isInteger(x.dtype()))
+    fail("reduce: {} needs {} tensor, not {}", bitwise ? "a reduction by and or or" : "a reduction",
+         bitwise ? "an i1 or integer" : "a float or integer", dtypeName(x.dtype()));
   int64_t normalized = normalizeAxis(axis, x.rank(), "reduce");
   Shape shape = x.shape();
   if (keepdims)

@@ -28,7 +28,7 @@ enum class OpKind {
   Triu,      // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
   Unary,     // elementwise function of one tensor
   Binary,    // elementwise function of two tensors, broadcasting
-  Reduce,    // sum or max over one axis, optionally keeping it as size 1
+  Reduce,    // sum, max, min, product, and or or over one axis, optionally keeping it as size 1
   MatMul,    // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
   Reshape,   // same elements, new shape
   Transpose, // permutation of the axes
@@ -100,7 +100,8 @@ enum class BinaryFn {
   ShiftRightLogical,
   ShiftRightArithmetic,
 };
-enum class ReduceFn { Sum, Max, Min, Prod };
+// And and Or are bitwise on integers and logical on i1 (XLA's all and any).
+enum class ReduceFn { Sum, Max, Min, Prod, And, Or };
 enum class CompareFn { Eq, Ne, Lt, Le, Gt, Ge };
 
 // The scalar meaning of each elementwise function, in float64: the reference

@@ -118,6 +118,42 @@ Array elementwise(const Node &node, const std::vector<const Array *> &operands, 
   return result;
 }
 
+// Where a reduction starts, and how it takes in one more element.
+double reductionIdentity(fe::ReduceFn fn, DType dtype) {
+  switch (fn) {
+  case fe::ReduceFn::Sum:
+  case fe::ReduceFn::Or:
+    return 0.0;
+  case fe::ReduceFn::Prod:
+    return 1.0;
+  case fe::ReduceFn::Max:
+    return -INFINITY;
+  case fe::ReduceFn::Min:
+    return INFINITY;
+  case fe::ReduceFn::And: // all bits set
+    return dtype == DType::i1 ? 1.0 : isUnsigned(dtype) ? integerMaximum(dtype) : -1.0;
+  }
+  return 0.0;
+}
+
+double combineReduction(fe::ReduceFn fn, double acc, double v, DType dtype) {
+  switch (fn) {
+  case fe::ReduceFn::Sum:
+    return acc + v;
+  case fe::ReduceFn::Prod:
+    return acc * v;
+  case fe::ReduceFn::Max: // NaN wins, as in XLA's maximum and minimum
+    return fe::applyBinary(fe::BinaryFn::Max, acc, v);
+  case fe::ReduceFn::Min:
+    return fe::applyBinary(fe::BinaryFn::Min, acc, v);
+  case fe::ReduceFn::And:
+    return fe::applyBinary(fe::BinaryFn::And, acc, v, dtype);
+  case fe::ReduceFn::Or:
+    return fe::applyBinary(fe::BinaryFn::Or, acc, v, dtype);
+  }
+  return acc;
+}
+
 Array reduce(const Node &node, const Array &x) {
   int64_t axis = node.ints[0];
   int64_t outer = 1, inner = 1, length = x.shape[axis];
@@ -126,30 +162,12 @@ Array reduce(const Node &node, const Array &x) {
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
   auto fn = static_cast<fe::ReduceFn>(node.fn);
-  double identity = fn == fe::ReduceFn::Sum    ? 0.0
-                    : fn == fe::ReduceFn::Prod ? 1.0
-                    : fn == fe::ReduceFn::Max  ? -INFINITY
-                                               : INFINITY;
-  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), identity)};
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), reductionIdentity(fn, node.dtype))};
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < length; ++r)
       for (int64_t i = 0; i < inner; ++i) {
-        double v = x.data[(o * length + r) * inner + i];
         double &acc = result.data[o * inner + i];
-        switch (fn) {
-        case fe::ReduceFn::Sum:
-          acc += v;
-          break;
-        case fe::ReduceFn::Prod:
-          acc *= v;
-          break;
-        case fe::ReduceFn::Max:
-          acc = std::max(acc, v);
-          break;
-        case fe::ReduceFn::Min:
-          acc = std::min(acc, v);
-          break;
-        }
+        acc = combineReduction(fn, acc, x.data[(o * length + r) * inner + i], node.dtype);
       }
   return result;
 }

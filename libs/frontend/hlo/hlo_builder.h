@@ -15,6 +15,7 @@
 //   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota,
 //                                 dynamic-slice, dynamic-update-slice
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
+//   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
 #pragma once
 
 #include "frontend/graph.h"
@@ -23,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -146,9 +148,18 @@ private:
   std::optional<Value> buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands);
   ReduceFn reduction(const Instruction &ins, const Attribute &toApply, DType dtype) const;
   static bool isIdentity(ReduceFn fn, double value, DType dtype);
+  static BinaryFn combiningFunction(ReduceFn fn);
+  std::vector<int64_t> reducedAxes(const Instruction &ins, int64_t rank) const;
   Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor dot(const Instruction &ins, Tensor lhs, Tensor rhs);
   Tensor gather(const Instruction &ins, Tensor table, Tensor indices);
+
+  // ---- Reduce of two inputs: argmax and argmin (hlo_ops_arg_reduce.cpp) ----
+
+  std::pair<double, double> runComparator(const Instruction &ins, const Computation &region,
+                                          const std::array<double, 4> &parameters) const;
+  ReduceFn argReduction(const Instruction &ins, const Attribute &toApply, DType valueType, DType indexType) const;
+  Value argReduce(const Instruction &ins, const std::vector<const Value *> &operands);
 
   const ModuleText &module_;
   const std::string &source_;

@@ -81,7 +81,8 @@ const std::vector<SupportedOp> &supportedOps() {
       // Reductions, contractions, lookups
       {"dot", "any dimension numbers"},
       {"gather", "embedding lookups: rows of a table picked by integer ids"},
-      {"reduce", "one input; add, maximum, minimum or multiply reducers, over any axes"},
+      {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
+                 "as argmax or argmin (values and indices, a tie to the smaller index)"},
       // Structure
       {"call", "inlined"},
       {"fusion", "inlined, whatever its kind"},
