@@ -826,6 +826,42 @@ Tensor Graph::dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<T
   return add(Node{OpKind::DynamicUpdateSlice, 0, operands, base.shape(), base.dtype()});
 }
 
+Tensor Graph::reduceWindow(ReduceFn fn, Tensor x, const std::vector<WindowAxis> &window) {
+  checkOwned(x, "reduceWindow");
+  x = materialized(x);
+  bool bitwise = fn == ReduceFn::And || fn == ReduceFn::Or;
+  if (bitwise ? isFloat(x.dtype()) : !isFloat(x.dtype()) && !isInteger(x.dtype()))
+    fail("reduceWindow: {} needs {} tensor, not {}", bitwise ? "a reduction by and or or" : "a reduction",
+         bitwise ? "an i1 or integer" : "a float or integer", dtypeName(x.dtype()));
+  if (static_cast<int64_t>(window.size()) != x.rank())
+    fail("reduceWindow: a window of {} axes for a tensor of rank {}", window.size(), x.rank());
+  Shape shape;
+  std::vector<int64_t> sizes, strides, lows, baseDilations, windowDilations;
+  for (size_t i = 0; i < window.size(); ++i) {
+    const WindowAxis &axis = window[i];
+    if (axis.size <= 0 || axis.stride <= 0 || axis.baseDilation <= 0 || axis.windowDilation <= 0)
+      fail("reduceWindow: axis {} has a size, stride or dilation below 1", i);
+    const char *op = "reduceWindow";
+    int64_t dilated = checkedSum(checkedProduct(x.shape()[i] - 1, axis.baseDilation, op), 1, op);
+    int64_t padded = checkedSum(checkedSum(dilated, axis.padLow, op), axis.padHigh, op);
+    int64_t span = checkedSum(checkedProduct(axis.size - 1, axis.windowDilation, op), 1, op);
+    if (padded < span)
+      fail("reduceWindow: along axis {} a window spanning {} does not fit the {} positions of the padded input", i,
+           span, padded);
+    shape.push_back((padded - span) / axis.stride + 1);
+    sizes.push_back(axis.size);
+    strides.push_back(axis.stride);
+    lows.push_back(axis.padLow);
+    baseDilations.push_back(axis.baseDilation);
+    windowDilations.push_back(axis.windowDilation);
+  }
+  numElements(shape);
+  Node node{OpKind::ReduceWindow, static_cast<int>(fn), {x.id()}, std::move(shape), x.dtype()};
+  for (const std::vector<int64_t> *block : {&sizes, &strides, &lows, &baseDilations, &windowDilations})
+    node.ints.insert(node.ints.end(), block->begin(), block->end());
+  return add(std::move(node));
+}
+
 Tensor Graph::insert(Tensor base, Tensor update, std::vector<int64_t> offsets, int64_t positionAxis, Tensor position) {
   checkOwned(base, "insert");
   checkOwned(update, "insert");

@@ -47,6 +47,8 @@ enum class OpKind {
   // KV-cache decoding (frontend/graph.h: insert, positionMask):
   Insert,       // a tensor with a block written into it, at a static or run-time position
   PositionMask, // 0 up to a run-time position, a large negative value after it
+  // HLO's reduce-window: a reduction (fn) over a window placed at every output position
+  ReduceWindow, // ints = {size, stride, padLow, baseDilation, windowDilation} per axis, in blocks
   // HLO's run-time indexing: operands {x or base, [update,] one rank-0 integer start per axis}
   DynamicSlice,       // a box of x, its corner at run-time starts, each clamped so the box stays inside
   DynamicUpdateSlice, // base with update written at run-time starts, clamped the same way
@@ -103,6 +105,17 @@ enum class BinaryFn {
 // And and Or are bitwise on integers and logical on i1 (XLA's all and any).
 enum class ReduceFn { Sum, Max, Min, Prod, And, Or };
 enum class CompareFn { Eq, Ne, Lt, Le, Gt, Ge };
+
+// One axis of a reduce-window's window, as XLA's Window says it: the
+// window's size, the step between windows, the padding before and after,
+// and the dilation of the input (base) and of the window. With both
+// dilations, window element w of output o reads position o * stride + w *
+// windowDilation - padLow of the input dilated by baseDilation: a real
+// element where that is a multiple of it, and nothing in a hole or in the
+// padding.
+struct WindowAxis {
+  int64_t size = 1, stride = 1, padLow = 0, padHigh = 0, baseDilation = 1, windowDilation = 1;
+};
 
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
@@ -246,6 +259,10 @@ public:
   Tensor literal(Shape shape, DType dtype, std::vector<double> values);
   // Elements start[i], start[i] + stride[i], ... below limit[i] on each axis.
   Tensor stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int64_t> limit, std::vector<int64_t> stride);
+  // `fn` over the window at every output position (XLA's reduce-window);
+  // a window that holds no element (all padding or holes) gives the
+  // reduction's identity.
+  Tensor reduceWindow(ReduceFn fn, Tensor x, const std::vector<WindowAxis> &window);
   // The box of `sizes` whose corner is at `starts` (rank-0 integer tensors,
   // one per axis, read at run time), each start clamped to [0, dim - size]
   // as XLA's dynamic-slice clamps it, so the box is always inside x.

@@ -126,10 +126,10 @@ double reductionIdentity(fe::ReduceFn fn, DType dtype) {
     return 0.0;
   case fe::ReduceFn::Prod:
     return 1.0;
-  case fe::ReduceFn::Max:
-    return -INFINITY;
+  case fe::ReduceFn::Max: // an integer type's own extremes, as the compiled code starts from
+    return isInteger(dtype) ? integerMinimum(dtype) : -INFINITY;
   case fe::ReduceFn::Min:
-    return INFINITY;
+    return isInteger(dtype) ? integerMaximum(dtype) : INFINITY;
   case fe::ReduceFn::And: // all bits set
     return dtype == DType::i1 ? 1.0 : isUnsigned(dtype) ? integerMaximum(dtype) : -1.0;
   }
@@ -169,6 +169,43 @@ Array reduce(const Node &node, const Array &x) {
         double &acc = result.data[o * inner + i];
         acc = combineReduction(fn, acc, x.data[(o * length + r) * inner + i], node.dtype);
       }
+  return result;
+}
+
+// Each output element reduces the elements its window covers: window
+// element w of output o reads position o * stride + w * windowDilation -
+// padLow of the base-dilated input, a real element where that is a
+// multiple of the dilation and inside; padding and holes are skipped.
+Array reduceWindow(const Node &node, const Array &x) {
+  size_t rank = x.shape.size();
+  auto at = [&](int block, size_t d) { return node.ints[block * rank + d]; };
+  Shape window(rank);
+  for (size_t d = 0; d < rank; ++d)
+    window[d] = at(0, d);
+  auto fn = static_cast<fe::ReduceFn>(node.fn);
+  std::vector<int64_t> strides = rowMajorStrides(x.shape), out(rank, 0);
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  for (double &element : result.data) {
+    double acc = reductionIdentity(fn, node.dtype);
+    forEachElement(window, {}, [&](int64_t flat, const std::vector<int64_t> &) {
+      int64_t offset = 0, rest = flat;
+      for (size_t d = rank; d-- > 0;) {
+        int64_t w = rest % window[d];
+        rest /= window[d];
+        int64_t position = out[d] * at(1, d) + w * at(4, d) - at(2, d), dilation = at(3, d);
+        if (position < 0 || position % dilation != 0 || position / dilation >= x.shape[d])
+          return;
+        offset += position / dilation * strides[d];
+      }
+      acc = combineReduction(fn, acc, x.data[offset], node.dtype);
+    });
+    element = acc;
+    for (size_t d = rank; d-- > 0;) {
+      if (++out[d] < node.shape[d])
+        break;
+      out[d] = 0;
+    }
+  }
   return result;
 }
 
@@ -437,6 +474,8 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
   }
   case OpKind::Reduce:
     return std::make_shared<Array>(reduce(node, operand(0)));
+  case OpKind::ReduceWindow:
+    return std::make_shared<Array>(reduceWindow(node, operand(0)));
   case OpKind::MatMul:
     return std::make_shared<Array>(matmul(node, operand(0), operand(1)));
   case OpKind::Reshape:
@@ -474,7 +513,8 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
 // float is rounded only where the program converts to it.
 ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
-                  node.kind == OpKind::Reduce || node.kind == OpKind::MatMul || node.kind == OpKind::Iota;
+                  node.kind == OpKind::Reduce || node.kind == OpKind::ReduceWindow || node.kind == OpKind::MatMul ||
+                  node.kind == OpKind::Iota;
   if (rounding == Rounding::ConvertsOnly && isFloat(node.dtype) && node.kind != OpKind::Convert)
     computes = false;
   if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {

@@ -4,7 +4,7 @@
 //   function_emitter.cpp    the signature, liveness, values and constants, the
 //                           node dispatch, linalg.generic and type conversion
 //   emit_elementwise.cpp    Unary, Binary, Compare, Select, Convert
-//   emit_reduce_matmul.cpp  Reduce, MatMul
+//   emit_reduce_matmul.cpp  Reduce, ReduceWindow, MatMul
 //   emit_shapes.cpp         Reshape, Transpose, Slice, StridedSlice,
 //                           Broadcast, Concat, Literal
 //   emit_indexing.cpp       Gather, Iota, Pad, Insert, DynamicSlice,
@@ -115,9 +115,10 @@ private:
   std::string integerPopcount(const std::string &x, DType dtype);
   void emitElementwise(int id);
 
-  // ---- Reductions and matmuls (emit_reduce_matmul.cpp) ----
+  // ---- Reductions, windowed reductions and matmuls (emit_reduce_matmul.cpp) ----
 
   void emitReduce(int id);
+  void emitReduceWindow(int id);
   void emitMatMul(int id);
 
   // ---- Ops that move elements (emit_shapes.cpp) ----

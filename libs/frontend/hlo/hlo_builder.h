@@ -16,6 +16,7 @@
 //                                 dynamic-slice, dynamic-update-slice
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
 //   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
+//   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
 #pragma once
 
 #include "frontend/graph.h"
@@ -153,6 +154,11 @@ private:
   Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor dot(const Instruction &ins, Tensor lhs, Tensor rhs);
   Tensor gather(const Instruction &ins, Tensor table, Tensor indices);
+
+  // ---- Windowed reductions (hlo_ops_reduce_window.cpp) ----
+
+  std::vector<WindowAxis> window(const Instruction &ins, int64_t rank) const;
+  Tensor reduceWindow(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Reduce of two inputs: argmax and argmin (hlo_ops_arg_reduce.cpp) ----
 

@@ -83,6 +83,7 @@ const std::vector<SupportedOp> &supportedOps() {
       {"gather", "embedding lookups: rows of a table picked by integer ids"},
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
+      {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
       // Structure
       {"call", "inlined"},
       {"fusion", "inlined, whatever its kind"},
@@ -175,7 +176,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "recv-done",
       "reduce-precision",
       "reduce-scatter",
-      "reduce-window",
       "replica-id",
       "reverse",
       "rng",

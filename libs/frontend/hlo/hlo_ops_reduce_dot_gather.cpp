@@ -9,7 +9,7 @@
 
 namespace mlpipe::fe::hlo {
 
-// reduce, dot and gather; nullopt for any other opcode.
+// reduce, reduce-window, dot and gather; nullopt for any other opcode.
 std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands) {
   const std::string &op = ins.opcode;
   auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
@@ -18,6 +18,8 @@ std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const
     return argReduce(ins, operands);
   if (op == "reduce")
     return tensorValue(reduce(ins, operands));
+  if (op == "reduce-window")
+    return tensorValue(reduceWindow(ins, operands));
   if (op == "dot") {
     expectOperands(ins, 2);
     return tensorValue(dot(ins, operand(0), operand(1)));
