@@ -513,8 +513,10 @@ Tensor Graph::binary(BinaryFn fn, Tensor a, Tensor b) {
 Tensor Graph::reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims) {
   checkOwned(x, "reduce");
   x = materialized(x);
-  if (!isFloat(x.dtype()) && !isInteger(x.dtype()))
-    fail("reduce needs a float or integer tensor, not {}", dtypeName(x.dtype()));
+  bool bitwise = fn == ReduceFn::And || fn == ReduceFn::Or;
+  if (bitwise ? isFloat(x.dtype()) : !isFloat(x.dtype()) && !isInteger(x.dtype()))
+    fail("reduce: {} needs {} tensor, not {}", bitwise ? "a reduction by and or or" : "a reduction",
+         bitwise ? "an i1 or integer" : "a float or integer", dtypeName(x.dtype()));
   int64_t normalized = normalizeAxis(axis, x.rank(), "reduce");
   Shape shape = x.shape();
   if (keepdims)
@@ -775,6 +777,99 @@ Tensor Graph::stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int
   Node node{OpKind::StridedSlice, 0, {x.id()}, shape, x.dtype()};
   node.ints = std::move(start);
   node.ints.insert(node.ints.end(), stride.begin(), stride.end());
+  return add(std::move(node));
+}
+
+namespace {
+
+// The start operands of a dynamic slice: one rank-0 integer tensor per axis.
+void checkStarts(const std::vector<Tensor> &starts, int64_t rank, const char *op) {
+  if (static_cast<int64_t>(starts.size()) != rank)
+    fail("{}: {} start indices given for a tensor of rank {}", op, starts.size(), rank);
+  for (Tensor start : starts)
+    if (start.rank() != 0 || !isInteger(start.dtype()))
+      fail("{}: a start index must be a rank-0 integer tensor, not {} {}", op, dtypeName(start.dtype()),
+           formatShape(start.shape()));
+}
+
+} // namespace
+
+Tensor Graph::dynamicSlice(Tensor x, const std::vector<Tensor> &starts, Shape sizes) {
+  checkOwned(x, "dynamicSlice");
+  x = materialized(x);
+  checkStarts(starts, x.rank(), "dynamicSlice");
+  if (static_cast<int64_t>(sizes.size()) != x.rank())
+    fail("dynamicSlice: {} sizes given for a tensor of rank {}", sizes.size(), x.rank());
+  for (int64_t axis = 0; axis < x.rank(); ++axis)
+    if (sizes[axis] <= 0 || sizes[axis] > x.shape()[axis])
+      fail("dynamicSlice: a box of {} does not fit in {}", formatShape(sizes), formatShape(x.shape()));
+  if (sizes == x.shape()) // every start clamps to 0
+    return x;
+  std::vector<int> operands = {x.id()};
+  for (Tensor start : starts) {
+    checkOwned(start, "dynamicSlice");
+    operands.push_back(materialized(start).id());
+  }
+  return add(Node{OpKind::DynamicSlice, 0, operands, std::move(sizes), x.dtype()});
+}
+
+Tensor Graph::dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<Tensor> &starts) {
+  checkOwned(base, "dynamicUpdateSlice");
+  checkOwned(update, "dynamicUpdateSlice");
+  base = materialized(base);
+  update = materialized(update);
+  checkStarts(starts, base.rank(), "dynamicUpdateSlice");
+  if (update.rank() != base.rank())
+    fail("dynamicUpdateSlice: a block of rank {} into a tensor of rank {}", update.rank(), base.rank());
+  if (update.dtype() != base.dtype())
+    fail("dynamicUpdateSlice: the block is {}, the tensor {}", dtypeName(update.dtype()), dtypeName(base.dtype()));
+  for (int64_t axis = 0; axis < base.rank(); ++axis)
+    if (update.shape()[axis] > base.shape()[axis])
+      fail("dynamicUpdateSlice: a block of {} does not fit in {}", formatShape(update.shape()),
+           formatShape(base.shape()));
+  if (update.shape() == base.shape()) // every start clamps to 0
+    return update;
+  std::vector<int> operands = {base.id(), update.id()};
+  for (Tensor start : starts) {
+    checkOwned(start, "dynamicUpdateSlice");
+    operands.push_back(materialized(start).id());
+  }
+  return add(Node{OpKind::DynamicUpdateSlice, 0, operands, base.shape(), base.dtype()});
+}
+
+Tensor Graph::reduceWindow(ReduceFn fn, Tensor x, const std::vector<WindowAxis> &window) {
+  checkOwned(x, "reduceWindow");
+  x = materialized(x);
+  bool bitwise = fn == ReduceFn::And || fn == ReduceFn::Or;
+  if (bitwise ? isFloat(x.dtype()) : !isFloat(x.dtype()) && !isInteger(x.dtype()))
+    fail("reduceWindow: {} needs {} tensor, not {}", bitwise ? "a reduction by and or or" : "a reduction",
+         bitwise ? "an i1 or integer" : "a float or integer", dtypeName(x.dtype()));
+  if (static_cast<int64_t>(window.size()) != x.rank())
+    fail("reduceWindow: a window of {} axes for a tensor of rank {}", window.size(), x.rank());
+  Shape shape;
+  std::vector<int64_t> sizes, strides, lows, baseDilations, windowDilations;
+  for (size_t i = 0; i < window.size(); ++i) {
+    const WindowAxis &axis = window[i];
+    if (axis.size <= 0 || axis.stride <= 0 || axis.baseDilation <= 0 || axis.windowDilation <= 0)
+      fail("reduceWindow: axis {} has a size, stride or dilation below 1", i);
+    const char *op = "reduceWindow";
+    int64_t dilated = checkedSum(checkedProduct(x.shape()[i] - 1, axis.baseDilation, op), 1, op);
+    int64_t padded = checkedSum(checkedSum(dilated, axis.padLow, op), axis.padHigh, op);
+    int64_t span = checkedSum(checkedProduct(axis.size - 1, axis.windowDilation, op), 1, op);
+    if (padded < span)
+      fail("reduceWindow: along axis {} a window spanning {} does not fit the {} positions of the padded input", i,
+           span, padded);
+    shape.push_back((padded - span) / axis.stride + 1);
+    sizes.push_back(axis.size);
+    strides.push_back(axis.stride);
+    lows.push_back(axis.padLow);
+    baseDilations.push_back(axis.baseDilation);
+    windowDilations.push_back(axis.windowDilation);
+  }
+  numElements(shape);
+  Node node{OpKind::ReduceWindow, static_cast<int>(fn), {x.id()}, std::move(shape), x.dtype()};
+  for (const std::vector<int64_t> *block : {&sizes, &strides, &lows, &baseDilations, &windowDilations})
+    node.ints.insert(node.ints.end(), block->begin(), block->end());
   return add(std::move(node));
 }
 

@@ -28,7 +28,7 @@ enum class OpKind {
   Triu,      // out[i, j] = (j - i >= k) ? 1 : 0, the causal-mask building block
   Unary,     // elementwise function of one tensor
   Binary,    // elementwise function of two tensors, broadcasting
-  Reduce,    // sum or max over one axis, optionally keeping it as size 1
+  Reduce,    // sum, max, min, product, and or or over one axis, optionally keeping it as size 1
   MatMul,    // [M,K]x[K,N], [..,M,K]x[K,N] or batched [B,M,K]x[B,K,N]
   Reshape,   // same elements, new shape
   Transpose, // permutation of the axes
@@ -47,6 +47,11 @@ enum class OpKind {
   // KV-cache decoding (frontend/graph.h: insert, positionMask):
   Insert,       // a tensor with a block written into it, at a static or run-time position
   PositionMask, // 0 up to a run-time position, a large negative value after it
+  // HLO's reduce-window: a reduction (fn) over a window placed at every output position
+  ReduceWindow, // ints = {size, stride, padLow, baseDilation, windowDilation} per axis, in blocks
+  // HLO's run-time indexing: operands {x or base, [update,] one rank-0 integer start per axis}
+  DynamicSlice,       // a box of x, its corner at run-time starts, each clamped so the box stays inside
+  DynamicUpdateSlice, // base with update written at run-time starts, clamped the same way
 };
 
 // Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
@@ -97,8 +102,20 @@ enum class BinaryFn {
   ShiftRightLogical,
   ShiftRightArithmetic,
 };
-enum class ReduceFn { Sum, Max, Min, Prod };
+// And and Or are bitwise on integers and logical on i1 (XLA's all and any).
+enum class ReduceFn { Sum, Max, Min, Prod, And, Or };
 enum class CompareFn { Eq, Ne, Lt, Le, Gt, Ge };
+
+// One axis of a reduce-window's window, as XLA's Window says it: the
+// window's size, the step between windows, the padding before and after,
+// and the dilation of the input (base) and of the window. With both
+// dilations, window element w of output o reads position o * stride + w *
+// windowDilation - padLow of the input dilated by baseDilation: a real
+// element where that is a multiple of it, and nothing in a hole or in the
+// padding.
+struct WindowAxis {
+  int64_t size = 1, stride = 1, padLow = 0, padHigh = 0, baseDilation = 1, windowDilation = 1;
+};
 
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
@@ -245,6 +262,17 @@ public:
   Tensor literal(Shape shape, DType dtype, std::vector<double> values);
   // Elements start[i], start[i] + stride[i], ... below limit[i] on each axis.
   Tensor stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int64_t> limit, std::vector<int64_t> stride);
+  // `fn` over the window at every output position (XLA's reduce-window);
+  // a window that holds no element (all padding or holes) gives the
+  // reduction's identity.
+  Tensor reduceWindow(ReduceFn fn, Tensor x, const std::vector<WindowAxis> &window);
+  // The box of `sizes` whose corner is at `starts` (rank-0 integer tensors,
+  // one per axis, read at run time), each start clamped to [0, dim - size]
+  // as XLA's dynamic-slice clamps it, so the box is always inside x.
+  Tensor dynamicSlice(Tensor x, const std::vector<Tensor> &starts, Shape sizes);
+  // base with `update` written with its corner at `starts`, clamped the same
+  // way (XLA's dynamic-update-slice).
+  Tensor dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<Tensor> &starts);
 
   const std::vector<Node> &nodes() const { return nodes_; }
   const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }

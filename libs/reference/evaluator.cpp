@@ -118,6 +118,42 @@ Array elementwise(const Node &node, const std::vector<const Array *> &operands, 
   return result;
 }
 
+// Where a reduction starts, and how it takes in one more element.
+double reductionIdentity(fe::ReduceFn fn, DType dtype) {
+  switch (fn) {
+  case fe::ReduceFn::Sum:
+  case fe::ReduceFn::Or:
+    return 0.0;
+  case fe::ReduceFn::Prod:
+    return 1.0;
+  case fe::ReduceFn::Max: // an integer type's own extremes, as the compiled code starts from
+    return isInteger(dtype) ? integerMinimum(dtype) : -INFINITY;
+  case fe::ReduceFn::Min:
+    return isInteger(dtype) ? integerMaximum(dtype) : INFINITY;
+  case fe::ReduceFn::And: // all bits set
+    return dtype == DType::i1 ? 1.0 : isUnsigned(dtype) ? integerMaximum(dtype) : -1.0;
+  }
+  return 0.0;
+}
+
+double combineReduction(fe::ReduceFn fn, double acc, double v, DType dtype) {
+  switch (fn) {
+  case fe::ReduceFn::Sum:
+    return acc + v;
+  case fe::ReduceFn::Prod:
+    return acc * v;
+  case fe::ReduceFn::Max: // NaN wins, as in XLA's maximum and minimum
+    return fe::applyBinary(fe::BinaryFn::Max, acc, v);
+  case fe::ReduceFn::Min:
+    return fe::applyBinary(fe::BinaryFn::Min, acc, v);
+  case fe::ReduceFn::And:
+    return fe::applyBinary(fe::BinaryFn::And, acc, v, dtype);
+  case fe::ReduceFn::Or:
+    return fe::applyBinary(fe::BinaryFn::Or, acc, v, dtype);
+  }
+  return acc;
+}
+
 Array reduce(const Node &node, const Array &x) {
   int64_t axis = node.ints[0];
   int64_t outer = 1, inner = 1, length = x.shape[axis];
@@ -126,31 +162,50 @@ Array reduce(const Node &node, const Array &x) {
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
   auto fn = static_cast<fe::ReduceFn>(node.fn);
-  double identity = fn == fe::ReduceFn::Sum    ? 0.0
-                    : fn == fe::ReduceFn::Prod ? 1.0
-                    : fn == fe::ReduceFn::Max  ? -INFINITY
-                                               : INFINITY;
-  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), identity)};
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(outer * inner), reductionIdentity(fn, node.dtype))};
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < length; ++r)
       for (int64_t i = 0; i < inner; ++i) {
-        double v = x.data[(o * length + r) * inner + i];
         double &acc = result.data[o * inner + i];
-        switch (fn) {
-        case fe::ReduceFn::Sum:
-          acc += v;
-          break;
-        case fe::ReduceFn::Prod:
-          acc *= v;
-          break;
-        case fe::ReduceFn::Max:
-          acc = std::max(acc, v);
-          break;
-        case fe::ReduceFn::Min:
-          acc = std::min(acc, v);
-          break;
-        }
+        acc = combineReduction(fn, acc, x.data[(o * length + r) * inner + i], node.dtype);
       }
+  return result;
+}
+
+// Each output element reduces the elements its window covers: window
+// element w of output o reads position o * stride + w * windowDilation -
+// padLow of the base-dilated input, a real element where that is a
+// multiple of the dilation and inside; padding and holes are skipped.
+Array reduceWindow(const Node &node, const Array &x) {
+  size_t rank = x.shape.size();
+  auto at = [&](int block, size_t d) { return node.ints[block * rank + d]; };
+  Shape window(rank);
+  for (size_t d = 0; d < rank; ++d)
+    window[d] = at(0, d);
+  auto fn = static_cast<fe::ReduceFn>(node.fn);
+  std::vector<int64_t> strides = rowMajorStrides(x.shape), out(rank, 0);
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  for (double &element : result.data) {
+    double acc = reductionIdentity(fn, node.dtype);
+    forEachElement(window, {}, [&](int64_t flat, const std::vector<int64_t> &) {
+      int64_t offset = 0, rest = flat;
+      for (size_t d = rank; d-- > 0;) {
+        int64_t w = rest % window[d];
+        rest /= window[d];
+        int64_t position = out[d] * at(1, d) + w * at(4, d) - at(2, d), dilation = at(3, d);
+        if (position < 0 || position % dilation != 0 || position / dilation >= x.shape[d])
+          return;
+        offset += position / dilation * strides[d];
+      }
+      acc = combineReduction(fn, acc, x.data[offset], node.dtype);
+    });
+    element = acc;
+    for (size_t d = rank; d-- > 0;) {
+      if (++out[d] < node.shape[d])
+        break;
+      out[d] = 0;
+    }
+  }
   return result;
 }
 
@@ -314,6 +369,42 @@ Array insert(const Node &node, const Array &base, const Array &update, const Arr
   return result;
 }
 
+// The corner of a dynamic slice's box: each start clamped to [0, dim - size].
+std::vector<int64_t> clampedStarts(const Shape &whole, const Shape &box, const std::vector<const Array *> &starts) {
+  std::vector<int64_t> corner(whole.size());
+  for (size_t d = 0; d < whole.size(); ++d) {
+    double limit = static_cast<double>(whole[d] - box[d]);
+    corner[d] = static_cast<int64_t>(std::clamp(starts[d]->data[0], 0.0, limit));
+  }
+  return corner;
+}
+
+// Calls visit(flatInBox, flatInWhole) for every element of a box of shape
+// `box` placed at `corner` in a row-major array of shape `whole`.
+template <typename Visit>
+void forEachInBox(const Shape &whole, const Shape &box, const std::vector<int64_t> &corner, Visit visit) {
+  std::vector<int64_t> strides = rowMajorStrides(whole);
+  int64_t start = 0;
+  for (size_t d = 0; d < whole.size(); ++d)
+    start += corner[d] * strides[d];
+  forEachElement(box, {strides},
+                 [&](int64_t flat, const std::vector<int64_t> &offsets) { visit(flat, start + offsets[0]); });
+}
+
+Array dynamicSlice(const Node &node, const Array &x, const std::vector<const Array *> &starts) {
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  forEachInBox(x.shape, node.shape, clampedStarts(x.shape, node.shape, starts),
+               [&](int64_t inBox, int64_t inWhole) { result.data[inBox] = x.data[inWhole]; });
+  return result;
+}
+
+Array dynamicUpdateSlice(const Array &base, const Array &update, const std::vector<const Array *> &starts) {
+  Array result = base;
+  forEachInBox(base.shape, update.shape, clampedStarts(base.shape, update.shape, starts),
+               [&](int64_t inBox, int64_t inWhole) { result.data[inWhole] = update.data[inBox]; });
+  return result;
+}
+
 Array positionMask(const Node &node, const Array &position) {
   int64_t length = node.shape[0], at = static_cast<int64_t>(position.data[0]);
   Array result{node.shape, std::vector<double>(static_cast<size_t>(length))};
@@ -371,8 +462,20 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
         insert(node, operand(0), operand(1), node.operands.size() > 2 ? &operand(2) : nullptr));
   case OpKind::PositionMask:
     return std::make_shared<Array>(positionMask(node, operand(0)));
+  case OpKind::DynamicSlice:
+  case OpKind::DynamicUpdateSlice: {
+    size_t first = node.kind == OpKind::DynamicSlice ? 1 : 2;
+    std::vector<const Array *> starts;
+    for (size_t i = first; i < node.operands.size(); ++i)
+      starts.push_back(&operand(i));
+    if (node.kind == OpKind::DynamicSlice)
+      return std::make_shared<Array>(dynamicSlice(node, operand(0), starts));
+    return std::make_shared<Array>(dynamicUpdateSlice(operand(0), operand(1), starts));
+  }
   case OpKind::Reduce:
     return std::make_shared<Array>(reduce(node, operand(0)));
+  case OpKind::ReduceWindow:
+    return std::make_shared<Array>(reduceWindow(node, operand(0)));
   case OpKind::MatMul:
     return std::make_shared<Array>(matmul(node, operand(0), operand(1)));
   case OpKind::Reshape:
@@ -410,7 +513,8 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
 // float is rounded only where the program converts to it.
 ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
-                  node.kind == OpKind::Reduce || node.kind == OpKind::MatMul || node.kind == OpKind::Iota;
+                  node.kind == OpKind::Reduce || node.kind == OpKind::ReduceWindow || node.kind == OpKind::MatMul ||
+                  node.kind == OpKind::Iota;
   if (rounding == Rounding::ConvertsOnly && isFloat(node.dtype) && node.kind != OpKind::Convert)
     computes = false;
   if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {

@@ -1,8 +1,11 @@
-// Nodes whose generic bodies compute indices: Gather, Iota, Pad, Insert at a
-// run-time position, PositionMask and Triu.
+// Nodes whose generic bodies or offsets compute indices: Gather, Iota, Pad,
+// Insert at a run-time position, DynamicSlice and DynamicUpdateSlice,
+// PositionMask and Triu.
 #include "frontend/emitter/function_emitter.h"
 
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 namespace mlpipe::fe::emitter {
 
@@ -118,6 +121,58 @@ void FunctionEmitter::emitInsert(int id) {
   std::string name = fresh();
   line("{} = tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", name, value(update), value(base),
        fmt::join(offsets, ", "), fmt::join(updateShape, ", "), fmt::join(strides, ", "), type(update), type(id));
+  names_[id] = name;
+}
+
+// The offset a dynamic slice's start gives along an axis, clamped to [0,
+// limit] as XLA clamps it: a number for a constant start, else the index
+// value computed from the rank-0 tensor. The start is widened to i64 by
+// its signedness first, so that a narrow type's clamp cannot overflow and
+// an unsigned one is never read as negative.
+std::string FunctionEmitter::clampedStart(int start, int64_t limit) {
+  const Node &node = graph_.node(start);
+  if (node.kind == OpKind::Literal)
+    return std::to_string(static_cast<int64_t>(std::clamp(node.values[0], 0.0, static_cast<double>(limit))));
+  DType dtype = node.dtype;
+  std::string scalar = fresh();
+  line("{} = tensor.extract {}[] : {}", scalar, value(start), type(start));
+  std::string wide = scalar;
+  if (bitWidth(dtype) < 64) {
+    wide = fresh();
+    line("{} = arith.{} {} : {} to i64", wide, isUnsigned(dtype) ? "extui" : "extsi", scalar, mlirType(dtype));
+  }
+  std::string top = constant(static_cast<double>(limit), DType::i64), low = wide;
+  if (!isUnsigned(dtype)) {
+    low = fresh();
+    line("{} = arith.maxsi {}, {} : i64", low, wide, constant(0.0, DType::i64));
+  }
+  std::string clamped = fresh(), asIndex = fresh();
+  line("{} = arith.{} {}, {} : i64", clamped, isUnsigned(dtype) ? "minui" : "minsi", low, top);
+  line("{} = arith.index_cast {} : i64 to index", asIndex, clamped);
+  return asIndex;
+}
+
+// x[clamped starts ...][sizes] as tensor.extract_slice, and base with the
+// update written there as tensor.insert_slice; after bufferization both
+// are views at a run-time offset.
+void FunctionEmitter::emitDynamicSlice(int id) {
+  const Node &node = graph_.node(id);
+  bool update = node.kind == OpKind::DynamicUpdateSlice;
+  int whole = node.operands[0];
+  const Shape &wholeShape = graph_.node(whole).shape;
+  const Shape &box = update ? graph_.node(node.operands[1]).shape : node.shape;
+  size_t firstStart = update ? 2 : 1;
+  std::vector<std::string> offsets;
+  for (size_t axis = 0; axis < wholeShape.size(); ++axis)
+    offsets.push_back(clampedStart(node.operands[firstStart + axis], wholeShape[axis] - box[axis]));
+  std::vector<int64_t> strides(wholeShape.size(), 1);
+  std::string name = fresh();
+  if (update)
+    line("{} = tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", name, value(node.operands[1]), value(whole),
+         fmt::join(offsets, ", "), fmt::join(box, ", "), fmt::join(strides, ", "), type(node.operands[1]), type(id));
+  else
+    line("{} = tensor.extract_slice {}[{}] [{}] [{}] : {} to {}", name, value(whole), fmt::join(offsets, ", "),
+         fmt::join(box, ", "), fmt::join(strides, ", "), type(whole), type(id));
   names_[id] = name;
 }
 

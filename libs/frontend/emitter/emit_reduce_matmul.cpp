@@ -1,6 +1,6 @@
-// Reduce and MatMul nodes: linalg.reduce (or a generic for an inner axis)
-// and linalg.matmul / linalg.batch_matmul, computed in f32 for 16-bit
-// floats. A matmul reads 16-bit operands as they are stored (linalg
+// Reduce, ReduceWindow and MatMul nodes: linalg.reduce (or a generic for
+// an inner axis), a generic over the windows' results, and linalg.matmul /
+// linalg.batch_matmul, computed in f32 for 16-bit floats. A matmul reads 16-bit operands as they are stored (linalg
 // extends each element to its f32 accumulator), so no pass widens them.
 #include "frontend/emitter/function_emitter.h"
 
@@ -75,6 +75,89 @@ void FunctionEmitter::emitReduce(int id) {
   } else {
     names_[id] = name;
   }
+}
+
+// out[o] = fn over the window at o: a generic over the result whose body
+// walks the window with one scf.for per axis of more than one element,
+// reading the input with tensor.extract at a clamped position and taking
+// the reduction's identity where the position is padding or a hole. Each
+// output element is one thread's loop on the GPU (a pooling window, or a
+// running sum's prefix).
+void FunctionEmitter::emitReduceWindow(int id) {
+  const Node &node = graph_.node(id);
+  int source = node.operands[0];
+  const Shape &in = graph_.node(source).shape;
+  size_t rank = in.size();
+  auto at = [&](int block, size_t d) { return node.ints[block * rank + d]; };
+  auto fn = static_cast<ReduceFn>(node.fn);
+  DType compute = computeType(node.dtype);
+  std::string et = mlirType(compute), sourceValue = value(source), sourceType = type(source);
+  names_[id] = emitGeneric(node.shape, node.dtype, {}, [&](const std::vector<std::string> &) {
+    auto index = [&](int64_t v) { return bodyOp("arith.constant {} : index", v); };
+    std::string identity = bodyConstant(reductionIdentity(fn, compute), compute);
+    std::vector<std::string> outIndex(rank), windowIndex(rank);
+    for (size_t d = 0; d < rank; ++d)
+      outIndex[d] = bodyOp("linalg.index {} : index", d);
+    // Open a loop for every axis the window has more than one element on.
+    std::string accumulator = identity;
+    std::vector<std::string> loopResults, loopAccumulators;
+    for (size_t d = 0; d < rank; ++d) {
+      if (at(0, d) == 1) {
+        windowIndex[d] = index(0);
+        continue;
+      }
+      std::string result = fresh(), w = fresh(), carried = fresh();
+      bodyLine("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, w, index(0), index(at(0, d)),
+               index(1), carried, accumulator, et);
+      windowIndex[d] = w;
+      accumulator = carried;
+      loopResults.push_back(result);
+    }
+    // The input position of this window element, and whether it is one.
+    std::string inside;
+    std::vector<std::string> position(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t stride = at(1, d), low = at(2, d), baseDilation = at(3, d), windowDilation = at(4, d);
+      std::string p = bodyOp("arith.muli {}, {} : index", outIndex[d], index(stride));
+      if (at(0, d) > 1)
+        p = bodyOp("arith.addi {}, {} : index", p,
+                   bodyOp("arith.muli {}, {} : index", windowIndex[d], index(windowDilation)));
+      if (low != 0)
+        p = bodyOp("arith.subi {}, {} : index", p, index(low));
+      // Whether some window element of this axis falls in padding or a hole.
+      int64_t last = (node.shape[d] - 1) * stride + (at(0, d) - 1) * windowDilation - low;
+      bool mayMiss = baseDilation != 1 || low > 0 || last > in[d] - 1;
+      std::string element = p;
+      std::string valid;
+      if (baseDilation != 1) {
+        element = bodyOp("arith.divsi {}, {} : index", p, index(baseDilation));
+        valid = bodyOp("arith.cmpi eq, {}, {} : index", bodyOp("arith.remsi {}, {} : index", p, index(baseDilation)),
+                       index(0));
+      }
+      if (mayMiss) {
+        std::string above = bodyOp("arith.cmpi sge, {}, {} : index", p, index(0));
+        std::string below = bodyOp("arith.cmpi slt, {}, {} : index", element, index(in[d]));
+        std::string here = bodyOp("arith.andi {}, {} : i1", above, below);
+        valid = valid.empty() ? here : bodyOp("arith.andi {}, {} : i1", valid, here);
+        element = bodyOp("arith.minsi {}, {} : index", bodyOp("arith.maxsi {}, {} : index", element, index(0)),
+                         index(in[d] - 1));
+        inside = inside.empty() ? valid : bodyOp("arith.andi {}, {} : i1", inside, valid);
+      }
+      position[d] = element;
+    }
+    std::string read =
+        toCompute(bodyOp("tensor.extract {}[{}] : {}", sourceValue, fmt::join(position, ", "), sourceType), node.dtype);
+    if (!inside.empty())
+      read = bodyOp("arith.select {}, {}, {} : {}", inside, read, identity, et);
+    std::string combined = bodyOp("{} {}, {} : {}", reductionOp(fn, compute), accumulator, read, et);
+    // Close the loops, innermost first.
+    for (size_t i = loopResults.size(); i-- > 0;) {
+      bodyLine("scf.yield {} : {}", combined, et);
+      bodyLine("}}");
+      combined = loopResults[i];
+    }
+    return fromCompute(combined, node.dtype);
+  });
 }
 
 void FunctionEmitter::emitMatMul(int id) {

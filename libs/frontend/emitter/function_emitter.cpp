@@ -245,6 +245,8 @@ void FunctionEmitter::emitNode(int id) {
     return emitElementwise(id);
   case OpKind::Reduce:
     return emitReduce(id);
+  case OpKind::ReduceWindow:
+    return emitReduceWindow(id);
   case OpKind::MatMul:
     return emitMatMul(id);
   case OpKind::Reshape: {
@@ -280,6 +282,9 @@ void FunctionEmitter::emitNode(int id) {
     return emitInsert(id);
   case OpKind::PositionMask:
     return emitPositionMask(id);
+  case OpKind::DynamicSlice:
+  case OpKind::DynamicUpdateSlice:
+    return emitDynamicSlice(id);
   }
 }
 

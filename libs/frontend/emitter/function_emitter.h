@@ -4,11 +4,12 @@
 //   function_emitter.cpp    the signature, liveness, values and constants, the
 //                           node dispatch, linalg.generic and type conversion
 //   emit_elementwise.cpp    Unary, Binary, Compare, Select, Convert
-//   emit_reduce_matmul.cpp  Reduce, MatMul
+//   emit_reduce_matmul.cpp  Reduce, ReduceWindow, MatMul
 //   emit_shapes.cpp         Reshape, Transpose, Slice, StridedSlice,
 //                           Broadcast, Concat, Literal
-//   emit_indexing.cpp       Gather, Iota, Pad, Insert, PositionMask, Triu:
-//                           bodies that compute indices
+//   emit_indexing.cpp       Gather, Iota, Pad, Insert, DynamicSlice,
+//                           DynamicUpdateSlice, PositionMask, Triu:
+//                           bodies and offsets that compute indices
 #pragma once
 
 #include "frontend/emitter/mlir_text.h"
@@ -114,9 +115,10 @@ private:
   std::string integerPopcount(const std::string &x, DType dtype);
   void emitElementwise(int id);
 
-  // ---- Reductions and matmuls (emit_reduce_matmul.cpp) ----
+  // ---- Reductions, windowed reductions and matmuls (emit_reduce_matmul.cpp) ----
 
   void emitReduce(int id);
+  void emitReduceWindow(int id);
   void emitMatMul(int id);
 
   // ---- Ops that move elements (emit_shapes.cpp) ----
@@ -138,6 +140,8 @@ private:
   void emitPad(int id);
   std::string clampedPosition(int position, int64_t last);
   void emitInsert(int id);
+  std::string clampedStart(int start, int64_t limit);
+  void emitDynamicSlice(int id);
   void emitPositionMask(int id);
   void emitTriu(int id);
 

@@ -254,6 +254,10 @@ double reductionIdentity(ReduceFn fn, DType dtype) {
     return integer ? integerMinimum(dtype) : -INFINITY;
   case ReduceFn::Min:
     return integer ? integerMaximum(dtype) : INFINITY;
+  case ReduceFn::And: // every bit set: true for i1, -1 (or the largest unsigned) for integers
+    return dtype == DType::i1 ? 1.0 : isUnsigned(dtype) ? integerMaximum(dtype) : -1.0;
+  case ReduceFn::Or:
+    return 0.0;
   }
   return 0.0;
 }
@@ -269,6 +273,10 @@ const char *reductionOp(ReduceFn fn, DType dtype) {
     return !integer ? "arith.maximumf" : isUnsigned(dtype) ? "arith.maxui" : "arith.maxsi";
   case ReduceFn::Min:
     return !integer ? "arith.minimumf" : isUnsigned(dtype) ? "arith.minui" : "arith.minsi";
+  case ReduceFn::And:
+    return "arith.andi";
+  case ReduceFn::Or:
+    return "arith.ori";
   }
   return "";
 }

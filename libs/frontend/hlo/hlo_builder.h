@@ -12,8 +12,11 @@
 //   hlo_attributes.cpp            an instruction's attributes, operands and declared shape
 //   hlo_opcodes.cpp               the opcode tables: unary, binary, and those refused
 //   hlo_ops_elementwise.cpp       constants and elementwise arithmetic, compare, select, convert
-//   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota
+//   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota,
+//                                 dynamic-slice, dynamic-update-slice
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
+//   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
+//   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
 #pragma once
 
 #include "frontend/graph.h"
@@ -22,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -138,15 +142,30 @@ private:
   std::optional<Value> buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor slice(const Instruction &ins, Tensor x);
   Tensor pad(const Instruction &ins, Tensor x, Tensor value);
+  Tensor dynamicSlice(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Reduce, dot and gather (hlo_ops_reduce_dot_gather.cpp) ----
 
   std::optional<Value> buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands);
   ReduceFn reduction(const Instruction &ins, const Attribute &toApply, DType dtype) const;
   static bool isIdentity(ReduceFn fn, double value, DType dtype);
+  static BinaryFn combiningFunction(ReduceFn fn);
+  std::vector<int64_t> reducedAxes(const Instruction &ins, int64_t rank) const;
   Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor dot(const Instruction &ins, Tensor lhs, Tensor rhs);
   Tensor gather(const Instruction &ins, Tensor table, Tensor indices);
+
+  // ---- Windowed reductions (hlo_ops_reduce_window.cpp) ----
+
+  std::vector<WindowAxis> window(const Instruction &ins, int64_t rank) const;
+  Tensor reduceWindow(const Instruction &ins, const std::vector<const Value *> &operands);
+
+  // ---- Reduce of two inputs: argmax and argmin (hlo_ops_arg_reduce.cpp) ----
+
+  std::pair<double, double> runComparator(const Instruction &ins, const Computation &region,
+                                          const std::array<double, 4> &parameters) const;
+  ReduceFn argReduction(const Instruction &ins, const Attribute &toApply, DType valueType, DType indexType) const;
+  Value argReduce(const Instruction &ins, const std::vector<const Value *> &operands);
 
   const ModuleText &module_;
   const std::string &source_;

@@ -71,6 +71,8 @@ const std::vector<SupportedOp> &supportedOps() {
       {"broadcast", ""},
       {"concatenate", ""},
       {"constant", "scalars and arrays; an element outside its type is refused"},
+      {"dynamic-slice", "one scalar integer start per axis, read at run time and clamped to [0, dim - size]"},
+      {"dynamic-update-slice", "one scalar integer start per axis, read at run time and clamped to [0, dim - size]"},
       {"iota", ""},
       {"pad", "negative and interior padding"},
       {"reshape", ""},
@@ -79,7 +81,9 @@ const std::vector<SupportedOp> &supportedOps() {
       // Reductions, contractions, lookups
       {"dot", "any dimension numbers"},
       {"gather", "embedding lookups: rows of a table picked by integer ids"},
-      {"reduce", "one input; add, maximum, minimum or multiply reducers, over any axes"},
+      {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
+                 "as argmax or argmin (values and indices, a tie to the smaller index)"},
+      {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
       // Structure
       {"call", "inlined"},
       {"fusion", "inlined, whatever its kind"},
@@ -158,8 +162,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "custom-call",
       "domain",
       "dynamic-reshape",
-      "dynamic-slice",
-      "dynamic-update-slice",
       "fft",
       "get-dimension-size",
       "imag",
@@ -174,7 +176,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "recv-done",
       "reduce-precision",
       "reduce-scatter",
-      "reduce-window",
       "replica-id",
       "reverse",
       "rng",

@@ -9,13 +9,17 @@
 
 namespace mlpipe::fe::hlo {
 
-// reduce, dot and gather; nullopt for any other opcode.
+// reduce, reduce-window, dot and gather; nullopt for any other opcode.
 std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands) {
   const std::string &op = ins.opcode;
   auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
 
+  if (op == "reduce" && ins.operands.size() == 4)
+    return argReduce(ins, operands);
   if (op == "reduce")
     return tensorValue(reduce(ins, operands));
+  if (op == "reduce-window")
+    return tensorValue(reduceWindow(ins, operands));
   if (op == "dot") {
     expectOperands(ins, 2);
     return tensorValue(dot(ins, operand(0), operand(1)));
@@ -27,9 +31,10 @@ std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const
   return std::nullopt;
 }
 
-// The reduction a to_apply computation performs: an add, maximum, minimum
-// or multiply of its two parameters, each a scalar of the reduced type
-// `dtype`, as its result.
+// The reduction a to_apply computation performs: an add, maximum, minimum,
+// multiply, and or or (the last two on pred and integers: XLA's all and
+// any) of its two parameters, each a scalar of the reduced type `dtype`, as
+// its result.
 ReduceFn Builder::reduction(const Instruction &ins, const Attribute &toApply, DType dtype) const {
   const Computation &region = module_.computations[computationNamed(toApply)];
   for (const Instruction &member : region.instructions) {
@@ -46,8 +51,9 @@ ReduceFn Builder::reduction(const Instruction &ins, const Attribute &toApply, DT
                               member.name, hloTypeName(dtype)));
   }
   const Instruction &root = region.instructions[region.root];
-  static const std::map<std::string_view, ReduceFn> kinds = {
-      {"add", ReduceFn::Sum}, {"maximum", ReduceFn::Max}, {"minimum", ReduceFn::Min}, {"multiply", ReduceFn::Prod}};
+  static const std::map<std::string_view, ReduceFn> kinds = {{"add", ReduceFn::Sum},     {"maximum", ReduceFn::Max},
+                                                             {"minimum", ReduceFn::Min}, {"multiply", ReduceFn::Prod},
+                                                             {"and", ReduceFn::And},     {"or", ReduceFn::Or}};
   auto kind = kinds.find(root.opcode);
   std::set<int64_t> parameters;
   for (const Operand &operand : root.operands) {
@@ -57,9 +63,12 @@ ReduceFn Builder::reduction(const Instruction &ins, const Attribute &toApply, DT
   }
   if (kind == kinds.end() || root.operands.size() != 2 || parameters != std::set<int64_t>{0, 1} ||
       parameterCount(region) != 2)
-    failOp(ins, fmt::format("to_apply=%{} is not an add, maximum, minimum or multiply of its two parameters, the "
-                            "reductions mlpipe reads",
+    failOp(ins, fmt::format("to_apply=%{} is not an add, maximum, minimum, multiply, and or or of its two "
+                            "parameters, the reductions mlpipe reads",
                             region.name));
+  if ((kind->second == ReduceFn::And || kind->second == ReduceFn::Or) && isFloat(dtype))
+    failOp(ins, fmt::format("to_apply=%{} reduces by {}, which applies to pred and integers, not {}", region.name,
+                            root.opcode, hloTypeName(dtype)));
   return kind->second;
 }
 
@@ -73,16 +82,41 @@ bool Builder::isIdentity(ReduceFn fn, double value, DType dtype) {
     return value == -INFINITY || (isInteger(dtype) && value == integerMinimum(dtype));
   case ReduceFn::Min:
     return value == INFINITY || (isInteger(dtype) && value == integerMaximum(dtype));
+  case ReduceFn::And: // all bits set
+    return value == integerValue(dtype, ~uint64_t(0));
+  case ReduceFn::Or:
+    return value == 0;
   }
   return false;
+}
+
+// The elementwise function that combines two partial results of `fn`.
+BinaryFn Builder::combiningFunction(ReduceFn fn) {
+  static const std::map<ReduceFn, BinaryFn> combine = {{ReduceFn::Sum, BinaryFn::Add}, {ReduceFn::Max, BinaryFn::Max},
+                                                       {ReduceFn::Min, BinaryFn::Min}, {ReduceFn::Prod, BinaryFn::Mul},
+                                                       {ReduceFn::And, BinaryFn::And}, {ReduceFn::Or, BinaryFn::Or}};
+  return combine.at(fn);
+}
+
+// A reduce's dimensions={...}, in increasing order, each once and in range.
+std::vector<int64_t> Builder::reducedAxes(const Instruction &ins, int64_t rank) const {
+  std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
+  std::sort(dimensions.begin(), dimensions.end());
+  if (std::adjacent_find(dimensions.begin(), dimensions.end()) != dimensions.end())
+    failOp(ins, "dimensions= names an axis twice");
+  for (int64_t axis : dimensions)
+    if (axis < 0 || axis >= rank)
+      failOp(ins, fmt::format("axis {} is out of range for an input of rank {}", axis, rank));
+  return dimensions;
 }
 
 // reduce(x, init), dimensions={...}: one graph reduction per axis, from
 // the last; an init that is not the reduction's identity is combined in.
 Tensor Builder::reduce(const Instruction &ins, const std::vector<const Value *> &operands) {
   if (ins.operands.size() != 2)
-    failOp(ins,
-           fmt::format("a reduce of {} inputs at once (a variadic reduce) is not supported", ins.operands.size() / 2));
+    failOp(ins, fmt::format("a reduce of {} inputs at once is not supported: mlpipe reads reduces of one input, and "
+                            "of two as argmax or argmin",
+                            ins.operands.size() / 2));
   Tensor x = tensorOperand(ins, operands, 0), init = tensorOperand(ins, operands, 1);
   if (init.rank() != 0)
     failOp(ins, fmt::format("the initial value must be a scalar, not {}", describe(init)));
@@ -90,24 +124,14 @@ Tensor Builder::reduce(const Instruction &ins, const std::vector<const Value *> 
     failOp(ins, fmt::format("the initial value is {} but the input is {}", hloTypeName(init.dtype()),
                             hloTypeName(x.dtype())));
   ReduceFn fn = reduction(ins, attribute(ins, "to_apply"), x.dtype());
-  std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
-  std::sort(dimensions.begin(), dimensions.end());
-  if (std::adjacent_find(dimensions.begin(), dimensions.end()) != dimensions.end())
-    failOp(ins, "dimensions= names an axis twice");
-  for (int64_t axis : dimensions)
-    if (axis < 0 || axis >= x.rank())
-      failOp(ins, fmt::format("axis {} is out of range for an input of rank {}", axis, x.rank()));
+  std::vector<int64_t> dimensions = reducedAxes(ins, x.rank());
   Tensor result = x;
   for (auto axis = dimensions.rbegin(); axis != dimensions.rend(); ++axis)
     result = graph_->reduce(fn, result, *axis, false);
   const Node &initNode = graph_->node(init.id());
   if (initNode.kind == OpKind::Constant && isIdentity(fn, initNode.value, init.dtype()))
     return result;
-  static const std::map<ReduceFn, BinaryFn> combine = {{ReduceFn::Sum, BinaryFn::Add},
-                                                       {ReduceFn::Max, BinaryFn::Max},
-                                                       {ReduceFn::Min, BinaryFn::Min},
-                                                       {ReduceFn::Prod, BinaryFn::Mul}};
-  return graph_->binary(combine.at(fn), result, init);
+  return graph_->binary(combiningFunction(fn), result, init);
 }
 
 // dot with general dimension numbers: both operands transposed to

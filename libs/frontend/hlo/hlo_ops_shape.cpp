@@ -1,12 +1,12 @@
 // HLO ops that move elements without computing them (broadcast, reshape,
-// bitcast, transpose, slice, concatenate, pad, iota) recorded into the
-// front-end graph.
+// bitcast, transpose, slice, dynamic-slice, dynamic-update-slice,
+// concatenate, pad, iota) recorded into the front-end graph.
 #include "frontend/hlo/hlo_builder.h"
 
 namespace mlpipe::fe::hlo {
 
-// iota, broadcast, reshape, bitcast, transpose, slice, concatenate and pad;
-// nullopt for any other opcode.
+// iota, broadcast, reshape, bitcast, transpose, slice, concatenate, pad,
+// dynamic-slice and dynamic-update-slice; nullopt for any other opcode.
 std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands) {
   const std::string &op = ins.opcode;
   Graph &g = *graph_;
@@ -66,6 +66,8 @@ std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::ve
     expectOperands(ins, 2);
     return tensorValue(pad(ins, operand(0), operand(1)));
   }
+  if (op == "dynamic-slice" || op == "dynamic-update-slice")
+    return tensorValue(dynamicSlice(ins, operands));
   return std::nullopt;
 }
 
@@ -118,6 +120,49 @@ Tensor Builder::pad(const Instruction &ins, Tensor x, Tensor value) {
   if (static_cast<int64_t>(low.size()) != x.rank())
     failOp(ins, fmt::format("padding= gives {} axes for an operand of rank {}", low.size(), x.rank()));
   return graph_->pad(x, value, low, high, interior);
+}
+
+// dynamic-slice(x, start...), dynamic_slice_sizes={...} and
+// dynamic-update-slice(base, update, start...): one scalar integer start
+// per axis, read at run time and clamped so the box stays inside, as XLA
+// clamps it.
+Tensor Builder::dynamicSlice(const Instruction &ins, const std::vector<const Value *> &operands) {
+  bool update = ins.opcode == "dynamic-update-slice";
+  size_t firstStart = update ? 2 : 1;
+  if (operands.size() < firstStart)
+    failOp(ins, fmt::format("it needs {} and the start indices", update ? "the operand, the update" : "the operand"));
+  Tensor x = tensorOperand(ins, operands, 0);
+  std::vector<Tensor> starts;
+  for (size_t i = firstStart; i < operands.size(); ++i) {
+    Tensor start = tensorOperand(ins, operands, i);
+    if (start.rank() != 0)
+      failOp(ins, fmt::format("start index %{} is {}: mlpipe reads one scalar start per axis (the form XLA "
+                              "writes today), not a vector of starts",
+                              ins.operands[i].name, describe(start)));
+    if (!isInteger(start.dtype()))
+      failOp(ins, fmt::format("start index %{} is {}, not an integer", ins.operands[i].name, describe(start)));
+    starts.push_back(start);
+  }
+  if (static_cast<int64_t>(starts.size()) != x.rank())
+    failOp(ins, fmt::format("it gives {} start indices for an operand of rank {}", starts.size(), x.rank()));
+  if (update) {
+    Tensor block = tensorOperand(ins, operands, 1);
+    if (block.rank() != x.rank() || block.dtype() != x.dtype())
+      failOp(ins, fmt::format("the update {} does not match the operand {}", describe(block), describe(x)));
+    for (int64_t axis = 0; axis < x.rank(); ++axis)
+      if (block.shape()[axis] > x.shape()[axis])
+        failOp(ins, fmt::format("the update {} is larger than the operand {} along axis {}", describe(block),
+                                describe(x), axis));
+    return graph_->dynamicUpdateSlice(x, block, starts);
+  }
+  std::vector<int64_t> sizes = intList(attribute(ins, "dynamic_slice_sizes"));
+  if (static_cast<int64_t>(sizes.size()) != x.rank())
+    failOp(ins, fmt::format("dynamic_slice_sizes= gives {} sizes for an operand of rank {}", sizes.size(), x.rank()));
+  for (int64_t axis = 0; axis < x.rank(); ++axis)
+    if (sizes[axis] <= 0 || sizes[axis] > x.shape()[axis])
+      failOp(ins, fmt::format("slice size {} along axis {} is outside [1, {}] for {}", sizes[axis], axis,
+                              x.shape()[axis], describe(x)));
+  return graph_->dynamicSlice(x, starts, sizes);
 }
 
 } // namespace mlpipe::fe::hlo
