@@ -43,8 +43,8 @@ std::vector<WindowAxis> Builder::window(const Instruction &ins, int64_t rank) co
         }
       } while (in.peek() == 'x' && (in.advance(), true));
       if (axis != rank)
-        in.fail(loc, fmt::format("reduce-window: window field {} gives {} axes for an operand of rank {}", field,
-                                 axis, rank));
+        in.fail(loc, fmt::format("reduce-window: window field {} gives {} axes for an operand of rank {}", field, axis,
+                                 rank));
     }
     return 0;
   });
