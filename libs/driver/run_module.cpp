@@ -149,6 +149,12 @@ void runModule(const RunRequest &request) {
     if (auto index = outputIndex.find(entry.outputs[i].name); index != outputIndex.end())
       outputFiles.write(index->second, serializeNpy(results[i]));
   outputFiles.commit();
+  // NumPy has no bf16: say where an f32 file holds a bf16 result.
+  for (const TensorSpec &spec : entry.outputs)
+    if (spec.dtype == DType::bf16 && outputIndex.count(spec.name))
+      std::cerr << fmt::format("run: note: output '{}' is bf16, written to {} as f32 (every bf16 is an f32 exactly; "
+                               "NumPy has no bf16)\n",
+                               spec.name, outputPaths.at(spec.name));
 }
 
 } // namespace mlpipe
