@@ -70,6 +70,9 @@ struct StageOptions {
   // cuBLAS loads: drivers resolve the default (driver/matmul_choice.h).
   std::string matmul = "cublas";
   std::string precision = "f32"; // outline: f32, or tf32 for cuBLAS's f32 GEMMs (opt-in)
+  // --dump-dir: the IR after each pass, one numbered .mlir file each, under
+  // this directory (a tree of the ops each pass ran on); empty: none.
+  std::string dumpDirectory;
 };
 
 // `passMs`, when given, receives each pass's milliseconds by its argument

@@ -248,7 +248,7 @@ struct PassTimer : mlir::PassInstrumentation {
 };
 
 void runPipeline(const std::string &text, const std::string &source, MlirModule &module,
-                 std::map<std::string, double> *passMs) {
+                 std::map<std::string, double> *passMs, const std::string &dumpDirectory) {
   mlir::MLIRContext &ctx = compilerContext();
   std::string parseErrors;
   llvm::raw_string_ostream errorStream(parseErrors);
@@ -259,6 +259,16 @@ void runPipeline(const std::string &text, const std::string &source, MlirModule 
   static_cast<mlir::OpPassManager &>(pm) = std::move(*parsed);
   if (passMs)
     pm.addInstrumentation(std::make_unique<PassTimer>(*passMs));
+  if (!dumpDirectory.empty()) {
+    // The IR after every pass, one numbered file each, in a tree of the ops
+    // the passes ran on (the module, or each function for func.func(...)).
+    if (std::error_code error = llvm::sys::fs::create_directories(dumpDirectory))
+      fail("cannot create --dump-dir {}: {}", dumpDirectory, error.message());
+    pm.enableIRPrintingToFileTree([](mlir::Pass *, mlir::Operation *) { return false; },
+                                  [](mlir::Pass *, mlir::Operation *) { return true; },
+                                  /*printModuleScope=*/false, /*printAfterOnlyOnChange=*/false,
+                                  /*printAfterOnlyOnFailure=*/false, dumpDirectory);
+  }
   DiagnosticCollector diagnostics(ctx);
   if (mlir::failed(pm.run(module.op())))
     diagnostics.fail(fmt::format("the {} pipeline failed", source));
@@ -304,7 +314,7 @@ void runStage(StageTool tool, MlirModule &module, const StageOptions &options, s
     enableDebugTypes(options.debugOnly);
   std::string source = options.pipelineFile.empty() ? std::string("built-in ") + stageToolName(tool) + " pipeline"
                                                     : options.pipelineFile;
-  runPipeline(pipelineText(tool, options), source, module, passMs);
+  runPipeline(pipelineText(tool, options), source, module, passMs, options.dumpDirectory);
   if (tool == StageTool::Outline)
     checkHostCodeIsOutlined(module);
   if (tool == StageTool::LowerNvvm)

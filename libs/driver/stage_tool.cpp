@@ -38,6 +38,8 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
   app.add_option("input", input, "MLIR file, or - for stdin")->capture_default_str();
   app.add_option("-o,--output", output, "Output file, or - for stdout")->capture_default_str();
   app.add_option("--pipeline", options.pipelineFile, "Run this pipeline file instead of the built-in one");
+  app.add_option("--dump-dir", options.dumpDirectory,
+                 "Write the IR after each pass, one numbered .mlir file each, under DIR (for a bug report)");
   app.add_option("--debug-only", options.debugOnly,
                  "Print the choices of these debug types (mlpipe-partitioner, mlpipe-emitters, all)");
   if (tool == StageTool::Outline)

@@ -3,6 +3,7 @@
 #include "driver/compile.h"
 #include "driver/matmul_choice.h"
 #include "driver/trace.h"
+#include "frontend/mlir_emitter.h"
 #include "reference/evaluator.h"
 #include "support/compare.h"
 #include "support/error.h"
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -150,11 +152,70 @@ void checkFitsInMemory(const fe::Graph &graph, const std::string &what) {
                     bytes);
 }
 
+// The shell commands that replay a failed check: verify itself with the
+// seed, then the stages one by one, run on the saved inputs, and the
+// comparison by hand.
+std::string replayScript(const std::string &what, const fe::Graph &graph, const KernelVerifyRequest &request,
+                         uint64_t seed, double tolerance, const std::vector<std::string> &outputs) {
+  const KernelOptions &kernel = request.options;
+  // An HLO module is replayed from its copy beside the script.
+  std::string program = isHloFile(what) ? std::filesystem::path(what).filename().string() : what;
+  std::string verifyCommand = fmt::format("verify {} --seed {} --target {}", program, seed, targetName(request.target));
+  if (!isHloFile(what)) {
+    for (const Shape &shape : kernel.shapes)
+      verifyCommand += " --shape " + formatShape(shape);
+    verifyCommand += fmt::format(" --dtype {}", dtypeName(kernel.dtype));
+    if (kernel.batch)
+      verifyCommand += fmt::format(" --batch {}", kernel.batch);
+    if (kernel.transposeA)
+      verifyCommand += " --transpose-a";
+    if (kernel.transposeB)
+      verifyCommand += " --transpose-b";
+    if (kernel.epilogue != "none")
+      verifyCommand += " --epilogue " + kernel.epilogue;
+    if (what == "attention")
+      verifyCommand += fmt::format(" --heads {}", kernel.heads);
+  }
+  if (request.tolerance)
+    verifyCommand += fmt::format(" --tolerance {:g}", *request.tolerance);
+  bool gpu = request.target == Target::Gpu;
+  if (gpu)
+    verifyCommand += fmt::format(" --chip {} --format {} --matmul {} --precision {}", request.chip, request.format,
+                                 request.matmul, request.precision);
+  if (request.inputOffset != 0 || request.inputScale != 1)
+    verifyCommand += fmt::format(" --input-offset {} --input-scale {}", request.inputOffset, request.inputScale);
+  std::string lower =
+      gpu ? fmt::format("outline --chip {} --matmul {} --precision {} | lower-nvvm --chip {} --format {}", request.chip,
+                        request.matmul, request.precision, request.chip, request.format)
+          : "lower-cpu";
+  std::string bindings;
+  for (int id : graph.inputs())
+    bindings += fmt::format(" --input {0}=@{0}.npy", graph.node(id).name);
+  for (const std::string &output : outputs)
+    bindings += fmt::format(" --output {0}=@{0}.replayed.npy", output);
+  std::string script = fmt::format(
+      "#!/bin/sh\n"
+      "# Replays verify's mismatch of {} (seed {}, bound {:g} on ||out - ref|| / ||ref||).\n"
+      "set -e\n"
+      "cd \"$(dirname \"$0\")\"\n"
+      "# The check itself, as verify ran it:\n"
+      "{}{} || true\n"
+      "# The stages one by one, on the inputs saved here:\n"
+      "fuse traced.mlir | bufferize | {} -o module.mlir\n"
+      "run module.mlir{}\n",
+      what, seed, tolerance, what == "-" ? "# (read from stdin, not kept) " : "", verifyCommand, lower, bindings);
+  for (const std::string &output : outputs)
+    script +=
+        fmt::format("verify {0}.replayed.npy {0}.expected.npy --rtol {1:g} --atol {1:g} || true\n", output, tolerance);
+  return script;
+}
+
 // Checks one kernel or HLO module; with --save, its inputs, outputs and
-// reference outputs join `saved` (written all together, or not at all).
+// reference outputs join `saved` (written all together, or not at all);
+// with --repro, a failing one leaves what replays it in `repro`.
 std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program &program, double tolerance,
                                      const KernelVerifyRequest &request, uint64_t seed, std::string &inputText,
-                                     OutputFiles &saved) {
+                                     OutputFiles &saved, OutputFiles &repro) {
   const fe::Graph &graph = *program.functions.front();
   std::string name = graph.name();
   checkFitsInMemory(graph, labelFor(what));
@@ -200,6 +261,7 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
       saved.write(saveTo + "/" + input + ".npy", serializeNpy(tensor));
   }
   std::vector<OutputCheck> checks;
+  std::vector<std::pair<HostTensor, HostTensor>> results; // actual, reference
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const TensorSpec &spec = entry.outputs[i];
     HostTensor actual(spec.dtype, spec.shape);
@@ -209,12 +271,31 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
       saved.write(saveTo + "/" + spec.name + ".npy", serializeNpy(actual));
       saved.write(saveTo + "/" + spec.name + ".reference.npy", serializeNpy(reference));
     }
+    results.push_back({actual, reference});
     // NaN where the reference has NaN (a log or sqrt of a negative input) is
     // a match; an element never written still holds the poison.
     Comparison comparison = compareTensors(actual, reference, 0.0, 0.0, /*equalNan=*/true);
     int64_t unwritten = countPoisoned(actual) - poisonValuesExpected(actual, reference);
     bool pass = unwritten == 0 && std::isfinite(comparison.relativeL2) && comparison.relativeL2 < tolerance;
     checks.push_back({spec.name, comparison.relativeL2, comparison.maxAbsError, unwritten, pass});
+  }
+  bool failed = std::any_of(checks.begin(), checks.end(), [](const OutputCheck &check) { return !check.pass; });
+  if (failed && !request.reproDirectory.empty()) {
+    std::string to = request.reproDirectory + "/" + labelFor(what);
+    repro.createDirectories(to);
+    repro.write(to + "/traced.mlir", fe::emitMlir(program));
+    if (isHloFile(what) && what != "-")
+      repro.write(to + "/" + std::filesystem::path(what).filename().string(), readInput(what));
+    for (auto &[input, tensor] : inputs)
+      repro.write(to + "/" + input + ".npy", serializeNpy(tensor));
+    std::vector<std::string> outputs;
+    for (size_t i = 0; i < entry.outputs.size(); ++i) {
+      const std::string &output = entry.outputs[i].name;
+      outputs.push_back(output);
+      repro.write(to + "/" + output + ".actual.npy", serializeNpy(results[i].first));
+      repro.write(to + "/" + output + ".expected.npy", serializeNpy(results[i].second));
+    }
+    repro.write(to + "/replay.sh", replayScript(what, graph, request, seed, tolerance, outputs));
   }
   return checks;
 }
@@ -291,13 +372,16 @@ bool verifyKernels(const KernelVerifyRequest &request) {
   std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12} {:>12} {:>9}  {}{}\n", "kernel", width, "inputs", "output",
                            "rel error", "max abs err", "unwritten", oneBound ? "" : "bound      ", "result");
   bool allPass = true;
-  OutputFiles saved;
+  OutputFiles saved, repro;
+  std::vector<std::string> failed;
   for (size_t k = 0; k < kernels.size(); ++k) {
     const std::string &kernel = kernels[k];
     std::string inputs;
     for (const OutputCheck &check :
-         checkKernel(kernel, programs[k], bounds[k].tolerance, resolved, seed, inputs, saved)) {
+         checkKernel(kernel, programs[k], bounds[k].tolerance, resolved, seed, inputs, saved, repro)) {
       allPass &= check.pass;
+      if (!check.pass && (failed.empty() || failed.back() != labelFor(kernel)))
+        failed.push_back(labelFor(kernel));
       std::cout << fmt::format("{:<{}} {:<34} {:<6} {:>12.3e} {:>12.3e} {:>9}  {}{}\n", labelFor(kernel), width, inputs,
                                check.output, check.relativeError, check.maxAbsError, check.unwritten,
                                oneBound ? "" : fmt::format("{:<11.3g}", bounds[k].tolerance),
@@ -305,6 +389,10 @@ bool verifyKernels(const KernelVerifyRequest &request) {
     }
   }
   saved.commit();
+  repro.commit();
+  if (!request.reproDirectory.empty())
+    for (const std::string &label : failed)
+      std::cout << fmt::format("to replay {}: sh {}/{}/replay.sh\n", label, request.reproDirectory, label);
   std::cout << (allPass ? "PASS\n" : "FAIL\n");
   return allPass;
 }

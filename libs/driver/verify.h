@@ -37,7 +37,12 @@ struct KernelVerifyRequest {
   // kTf32Tolerance.
   std::optional<double> tolerance;
   std::string saveDirectory; // when set: DIR/KERNEL/{input}.npy, {output}.npy, {output}.reference.npy
-  bool managed = false;      // GPU buffers in managed memory (the tutorial's path)
+  // When set, a kernel or module that fails leaves DIR/KERNEL/ to replay it:
+  // traced.mlir (the front end's module), its inputs as .npy, each output's
+  // {output}.actual.npy and {output}.expected.npy, and replay.sh (the exact
+  // verify command, then the stage tools, run and a comparison by hand).
+  std::string reproDirectory;
+  bool managed = false; // GPU buffers in managed memory (the tutorial's path)
   // The first input is offset + scale * uniform[-1, 1) (the others stay in
   // [-1, 1)): large values test what a naive softmax (overflow) or a naive
   // variance (cancellation) gets wrong.

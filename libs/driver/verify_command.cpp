@@ -21,9 +21,9 @@ namespace {
 const std::initializer_list<const char *> kFileFlags = {"--rtol", "--atol"};
 const std::initializer_list<const char *> kGpt2Flags = {"--steps",  "--mode",         "--weights", "--config",
                                                         "--prompt", "--save-weights", "--cache",   "--no-graphs"};
-const std::initializer_list<const char *> kKernelFlags = {"--shape",        "--batch",       "--heads", "--transpose-a",
-                                                          "--transpose-b",  "--epilogue",    "--save",  "--tolerance",
-                                                          "--input-offset", "--input-scale", "--format"};
+const std::initializer_list<const char *> kKernelFlags = {
+    "--shape", "--batch",     "--heads",        "--transpose-a", "--transpose-b", "--epilogue",
+    "--save",  "--tolerance", "--input-offset", "--input-scale", "--format",      "--repro"};
 
 enum class VerifyUse { Files, Gpt2, Kernels };
 

@@ -30,6 +30,7 @@ int main(int argc, char **argv) {
       "  verify all --dtype bf16 --target cpu   # 16-bit storage, f32 arithmetic\n"
       "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
       "  verify model.hlo --target cpu --save out/\n"
+      "  verify model.hlo --target gpu --repro bug/     # on a mismatch: bug/model/replay.sh\n"
       "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny\n"
       "  verify gpt2 --steps 10 --mode fused --cache compare --config tiny   # with against without the KV cache");
   mlpipe::VerifyFlags flags;
@@ -67,6 +68,9 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("--save", request.saveDirectory,
                  "Kernels: write inputs, outputs and float64 reference outputs as .npy under DIR/KERNEL/");
+  app.add_option("--repro", request.reproDirectory,
+                 "Kernels: a kernel or module that fails leaves DIR/KERNEL/ with its traced module, inputs, actual "
+                 "and expected outputs and replay.sh");
   app.add_option("--seed", flags.seed,
                  "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)")
       ->check(mlpipe::kNonNegative);
