@@ -485,5 +485,8 @@ BOOST_AUTO_TEST_CASE(while_trip_counts_follow_the_counter) {
   BOOST_TEST(contains(tripsOf("s32", "0", bound("NE", "9"), plus("2")), "the counter, from 0 by 2, never equals 9"));
   BOOST_TEST(contains(tripsOf("s32", "0", bound("LT", "9"), plus("0")), "the counter steps by 0"));
   BOOST_TEST(contains(tripsOf("s32", "0", bound("LT", "70000"), plus("1")), "it runs 70000 trips, more than"));
+  // A bound that is not a whole number gives no trip count.
+  BOOST_TEST(contains(tripsOf("s32", "0", "compare(i, b), direction=LT\n  b = f32[] constant(2.5)", plus("1")),
+                      "is not a compare of a tuple element with a constant"));
   BOOST_TEST(contains(tripsOf("f32", "0", bound("LT", "3", "f32"), plus("1", "f32")), "is not an integer scalar"));
 }

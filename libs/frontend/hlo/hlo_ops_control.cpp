@@ -23,6 +23,7 @@
 
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <limits>
 
 namespace mlpipe::fe::hlo {
@@ -63,12 +64,16 @@ std::optional<int64_t> parameterElement(const Computation &computation, const In
   return std::nullopt;
 }
 
-// The value of a scalar `constant` instruction, or nullopt.
+// The value of a scalar integer `constant` instruction (a whole number
+// that fits in 64 bits), or nullopt.
 std::optional<double> scalarConstant(const Instruction *ins) {
   if (!ins || ins->opcode != "constant" || !ins->shape || ins->shape->tuple || !ins->shape->dims.empty() ||
       ins->literal.size() != 1)
     return std::nullopt;
-  return ins->literal.front();
+  double value = ins->literal.front();
+  if (!std::isfinite(value) || value != std::trunc(value) || std::fabs(value) > 0x1p64)
+    return std::nullopt;
+  return value;
 }
 
 // The direction that compares b with a as `direction` compares a with b.
@@ -247,8 +252,8 @@ Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *
     failOp(ins, "its operand is an array; mlpipe unrolls loops over a tuple that holds their counter");
   LoopCounter counter = loopCounter(ins, condition, body);
   if (counter.element >= initial.elements.size())
-    failOp(ins, fmt::format("condition %{} compares tuple element {} of a tuple of {}", condition.name,
-                            counter.element, initial.elements.size()));
+    failOp(ins, fmt::format("condition %{} compares tuple element {} of a tuple of {}", condition.name, counter.element,
+                            initial.elements.size()));
   const Value &start = initial.elements[counter.element];
   if (!start.tensor || start.tensor->rank() != 0 || !isInteger(start.tensor->dtype()))
     failOp(ins, fmt::format("tuple element {}, the counter condition %{} compares, is not an integer scalar; mlpipe "
@@ -364,9 +369,8 @@ Value Builder::conditional(const Instruction &ins, const std::vector<const Value
                               parameterCount(branch)));
     results.push_back(evaluate(branches[i], {*operands[i + 1]}, depth + 1, ins.opcodeLoc));
     if (valueShape(results[i]) != valueShape(results[0]))
-      failOp(ins, fmt::format("branch %{} returns {}, but branch %{} returns {}", branch.name,
-                              valueShape(results[i]), module_.computations[branches[0]].name,
-                              valueShape(results[0])));
+      failOp(ins, fmt::format("branch %{} returns {}, but branch %{} returns {}", branch.name, valueShape(results[i]),
+                              module_.computations[branches[0]].name, valueShape(results[0])));
   }
   // XLA runs the last branch for an index out of range.
   size_t last = branches.size() - 1;
@@ -381,8 +385,8 @@ Value Builder::conditional(const Instruction &ins, const std::vector<const Value
     return selectValue(selector, results[0], results[1]);
   Value result = results[last];
   for (size_t i = last; i-- > 0;)
-    result = selectValue(g.compare(CompareFn::Eq, selector, g.constant(static_cast<double>(i), DType::i32)),
-                         results[i], result);
+    result = selectValue(g.compare(CompareFn::Eq, selector, g.constant(static_cast<double>(i), DType::i32)), results[i],
+                         result);
   return result;
 }
 
