@@ -418,3 +418,75 @@ BOOST_AUTO_TEST_CASE(refusals_name_the_place_in_one_line) {
   BOOST_TEST(refusal(std::string("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\x01\n}")) ==
              "x.hlo:3:26: error: expected an instruction name (or '}' closing the computation), found '\\x01'");
 }
+
+namespace {
+
+// The trips of `while (i <direction> bound) i = i <step>` from `start`, as
+// the reader counts them: the body adds 1 to an f32 tally, which folds to a
+// constant the module returns. A refused loop gives its message.
+std::string tripsOf(const std::string &type, const std::string &start, const std::string &compare,
+                    const std::string &step) {
+  std::string tuple = fmt::format("({}[], f32[])", type);
+  std::string text = fmt::format("HloModule loop\n"
+                                 "cond {{\n  p = {0} parameter(0)\n  i = {1}[] get-tuple-element(p), index=0\n"
+                                 "  ROOT c = pred[] {2}\n}}\n"
+                                 "body {{\n  p = {0} parameter(0)\n  i = {1}[] get-tuple-element(p), index=0\n"
+                                 "  n = f32[] get-tuple-element(p), index=1\n  one = f32[] constant(1)\n"
+                                 "  m = f32[] add(n, one)\n  {3}\n  ROOT t = {0} tuple(next, m)\n}}\n"
+                                 "ENTRY e {{\n  x = f32[2] parameter(0)\n  s = {1}[] constant({4})\n"
+                                 "  z = f32[] constant(0)\n  init = {0} tuple(s, z)\n"
+                                 "  w = {0} while(init), condition=cond, body=body\n"
+                                 "  ROOT n = f32[] get-tuple-element(w), index=1\n}}\n",
+                                 tuple, type, compare, step, start);
+  try {
+    Program program = readHlo(text, "loop.hlo");
+    const Graph &graph = *program.functions.front();
+    const Node &out = graph.node(graph.outputs().front().second);
+    return fmt::format("{}", out.values.at(0));
+  } catch (const Error &error) {
+    return error.what();
+  }
+}
+
+bool contains(const std::string &text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(while_trip_counts_follow_the_counter) {
+  auto bound = [](const std::string &direction, const std::string &value, const std::string &type = "s32") {
+    return fmt::format("compare(i, b), direction={}\n  b = {}[] constant({})", direction, type, value);
+  };
+  auto plus = [](const std::string &value, const std::string &type = "s32") {
+    return fmt::format("k = {}[] constant({})\n  next = {}[] add(i, k)", type, value, type);
+  };
+  auto minus = [](const std::string &value, const std::string &type = "s32") {
+    return fmt::format("k = {}[] constant({})\n  next = {}[] subtract(i, k)", type, value, type);
+  };
+  BOOST_TEST(tripsOf("s32", "0", bound("LT", "10"), plus("1")) == "10");
+  BOOST_TEST(tripsOf("s32", "0", bound("LT", "10"), plus("3")) == "4");  // 0 3 6 9
+  BOOST_TEST(tripsOf("s32", "0", bound("LE", "9"), plus("3")) == "4");   // 0 3 6 9
+  BOOST_TEST(tripsOf("s32", "10", bound("GT", "0"), minus("3")) == "4"); // 10 7 4 1
+  BOOST_TEST(tripsOf("s32", "9", bound("GE", "0"), plus("-3")) == "4");  // 9 6 3 0
+  BOOST_TEST(tripsOf("s32", "0", bound("NE", "10"), plus("2")) == "5");
+  BOOST_TEST(tripsOf("s32", "5", bound("EQ", "5"), plus("1")) == "1");
+  BOOST_TEST(tripsOf("s32", "7", bound("LT", "7"), plus("1")) == "0");
+  BOOST_TEST(tripsOf("s32", "-4", bound("LT", "-1"), plus("1")) == "3");
+  // The constant on the left: 3 > i is i < 3.
+  BOOST_TEST(tripsOf("s32", "0", "compare(b, i), direction=GT\n  b = s32[] constant(3)", plus("1")) == "3");
+  // The step's constant on the left of an add.
+  BOOST_TEST(tripsOf("s32", "0", bound("LT", "3"), "k = s32[] constant(1)\n  next = s32[] add(k, i)") == "3");
+  // Unsigned and narrow counters: 250 then 255 fits a u8; an s8 that would
+  // pass 127, and a u8 counting down past 0, wrap around and are refused.
+  BOOST_TEST(tripsOf("u8", "250", bound("LT", "255", "u8"), plus("5", "u8")) == "1");
+  BOOST_TEST(tripsOf("s64", "0", bound("LT", "4000000000", "s64"), plus("1000000000", "s64")) == "4");
+  BOOST_TEST(contains(tripsOf("s8", "120", bound("LT", "127", "s8"), plus("5", "s8")),
+                      "the counter, from 120 by 5, would wrap around its type s8 before the condition fails"));
+  BOOST_TEST(contains(tripsOf("u8", "3", bound("GE", "0", "u8"), minus("1", "u8")), "would wrap around its type u8"));
+  BOOST_TEST(contains(tripsOf("s32", "0", bound("NE", "9"), plus("2")), "the counter, from 0 by 2, never equals 9"));
+  BOOST_TEST(contains(tripsOf("s32", "0", bound("LT", "9"), plus("0")), "the counter steps by 0"));
+  BOOST_TEST(contains(tripsOf("s32", "0", bound("LT", "70000"), plus("1")), "it runs 70000 trips, more than"));
+  // A bound that is not a whole number gives no trip count.
+  BOOST_TEST(contains(tripsOf("s32", "0", "compare(i, b), direction=LT\n  b = f32[] constant(2.5)", plus("1")),
+                      "is not a compare of a tuple element with a constant"));
+  BOOST_TEST(contains(tripsOf("f32", "0", bound("LT", "3", "f32"), plus("1", "f32")), "is not an integer scalar"));
+}

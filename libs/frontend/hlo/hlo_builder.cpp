@@ -263,7 +263,9 @@ Value Builder::buildChecked(const Instruction &ins, const std::vector<const Valu
     // The op's place in the user's program (metadata's op_name) names
     // the nodes it records; a call or fusion leaves naming to its ops.
     std::optional<Graph::Scope> scope;
-    if (std::string name = scopeName(ins); !name.empty() && ins.opcode != "call" && ins.opcode != "fusion")
+    bool inlines =
+        ins.opcode == "call" || ins.opcode == "fusion" || ins.opcode == "while" || ins.opcode == "conditional";
+    if (std::string name = scopeName(ins); !name.empty() && !inlines)
       scope.emplace(*graph_, name);
     value = buildInstruction(ins, operands, arguments, isEntry, depth);
     if (ins.shape) {
@@ -275,6 +277,10 @@ Value Builder::buildChecked(const Instruction &ins, const std::vector<const Valu
   } catch (const Error &error) {
     failOp(ins, error.what());
   }
+  if (graph_->nodes().size() > kMaxGraphNodes && unrolling_)
+    failOp(*unrolling_->loop, fmt::format("unrolled to its {} trips, the module records more than {} operations once "
+                                          "calls, fusions and loops are inlined",
+                                          unrolling_->trips, kMaxGraphNodes));
   if (graph_->nodes().size() > kMaxGraphNodes)
     failOp(ins, fmt::format("the module records more than {} operations once calls and fusions are inlined",
                             kMaxGraphNodes));
@@ -361,6 +367,10 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return tupleElement(ins, operands);
   if (op == "call" || op == "fusion")
     return inlineCall(ins, operands, depth);
+  if (op == "while")
+    return whileLoop(ins, operands, depth);
+  if (op == "conditional")
+    return conditional(ins, operands, depth);
   failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 

@@ -17,6 +17,7 @@
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
 //   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
 //   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
+//   hlo_ops_control.cpp           while (unrolled) and conditional (every branch, then a select)
 #pragma once
 
 #include "frontend/graph.h"
@@ -167,11 +168,41 @@ private:
   ReduceFn argReduction(const Instruction &ins, const Attribute &toApply, DType valueType, DType indexType) const;
   Value argReduce(const Instruction &ins, const std::vector<const Value *> &operands);
 
+  // ---- Control flow: while and conditional (hlo_ops_control.cpp) ----
+
+  // A loop's counter: the tuple element its condition compares with
+  // `bound` in `direction` (counter on the left), stepped by `step` in the
+  // body.
+  struct LoopCounter {
+    size_t element = 0;
+    CompareFn direction = CompareFn::Lt;
+    double bound = 0, step = 0;
+    DType dtype = DType::i32;
+  };
+  // How many trips a loop makes, or -1 and why it never ends.
+  struct TripCount {
+    int64_t count = 0;
+    std::string why;
+  };
+  // The outermost loop being unrolled, named when the module passes the
+  // operation limit.
+  struct Unrolling {
+    const Instruction *loop = nullptr;
+    int64_t trips = 0;
+  };
+  LoopCounter loopCounter(const Instruction &ins, const Computation &condition, const Computation &body) const;
+  static TripCount countTrips(const LoopCounter &counter, double start);
+  Value whileLoop(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
+  std::vector<size_t> computationList(const Attribute &attribute) const;
+  Value selectValue(Tensor pred, const Value &onTrue, const Value &onFalse);
+  Value conditional(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
+
   const ModuleText &module_;
   const std::string &source_;
   Graph *graph_ = nullptr;
   std::vector<Tensor> inputs_;
   std::vector<size_t> active_; // computations being walked, for recursion
+  std::optional<Unrolling> unrolling_;
 };
 
 } // namespace mlpipe::fe::hlo

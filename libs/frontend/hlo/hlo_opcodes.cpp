@@ -86,10 +86,14 @@ const std::vector<SupportedOp> &supportedOps() {
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
       // Structure
       {"call", "inlined"},
+      {"conditional", "a pred or an s32 branch index (out of range: the last branch); every branch computed, its "
+                      "result selected"},
       {"fusion", "inlined, whatever its kind"},
       {"get-tuple-element", ""},
       {"parameter", "arrays"},
       {"tuple", ""},
+      {"while", "unrolled: an integer counter in the carried tuple starts at a constant, is compared with a "
+                "constant and steps by a constant; at most 65536 trips"},
   };
   return ops;
 }
@@ -154,7 +158,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "collective-permute-start",
       "complex",
       "composite",
-      "conditional",
       "convolution",
       "copy-done",
       "copy-start",
@@ -193,7 +196,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "stochastic-convert",
       "topk",
       "triangular-solve",
-      "while",
   };
   return opcodes;
 }

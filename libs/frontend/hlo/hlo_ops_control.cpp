@@ -1,0 +1,393 @@
+// HLO's control flow, as JAX writes it: `while` (lax.scan, lax.fori_loop)
+// unrolled when its trip count is known when the module is read, and
+// `conditional` (lax.cond, lax.switch) computed as every branch and a
+// select between their results.
+//
+// A loop's trip count is known in the form lax.scan and lax.fori_loop
+// write: one integer element of the loop-carried tuple (the counter) starts
+// at a constant, the condition computation's ROOT compares it with a
+// constant, and the body's ROOT tuple gives it back plus or minus a
+// constant. The count follows from those three numbers; the body is then
+// inlined once per trip, the tuple it returns passed to the next, so the
+// counter is a constant in every trip (a scan's dynamic-slice of its inputs
+// reads a constant start) and zero trips give the initial tuple. Any other
+// loop is refused, saying which of the three is not a constant.
+//
+// The branches of a conditional are pure computations, so computing all of
+// them and selecting one result changes no value: with a pred, select(p,
+// true branch, false branch); with an s32 index over N branches, the index
+// compared with 0 .. N-2 and anything else (negative or from N up) giving
+// the last branch, as XLA clamps it. A predicate or index that is a
+// constant picks its branch when the module is read.
+#include "frontend/hlo/hlo_builder.h"
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <limits>
+
+namespace mlpipe::fe::hlo {
+
+namespace {
+
+using Wide = __int128;
+
+// The instruction an operand of `ins` names in `computation`, or nullptr.
+const Instruction *operandOf(const Computation &computation, const Instruction &ins, size_t i) {
+  if (i >= ins.operands.size())
+    return nullptr;
+  auto found = computation.byName.find(ins.operands[i].name);
+  return found == computation.byName.end() ? nullptr : &computation.instructions[found->second];
+}
+
+// The tuple element `ins` reads from its computation's parameter 0 (a
+// get-tuple-element of the parameter), or nullopt.
+std::optional<int64_t> parameterElement(const Computation &computation, const Instruction &ins) {
+  if (ins.opcode != "get-tuple-element" || ins.operands.size() != 1)
+    return std::nullopt;
+  const Instruction *tuple = operandOf(computation, ins, 0);
+  if (!tuple || tuple->opcode != "parameter" || tuple->parameterNumber != 0)
+    return std::nullopt;
+  for (const Attribute &attribute : ins.attributes)
+    if (attribute.name == "index") {
+      std::string_view text = attribute.text;
+      int64_t index = 0;
+      for (char c : text) {
+        if (c < '0' || c > '9')
+          return std::nullopt;
+        index = index * 10 + (c - '0');
+        if (index > (int64_t(1) << 30))
+          return std::nullopt;
+      }
+      return text.empty() ? std::nullopt : std::optional<int64_t>(index);
+    }
+  return std::nullopt;
+}
+
+// The value of a scalar integer `constant` instruction (a whole number
+// that fits in 64 bits), or nullopt.
+std::optional<double> scalarConstant(const Instruction *ins) {
+  if (!ins || ins->opcode != "constant" || !ins->shape || ins->shape->tuple || !ins->shape->dims.empty() ||
+      ins->literal.size() != 1)
+    return std::nullopt;
+  double value = ins->literal.front();
+  if (!std::isfinite(value) || value != std::trunc(value) || std::fabs(value) > 0x1p64)
+    return std::nullopt;
+  return value;
+}
+
+// The direction that compares b with a as `direction` compares a with b.
+CompareFn swapped(CompareFn direction) {
+  switch (direction) {
+  case CompareFn::Lt:
+    return CompareFn::Gt;
+  case CompareFn::Le:
+    return CompareFn::Ge;
+  case CompareFn::Gt:
+    return CompareFn::Lt;
+  case CompareFn::Ge:
+    return CompareFn::Le;
+  default:
+    return direction;
+  }
+}
+
+const char *directionName(CompareFn direction) {
+  static const char *names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  return names[static_cast<int>(direction)];
+}
+
+bool holds(CompareFn direction, Wide a, Wide b) {
+  switch (direction) {
+  case CompareFn::Eq:
+    return a == b;
+  case CompareFn::Ne:
+    return a != b;
+  case CompareFn::Lt:
+    return a < b;
+  case CompareFn::Le:
+    return a <= b;
+  case CompareFn::Gt:
+    return a > b;
+  case CompareFn::Ge:
+    return a >= b;
+  }
+  return false;
+}
+
+// The smallest and largest value of an integer type.
+std::pair<Wide, Wide> integerRange(DType dtype) {
+  int bits = bitWidth(dtype);
+  if (isUnsigned(dtype))
+    return {0, (Wide(1) << bits) - 1};
+  return {-(Wide(1) << (bits - 1)), (Wide(1) << (bits - 1)) - 1};
+}
+
+// ceil(a / b) for a >= 0, b > 0.
+Wide ceilDiv(Wide a, Wide b) { return (a + b - 1) / b; }
+
+std::string wideText(Wide value) {
+  bool negative = value < 0;
+  unsigned __int128 magnitude = negative ? -static_cast<unsigned __int128>(value) : value;
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(magnitude % 10)));
+    magnitude /= 10;
+  } while (magnitude != 0);
+  return (negative ? "-" : "") + digits;
+}
+
+} // namespace
+
+// The counter of `for (i = start; i <direction> bound; i += step)` and how
+// many trips it makes, or why it makes no countable number: it never
+// reaches the bound, or wraps around its type before it does.
+Builder::TripCount Builder::countTrips(const LoopCounter &counter, double startValue) {
+  Wide start = static_cast<Wide>(startValue), bound = static_cast<Wide>(counter.bound);
+  Wide step = static_cast<Wide>(counter.step);
+  auto [lowest, highest] = integerRange(counter.dtype);
+  if (!holds(counter.direction, start, bound))
+    return {0, ""};
+  if (step == 0)
+    return {-1, "the counter steps by 0, so the condition holds forever"};
+  Wide trips = 0;
+  switch (counter.direction) {
+  case CompareFn::Eq:
+    trips = 1;
+    break;
+  case CompareFn::Ne:
+    if ((bound - start) % step != 0 || (bound - start) / step < 0)
+      return {-1, fmt::format("the counter, from {} by {}, never equals {}", wideText(start), wideText(step),
+                              wideText(bound))};
+    trips = (bound - start) / step;
+    break;
+  case CompareFn::Lt:
+  case CompareFn::Le:
+    if (step < 0)
+      return {-1, fmt::format("the counter, from {} by {}, moves away from the bound {}", wideText(start),
+                              wideText(step), wideText(bound))};
+    trips = counter.direction == CompareFn::Lt ? ceilDiv(bound - start, step) : (bound - start) / step + 1;
+    break;
+  case CompareFn::Gt:
+  case CompareFn::Ge:
+    if (step > 0)
+      return {-1, fmt::format("the counter, from {} by {}, moves away from the bound {}", wideText(start),
+                              wideText(step), wideText(bound))};
+    trips = counter.direction == CompareFn::Gt ? ceilDiv(start - bound, -step) : (start - bound) / -step + 1;
+    break;
+  }
+  Wide last = start + trips * step;
+  if (last < lowest || last > highest)
+    return {-1, fmt::format("the counter, from {} by {}, would wrap around its type {} before the condition fails",
+                            wideText(start), wideText(step), hloTypeName(counter.dtype))};
+  return {static_cast<int64_t>(std::min<Wide>(trips, std::numeric_limits<int64_t>::max())), ""};
+}
+
+// The counter of the loop: the tuple element the condition compares with a
+// constant and the body steps by a constant.
+Builder::LoopCounter Builder::loopCounter(const Instruction &ins, const Computation &condition,
+                                          const Computation &body) const {
+  auto unknown = [&](const std::string &why) {
+    failOp(ins, fmt::format("its trip count is not known when the module is read ({}); mlpipe unrolls loops whose "
+                            "counter starts at a constant, is compared with a constant and steps by a constant",
+                            why));
+  };
+  const Instruction &root = condition.instructions[condition.root];
+  LoopCounter counter;
+  std::optional<int64_t> element;
+  std::optional<double> bound;
+  if (root.opcode == "compare" && root.operands.size() == 2) {
+    const Instruction *a = operandOf(condition, root, 0), *b = operandOf(condition, root, 1);
+    const Attribute *direction = findAttribute(root, "direction");
+    static const std::map<std::string, CompareFn> directions = {{"EQ", CompareFn::Eq}, {"NE", CompareFn::Ne},
+                                                                {"LT", CompareFn::Lt}, {"LE", CompareFn::Le},
+                                                                {"GT", CompareFn::Gt}, {"GE", CompareFn::Ge}};
+    auto found = direction ? directions.find(std::string(direction->text)) : directions.end();
+    if (a && b && found != directions.end()) {
+      if ((element = parameterElement(condition, *a)) && (bound = scalarConstant(b)))
+        counter.direction = found->second;
+      else if ((element = parameterElement(condition, *b)) && (bound = scalarConstant(a)))
+        counter.direction = swapped(found->second);
+    }
+  }
+  if (!element || !bound)
+    unknown(fmt::format("condition %{}'s ROOT %{} is not a compare of a tuple element with a constant", condition.name,
+                        root.name));
+  counter.element = static_cast<size_t>(*element);
+  counter.bound = *bound;
+  const Instruction &bodyRoot = body.instructions[body.root];
+  std::optional<double> step;
+  if (bodyRoot.opcode == "tuple" && counter.element < bodyRoot.operands.size()) {
+    const Instruction *next = operandOf(body, bodyRoot, counter.element);
+    if (next && (next->opcode == "add" || next->opcode == "subtract")) {
+      const Instruction *a = operandOf(body, *next, 0), *b = operandOf(body, *next, 1);
+      if (a && b && parameterElement(body, *a) == element)
+        step = scalarConstant(b);
+      else if (a && b && next->opcode == "add" && parameterElement(body, *b) == element)
+        step = scalarConstant(a);
+      if (step && next->opcode == "subtract")
+        step = -*step;
+    }
+  }
+  if (!step)
+    unknown(fmt::format("body %{} does not give back tuple element {}, the counter condition %{} compares, plus or "
+                        "minus a constant",
+                        body.name, counter.element, condition.name));
+  counter.step = *step;
+  return counter;
+}
+
+Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *> &operands, int depth) {
+  expectOperands(ins, 1);
+  size_t conditionIndex = computationNamed(attribute(ins, "condition"));
+  size_t bodyIndex = computationNamed(attribute(ins, "body"));
+  const Computation &condition = module_.computations[conditionIndex];
+  const Computation &body = module_.computations[bodyIndex];
+  for (const Computation *computation : {&condition, &body})
+    if (parameterCount(*computation) != 1)
+      failOp(ins, fmt::format("%{} has {} parameters; a loop's condition and body take the loop-carried value alone",
+                              computation->name, parameterCount(*computation)));
+  const Value &initial = *operands[0];
+  if (initial.tensor)
+    failOp(ins, "its operand is an array; mlpipe unrolls loops over a tuple that holds their counter");
+  LoopCounter counter = loopCounter(ins, condition, body);
+  if (counter.element >= initial.elements.size())
+    failOp(ins, fmt::format("condition %{} compares tuple element {} of a tuple of {}", condition.name, counter.element,
+                            initial.elements.size()));
+  const Value &start = initial.elements[counter.element];
+  if (!start.tensor || start.tensor->rank() != 0 || !isInteger(start.tensor->dtype()))
+    failOp(ins, fmt::format("tuple element {}, the counter condition %{} compares, is not an integer scalar; mlpipe "
+                            "counts the trips of an integer counter",
+                            counter.element, condition.name));
+  counter.dtype = start.tensor->dtype();
+  const Node &startNode = graph_->node(start.tensor->id());
+  if (startNode.kind != OpKind::Constant)
+    failOp(ins, fmt::format("its trip count is not known when the module is read: tuple element {}, the counter "
+                            "condition %{} compares, starts at a value computed at run time",
+                            counter.element, condition.name));
+  TripCount trips = countTrips(counter, startNode.value);
+  if (trips.count < 0)
+    failOp(ins, fmt::format("it does not end: {} (tuple element {}, {} {} in condition %{})", trips.why,
+                            counter.element, directionName(counter.direction), counter.bound, condition.name));
+  if (trips.count > static_cast<int64_t>(kMaxGraphNodes))
+    failOp(ins, fmt::format("it runs {} trips, more than mlpipe unrolls: a module may record at most {} operations "
+                            "once calls, fusions and loops are inlined",
+                            trips.count, kMaxGraphNodes));
+
+  // The condition as the graph computes it must agree with the count: true
+  // before the first trip (if any), false after the last.
+  auto checkCondition = [&](const Value &state, bool expected, int64_t trip) {
+    Value holds = evaluate(conditionIndex, {state}, depth + 1, ins.opcodeLoc);
+    if (!holds.tensor || holds.tensor->dtype() != DType::i1 || holds.tensor->rank() != 0)
+      failOp(ins, fmt::format("condition %{} does not return a pred[]", condition.name));
+    const Node &node = graph_->node(holds.tensor->id());
+    if (node.kind != OpKind::Constant || (node.value != 0) != expected)
+      failOp(ins, fmt::format("internal: condition %{} does not give {} after {} trips, as its counter says",
+                              condition.name, expected ? "true" : "false", trip));
+  };
+  std::optional<Unrolling> outer = unrolling_;
+  if (!unrolling_)
+    unrolling_ = Unrolling{&ins, trips.count};
+  Value state = initial;
+  for (int64_t trip = 0; trip < trips.count; ++trip) {
+    if (trip == 0)
+      checkCondition(state, true, trip);
+    state = evaluate(bodyIndex, {state}, depth + 1, ins.opcodeLoc);
+  }
+  checkCondition(state, false, trips.count);
+  unrolling_ = outer;
+  return state;
+}
+
+namespace {
+
+// A value's shape as HLO writes it: "f32[3]", "(f32[3], s32[])".
+std::string valueShape(const Value &value) {
+  if (value.tensor)
+    return hloShape(value.tensor->dtype(), value.tensor->shape());
+  std::vector<std::string> parts;
+  for (const Value &element : value.elements)
+    parts.push_back(valueShape(element));
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
+
+} // namespace
+
+// Element by element, `onTrue` where `pred` (a rank-0 i1) holds, else
+// `onFalse`; the two have one shape (checked by the caller).
+Value Builder::selectValue(Tensor pred, const Value &onTrue, const Value &onFalse) {
+  if (onTrue.tensor)
+    return tensorValue(graph_->select(pred, *onTrue.tensor, *onFalse.tensor));
+  Value tuple;
+  for (size_t i = 0; i < onTrue.elements.size(); ++i)
+    tuple.elements.push_back(selectValue(pred, onTrue.elements[i], onFalse.elements[i]));
+  return tuple;
+}
+
+std::vector<size_t> Builder::computationList(const Attribute &attribute) const {
+  std::vector<std::string> names = parseAttribute(attribute, [&](Cursor &in) {
+    std::vector<std::string> list;
+    in.expect('{', "'{' opening the list of branch computations");
+    do
+      list.push_back(in.name("a computation name"));
+    while (in.consume(','));
+    in.expect('}', "',' or '}' in the list of branch computations");
+    return list;
+  });
+  std::vector<size_t> indices;
+  for (const std::string &name : names) {
+    auto found = module_.byName.find(name);
+    if (found == module_.byName.end())
+      fail(attribute.valueLoc, fmt::format("there is no computation named %{}", name));
+    indices.push_back(found->second);
+  }
+  return indices;
+}
+
+Value Builder::conditional(const Instruction &ins, const std::vector<const Value *> &operands, int depth) {
+  Graph &g = *graph_;
+  std::vector<size_t> branches;
+  bool predicated = findAttribute(ins, "true_computation") != nullptr;
+  if (predicated)
+    branches = {computationNamed(attribute(ins, "true_computation")),
+                computationNamed(attribute(ins, "false_computation"))};
+  else if (const Attribute *list = findAttribute(ins, "branch_computations"))
+    branches = computationList(*list);
+  else
+    failOp(ins, "it needs true_computation= and false_computation=, or branch_computations=");
+  expectOperands(ins, branches.size() + 1);
+  Tensor selector = tensorOperand(ins, operands, 0);
+  if (selector.rank() != 0 || selector.dtype() != (predicated ? DType::i1 : DType::i32))
+    failOp(ins, fmt::format("its {} is {}, not {}", predicated ? "predicate" : "branch index", describe(selector),
+                            predicated ? "pred[]" : "s32[]"));
+
+  std::vector<Value> results;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const Computation &branch = module_.computations[branches[i]];
+    if (parameterCount(branch) != 1)
+      failOp(ins, fmt::format("branch %{} has {} parameters; a branch takes its one operand", branch.name,
+                              parameterCount(branch)));
+    results.push_back(evaluate(branches[i], {*operands[i + 1]}, depth + 1, ins.opcodeLoc));
+    if (valueShape(results[i]) != valueShape(results[0]))
+      failOp(ins, fmt::format("branch %{} returns {}, but branch %{} returns {}", branch.name, valueShape(results[i]),
+                              module_.computations[branches[0]].name, valueShape(results[0])));
+  }
+  // XLA runs the last branch for an index out of range.
+  size_t last = branches.size() - 1;
+  const Node &selectorNode = g.node(selector.id());
+  if (selectorNode.kind == OpKind::Constant) {
+    double index = selectorNode.value;
+    if (predicated)
+      return results[index != 0 ? 0 : 1];
+    return results[index >= 0 && index < static_cast<double>(last) ? static_cast<size_t>(index) : last];
+  }
+  if (predicated)
+    return selectValue(selector, results[0], results[1]);
+  Value result = results[last];
+  for (size_t i = last; i-- > 0;)
+    result = selectValue(g.compare(CompareFn::Eq, selector, g.constant(static_cast<double>(i), DType::i32)), results[i],
+                         result);
+  return result;
+}
+
+} // namespace mlpipe::fe::hlo
