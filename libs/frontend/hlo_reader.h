@@ -12,7 +12,9 @@
 //
 // gives a function `jit_f` with input "Arg_0.1" and output "y" (a root
 // tuple gives y0, y1, ...). `call` and `fusion` are inlined, whatever their
-// kind. The reader is hand-written recursive descent over the grammar of
+// kind; a `while` whose trip count is a constant is unrolled (its body
+// inlined once per trip), and a `conditional` computes every branch and
+// selects. The reader is hand-written recursive descent over the grammar of
 // XLA's hlo_parser; it accepts what the front end can express (listHloOps
 // below, and the README's HLO section) and refuses anything
 // else with one "FILE:LINE:COL: error: ..." line naming the instruction.
