@@ -32,10 +32,10 @@ ConvolutionDims Builder::dimensionLabels(const Instruction &ins, int64_t rank) c
       int64_t axis = 0;
       for (; std::isalnum(static_cast<unsigned char>(in.peek())); ++axis, in.advance()) {
         char c = in.peek();
-        int64_t *slot = c == first                            ? &firstAxis
-                        : c == second                         ? &secondAxis
+        int64_t *slot = c == first                      ? &firstAxis
+                        : c == second                   ? &secondAxis
                         : c >= '0' && c - '0' < spatial ? &spatialAxes[static_cast<size_t>(c - '0')]
-                                                              : nullptr;
+                                                        : nullptr;
         if (!slot || *slot != -1)
           in.fail(in.location(),
                   fmt::format("convolution: dim_labels: '{}' is not an axis of the {} or names one twice: its "
@@ -106,9 +106,10 @@ Tensor Builder::convolution(const Instruction &ins, Tensor input, Tensor kernel)
     positions = std::min(positions * axis.size, kMaxConvolutionWindowPositions + 1);
   }
   if (positions > kMaxConvolutionWindowPositions)
-    failOp(ins, fmt::format("a window of more than {} positions is not supported: mlpipe lowers a convolution to one matmul "
-                            "of the input's windows (im2col) and takes windows of at most that many positions",
-                            kMaxConvolutionWindowPositions));
+    failOp(ins,
+           fmt::format("a window of more than {} positions is not supported: mlpipe lowers a convolution to one matmul "
+                       "of the input's windows (im2col) and takes windows of at most that many positions",
+                       kMaxConvolutionWindowPositions));
   int64_t features = input.shape()[dims.inputFeature], kernelInputs = kernel.shape()[dims.kernelInput];
   int64_t outputs = kernel.shape()[dims.kernelOutput], batch = input.shape()[dims.inputBatch];
   if (features != kernelInputs * dims.featureGroups)
