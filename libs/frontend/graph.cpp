@@ -782,6 +782,148 @@ Tensor Graph::stridedSlice(Tensor x, std::vector<int64_t> start, std::vector<int
 
 namespace {
 
+// A Convolution node's ints: the groups and the rank, then where the batch
+// and feature axes are (input, kernel, result), then per spatial axis where
+// it is in each and its window.
+constexpr size_t kConvolutionHeader = 9, kConvolutionPerAxis = 9;
+
+} // namespace
+
+ConvolutionDims convolutionDims(const Node &node) {
+  const std::vector<int64_t> &ints = node.ints;
+  ConvolutionDims dims;
+  dims.featureGroups = ints[0];
+  dims.batchGroups = ints[1];
+  auto spatial = static_cast<size_t>(ints[2]);
+  dims.inputBatch = ints[3];
+  dims.inputFeature = ints[4];
+  dims.kernelInput = ints[5];
+  dims.kernelOutput = ints[6];
+  dims.outputBatch = ints[7];
+  dims.outputFeature = ints[8];
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t *axis = &ints[kConvolutionHeader + d * kConvolutionPerAxis];
+    dims.inputSpatial.push_back(axis[0]);
+    dims.kernelSpatial.push_back(axis[1]);
+    dims.outputSpatial.push_back(axis[2]);
+    dims.window.push_back(WindowAxis{axis[3], axis[4], axis[5], axis[6], axis[7], axis[8]});
+  }
+  return dims;
+}
+
+Tensor Graph::convolution(Tensor input, Tensor kernel, const ConvolutionDims &dims) {
+  const char *op = "convolution";
+  checkOwned(input, op);
+  checkOwned(kernel, op);
+  input = materialized(input);
+  kernel = materialized(kernel);
+  if (input.dtype() != kernel.dtype() || !isFloat(input.dtype()))
+    fail("convolution needs two float tensors of one type, not {} and {}", dtypeName(input.dtype()),
+         dtypeName(kernel.dtype()));
+  size_t spatial = dims.window.size();
+  int64_t rank = static_cast<int64_t>(spatial) + 2;
+  if (input.rank() != rank || kernel.rank() != rank || dims.inputSpatial.size() != spatial ||
+      dims.kernelSpatial.size() != spatial || dims.outputSpatial.size() != spatial)
+    fail("convolution: {} spatial axes for an input {} and a kernel {}", spatial, formatShape(input.shape()),
+         formatShape(kernel.shape()));
+  // Each list of axes must be a permutation of its tensor's axes.
+  auto checkAxes = [&](int64_t batch, int64_t feature, const std::vector<int64_t> &axes, const char *what) {
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    std::vector<int64_t> all = axes;
+    all.push_back(batch);
+    all.push_back(feature);
+    for (int64_t axis : all) {
+      if (axis < 0 || axis >= rank || seen[axis])
+        fail("convolution: the {} axes are not a permutation of {} axes", what, rank);
+      seen[axis] = true;
+    }
+  };
+  checkAxes(dims.inputBatch, dims.inputFeature, dims.inputSpatial, "input");
+  checkAxes(dims.kernelInput, dims.kernelOutput, dims.kernelSpatial, "kernel");
+  checkAxes(dims.outputBatch, dims.outputFeature, dims.outputSpatial, "result");
+  int64_t batch = input.shape()[dims.inputBatch], features = input.shape()[dims.inputFeature];
+  int64_t kernelInputs = kernel.shape()[dims.kernelInput], outputs = kernel.shape()[dims.kernelOutput];
+  int64_t featureGroups = dims.featureGroups, batchGroups = dims.batchGroups;
+  if (featureGroups < 1 || batchGroups < 1 || (featureGroups > 1 && batchGroups > 1))
+    fail("convolution: feature groups {} and batch groups {}: each is at least 1 and one of them is 1", featureGroups,
+         batchGroups);
+  if (features != kernelInputs * featureGroups)
+    fail("convolution: the input has {} features, but the kernel takes {} in each of {} groups", features, kernelInputs,
+         featureGroups);
+  if (outputs % featureGroups != 0 || outputs % batchGroups != 0 || batch % batchGroups != 0)
+    fail("convolution: {} output features and a batch of {} do not split into {} groups", outputs, batch,
+         std::max(featureGroups, batchGroups));
+  Shape shape(static_cast<size_t>(rank));
+  shape[dims.outputBatch] = batch / batchGroups;
+  shape[dims.outputFeature] = outputs;
+  Node node{OpKind::Convolution, 0, {input.id(), kernel.id()}, {}, input.dtype()};
+  node.ints = {featureGroups,     batchGroups,       static_cast<int64_t>(spatial),
+               dims.inputBatch,   dims.inputFeature, dims.kernelInput,
+               dims.kernelOutput, dims.outputBatch,  dims.outputFeature};
+  for (size_t d = 0; d < spatial; ++d) {
+    const WindowAxis &axis = dims.window[d];
+    if (axis.size != kernel.shape()[dims.kernelSpatial[d]])
+      fail("convolution: the window along spatial axis {} has size {}, but the kernel has {}", d, axis.size,
+           kernel.shape()[dims.kernelSpatial[d]]);
+    if (axis.size < 1 || axis.stride < 1 || axis.baseDilation < 1 || axis.windowDilation < 1)
+      fail("convolution: spatial axis {} has a size, stride or dilation below 1", d);
+    int64_t dilated = checkedSum(checkedProduct(input.shape()[dims.inputSpatial[d]] - 1, axis.baseDilation, op), 1, op);
+    int64_t padded = checkedSum(checkedSum(dilated, axis.padLow, op), axis.padHigh, op);
+    int64_t span = checkedSum(checkedProduct(axis.size - 1, axis.windowDilation, op), 1, op);
+    if (padded < span)
+      fail("convolution: along spatial axis {} the window spans {} positions but the padded input has {}", d, span,
+           padded);
+    shape[dims.outputSpatial[d]] = (padded - span) / axis.stride + 1;
+    node.ints.insert(node.ints.end(), {dims.inputSpatial[d], dims.kernelSpatial[d], dims.outputSpatial[d], axis.size,
+                                       axis.stride, axis.padLow, axis.padHigh, axis.baseDilation, axis.windowDilation});
+  }
+  numElements(shape);
+  node.shape = std::move(shape);
+  return add(std::move(node));
+}
+
+std::unique_ptr<Graph> Graph::expanded(OpKind kind, const Expansion &expand) const {
+  auto copy = std::make_unique<Graph>(name_, floatType_);
+  std::vector<int> ids(nodes_.size(), -1);
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const Node &node = nodes_[id];
+    if (node.kind != kind) {
+      Node same = node;
+      for (int &operand : same.operands)
+        operand = ids[operand];
+      copy->nodes_.push_back(std::move(same));
+      ids[id] = static_cast<int>(copy->nodes_.size()) - 1;
+      continue;
+    }
+    std::vector<Tensor> operands;
+    for (int operand : node.operands)
+      operands.emplace_back(copy.get(), ids[operand]);
+    if (!node.scope.empty())
+      copy->scopes_.push_back(node.scope);
+    Tensor replacement = expand(*copy, node, operands);
+    copy->scopes_.clear();
+    if (replacement.shape() != node.shape || replacement.dtype() != node.dtype)
+      fail("expanding a node of '{}': {} {} replaced by {} {}", name_, formatShape(node.shape), dtypeName(node.dtype),
+           formatShape(replacement.shape()), dtypeName(replacement.dtype()));
+    ids[id] = replacement.id();
+  }
+  auto remapped = [&](const std::vector<std::pair<std::string, int>> &named) {
+    std::vector<std::pair<std::string, int>> out;
+    for (const auto &[name, id] : named)
+      out.emplace_back(name, ids[id]);
+    return out;
+  };
+  for (int id : inputs_)
+    copy->inputs_.push_back(ids[id]);
+  copy->outputs_ = remapped(outputs_);
+  copy->probes_ = remapped(probes_);
+  for (const auto &[inout, value] : updates_)
+    copy->updates_.emplace_back(ids[inout], ids[value]);
+  return copy;
+}
+
+namespace {
+
 // The start operands of a dynamic slice: one rank-0 integer tensor per axis.
 void checkStarts(const std::vector<Tensor> &starts, int64_t rank, const char *op) {
   if (static_cast<int64_t>(starts.size()) != rank)

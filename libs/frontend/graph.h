@@ -16,6 +16,7 @@
 
 #include "support/tensor_types.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ enum class OpKind {
   // HLO's run-time indexing: operands {x or base, [update,] one rank-0 integer start per axis}
   DynamicSlice,       // a box of x, its corner at run-time starts, each clamped so the box stays inside
   DynamicUpdateSlice, // base with update written at run-time starts, clamped the same way
+  // HLO's convolution: operands {input, kernel}; ints encode ConvolutionDims
+  // (convolutionDims reads them). The reference computes it from its
+  // definition; emitMlir lowers it to pads, slices and a matmul first
+  // (frontend/convolution.h).
+  Convolution,
 };
 
 // Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
@@ -117,6 +123,29 @@ struct WindowAxis {
   int64_t size = 1, stride = 1, padLow = 0, padHigh = 0, baseDilation = 1, windowDilation = 1;
 };
 
+// A convolution as XLA's ConvGeneralDilated says it: where the batch, the
+// feature and each spatial axis are in the input, the kernel and the result
+// (any permutation: NHWC, NCHW, ...), the window along each spatial axis
+// (its size is the kernel's there), and the groups. With feature groups F,
+// input feature group g (of C / F features) meets only the kernel's output
+// features g * (O / F) ... (g + 1) * (O / F) - 1; with batch groups G, the
+// input batch is G groups of B / G, group g meeting only output features
+// g * (O / G) ... (g + 1) * (O / G) - 1, and the result has batch B / G.
+// Output element (b, o, y) is the sum over the kernel's input features i
+// and window positions k of input(batch, feature, x) * kernel(i, o, k),
+// where x is position y * stride + k * windowDilation - padLow of the input
+// dilated by baseDilation, and nothing where that is padding or a hole.
+struct ConvolutionDims {
+  int64_t inputBatch = 0, inputFeature = 1;
+  std::vector<int64_t> inputSpatial;
+  int64_t kernelInput = 0, kernelOutput = 1;
+  std::vector<int64_t> kernelSpatial;
+  int64_t outputBatch = 0, outputFeature = 1;
+  std::vector<int64_t> outputSpatial;
+  std::vector<WindowAxis> window; // one per spatial axis
+  int64_t featureGroups = 1, batchGroups = 1;
+};
+
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
 double applyUnary(UnaryFn fn, double x);
@@ -148,6 +177,9 @@ struct Node {
   std::vector<double> values; // Literal, C order
   bool inout = false;         // Input: updated in place by the function (a KV cache)
 };
+
+// A Convolution node's dimensions, decoded from its ints.
+ConvolutionDims convolutionDims(const Node &node);
 
 class Graph;
 
@@ -273,6 +305,17 @@ public:
   // base with `update` written with its corner at `starts`, clamped the same
   // way (XLA's dynamic-update-slice).
   Tensor dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<Tensor> &starts);
+  // XLA's convolution of `input` by `kernel` (two float tensors of one type)
+  // as `dims` say; a result with an empty axis is refused.
+  Tensor convolution(Tensor input, Tensor kernel, const ConvolutionDims &dims);
+
+  // A copy of this graph in which every node of `kind` is replaced by what
+  // `expand` records for it in the copy, given its operands there (with the
+  // node's scope); it must have the node's shape and type. Every other
+  // node, and the inputs, outputs, updates and probes, are copied as they
+  // are.
+  using Expansion = std::function<Tensor(Graph &copy, const Node &node, const std::vector<Tensor> &operands)>;
+  std::unique_ptr<Graph> expanded(OpKind kind, const Expansion &expand) const;
 
   const std::vector<Node> &nodes() const { return nodes_; }
   const Node &node(int id) const { return nodes_.at(static_cast<size_t>(id)); }

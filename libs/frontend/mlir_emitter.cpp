@@ -11,6 +11,7 @@
 // nodes; emitter/mlir_text.h spells literals, maps and op names.
 #include "frontend/mlir_emitter.h"
 
+#include "frontend/convolution.h"
 #include "frontend/emitter/function_emitter.h"
 
 #include "support/error.h"
@@ -44,7 +45,9 @@ std::string emitMlir(const Program &program) {
   for (auto &function : program.functions) {
     if (function->outputs().empty())
       fail("function '{}' has no outputs", function->name());
-    emitter::FunctionEmitter(*function, out).emit();
+    // Convolutions become the ops they are compiled as (convolution.h).
+    std::unique_ptr<Graph> lowered = withConvolutionsLowered(*function);
+    emitter::FunctionEmitter(lowered ? *lowered : *function, out).emit();
   }
   out += "}\n";
   return out;

@@ -16,6 +16,8 @@
 //   Concat                       -> tensor.insert_slice of each part into tensor.empty
 //   Literal                      -> arith.constant dense<...>
 //   StridedSlice                 -> tensor.extract_slice with strides
+//   Convolution                  -> first lowered to the nodes above: pad, strided
+//                                   slices, concat and one matmul (convolution.h)
 // Scalar constants are arith.constant values captured by the generic bodies.
 // f16 and bf16 are stored as themselves and computed in f32.
 //

@@ -422,6 +422,62 @@ Array triu(const Node &node) {
   return result;
 }
 
+// A convolution from its definition (graph.h, ConvolutionDims): every
+// output element sums input x kernel over the kernel's input features and
+// window positions, skipping positions in the padding or in a hole of the
+// dilated input. It shares nothing with the lowering the compiler uses.
+Array convolution(const Node &node, const Array &input, const Array &kernel) {
+  fe::ConvolutionDims dims = fe::convolutionDims(node);
+  size_t spatial = dims.window.size();
+  std::vector<int64_t> inStrides = rowMajorStrides(input.shape), kStrides = rowMajorStrides(kernel.shape);
+  int64_t outputs = kernel.shape[dims.kernelOutput], kernelInputs = kernel.shape[dims.kernelInput];
+  int64_t featureGroupOutputs = outputs / dims.featureGroups, batchGroupOutputs = outputs / dims.batchGroups;
+  int64_t batchGroupSize = input.shape[dims.inputBatch] / dims.batchGroups;
+  Shape windowShape;
+  for (size_t d = 0; d < spatial; ++d)
+    windowShape.push_back(kernel.shape[dims.kernelSpatial[d]]);
+  int64_t positions = numElements(windowShape);
+
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  std::vector<int64_t> out(node.shape.size(), 0), k(spatial, 0);
+  for (double &element : result.data) {
+    int64_t o = out[dims.outputFeature];
+    int64_t batch = o / batchGroupOutputs * batchGroupSize + out[dims.outputBatch];
+    int64_t firstFeature = o / featureGroupOutputs * kernelInputs;
+    double sum = 0;
+    std::fill(k.begin(), k.end(), 0);
+    for (int64_t p = 0; p < positions; ++p) {
+      // Where window position k of this output falls in the input, if on an element.
+      int64_t inputAt = batch * inStrides[dims.inputBatch], kernelAt = o * kStrides[dims.kernelOutput];
+      bool inside = true;
+      for (size_t d = 0; d < spatial && inside; ++d) {
+        const fe::WindowAxis &axis = dims.window[d];
+        int64_t dilated = out[dims.outputSpatial[d]] * axis.stride + k[d] * axis.windowDilation - axis.padLow;
+        int64_t x = dilated / axis.baseDilation;
+        inside = dilated >= 0 && dilated % axis.baseDilation == 0 && x < input.shape[dims.inputSpatial[d]];
+        inputAt += x * inStrides[dims.inputSpatial[d]];
+        kernelAt += k[d] * kStrides[dims.kernelSpatial[d]];
+      }
+      if (inside)
+        for (int64_t i = 0; i < kernelInputs; ++i)
+          sum += input.data[inputAt + (firstFeature + i) * inStrides[dims.inputFeature]] *
+                 kernel.data[kernelAt + i * kStrides[dims.kernelInput]];
+      for (size_t d = spatial; d-- > 0;)
+        if (++k[d] < windowShape[d])
+          break;
+        else
+          k[d] = 0;
+    }
+    element = sum;
+    for (size_t d = out.size(); d-- > 0;)
+      if (++out[d] < node.shape[d])
+        break;
+      else
+        out[d] = 0;
+  }
+  return result;
+}
+
 // The value of one node, from the values of its operands (an input's from
 // `inputs`).
 ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vector<ArrayPtr> &values,
@@ -502,6 +558,8 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
     return std::make_shared<Array>(Array{node.shape, node.values});
   case OpKind::StridedSlice:
     return std::make_shared<Array>(stridedSlice(node, operand(0)));
+  case OpKind::Convolution:
+    return std::make_shared<Array>(convolution(node, operand(0), operand(1)));
   }
   return nullptr;
 }
@@ -514,7 +572,7 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
 ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
                   node.kind == OpKind::Reduce || node.kind == OpKind::ReduceWindow || node.kind == OpKind::MatMul ||
-                  node.kind == OpKind::Iota;
+                  node.kind == OpKind::Convolution || node.kind == OpKind::Iota;
   if (rounding == Rounding::ConvertsOnly && isFloat(node.dtype) && node.kind != OpKind::Convert)
     computes = false;
   if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {

@@ -285,6 +285,8 @@ void FunctionEmitter::emitNode(int id) {
   case OpKind::DynamicSlice:
   case OpKind::DynamicUpdateSlice:
     return emitDynamicSlice(id);
+  case OpKind::Convolution: // emitMlir lowers every convolution first
+    fail("a convolution reached the MLIR emitter without being lowered (frontend/convolution.h)");
   }
 }
 

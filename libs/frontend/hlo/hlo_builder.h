@@ -18,6 +18,7 @@
 //   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
 //   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
 //   hlo_ops_control.cpp           while (unrolled) and conditional (every branch, then a select)
+//   hlo_ops_convolution.cpp       convolution: dimension labels, window and groups
 #pragma once
 
 #include "frontend/graph.h"
@@ -158,8 +159,13 @@ private:
 
   // ---- Windowed reductions (hlo_ops_reduce_window.cpp) ----
 
-  std::vector<WindowAxis> window(const Instruction &ins, int64_t rank) const;
+  std::vector<WindowAxis> window(const Instruction &ins, int64_t rank, std::string_view axesWhat) const;
   Tensor reduceWindow(const Instruction &ins, const std::vector<const Value *> &operands);
+
+  // ---- Convolutions (hlo_ops_convolution.cpp) ----
+
+  ConvolutionDims dimensionLabels(const Instruction &ins, int64_t rank) const;
+  Tensor convolution(const Instruction &ins, Tensor input, Tensor kernel);
 
   // ---- Reduce of two inputs: argmax and argmin (hlo_ops_arg_reduce.cpp) ----
 

@@ -80,6 +80,8 @@ const std::vector<SupportedOp> &supportedOps() {
       {"transpose", ""},
       // Reductions, contractions, lookups
       {"dot", "any dimension numbers"},
+      {"convolution", "floats; any dim_labels, window (size, stride, pad, lhs_dilate, rhs_dilate), "
+                      "feature_group_count (not batch_group_count); a window of at most 256 positions"},
       {"gather", "embedding lookups: rows of a table picked by integer ids"},
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
@@ -158,7 +160,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "collective-permute-start",
       "complex",
       "composite",
-      "convolution",
       "copy-done",
       "copy-start",
       "cosh",

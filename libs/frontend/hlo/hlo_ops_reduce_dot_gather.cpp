@@ -9,7 +9,7 @@
 
 namespace mlpipe::fe::hlo {
 
-// reduce, reduce-window, dot and gather; nullopt for any other opcode.
+// reduce, reduce-window, dot, convolution and gather; nullopt for any other opcode.
 std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands) {
   const std::string &op = ins.opcode;
   auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
@@ -23,6 +23,10 @@ std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const
   if (op == "dot") {
     expectOperands(ins, 2);
     return tensorValue(dot(ins, operand(0), operand(1)));
+  }
+  if (op == "convolution") {
+    expectOperands(ins, 2);
+    return tensorValue(convolution(ins, operand(0), operand(1)));
   }
   if (op == "gather") {
     expectOperands(ins, 2);

@@ -9,7 +9,9 @@ namespace mlpipe::fe::hlo {
 // window={size=2x2 stride=2x2 pad=0_1x0_1 lhs_dilate=1x1 rhs_dilate=1x1}:
 // one entry per axis of each field, 'x' between them; a field left out
 // is 1 (0 for the padding).
-std::vector<WindowAxis> Builder::window(const Instruction &ins, int64_t rank) const {
+// `rank` axes: the operand's (reduce-window) or the spatial ones
+// (convolution), as `axesWhat` says.
+std::vector<WindowAxis> Builder::window(const Instruction &ins, int64_t rank, std::string_view axesWhat) const {
   const Attribute &text = attribute(ins, "window");
   std::vector<WindowAxis> axes(static_cast<size_t>(rank));
   parseAttribute(text, [&](Cursor &in) {
@@ -20,9 +22,9 @@ std::vector<WindowAxis> Builder::window(const Instruction &ins, int64_t rank) co
       in.expect('=', "'=' after the window field");
       bool pad = field == "pad";
       if (!pad && field != "size" && field != "stride" && field != "lhs_dilate" && field != "rhs_dilate")
-        in.fail(loc, fmt::format("reduce-window: window field '{}' is not read: mlpipe reads size, stride, pad, "
+        in.fail(loc, fmt::format("{}: window field '{}' is not read: mlpipe reads size, stride, pad, "
                                  "lhs_dilate and rhs_dilate",
-                                 printable(field)));
+                                 ins.opcode, printable(field)));
       // The field each entry sets (the padding sets two).
       int64_t WindowAxis::*member = field == "size"         ? &WindowAxis::size
                                     : field == "stride"     ? &WindowAxis::stride
@@ -31,8 +33,8 @@ std::vector<WindowAxis> Builder::window(const Instruction &ins, int64_t rank) co
       int64_t axis = 0;
       do {
         if (axis == rank)
-          in.fail(loc, fmt::format("reduce-window: window field {} gives more than {} axes, the operand's rank", field,
-                                   rank));
+          in.fail(loc, fmt::format("{}: window field {} gives more than {} axes, the {}", ins.opcode, field, rank,
+                                   axesWhat));
         WindowAxis &entry = axes[static_cast<size_t>(axis++)];
         if (pad) {
           entry.padLow = in.integer("the low padding");
@@ -43,8 +45,8 @@ std::vector<WindowAxis> Builder::window(const Instruction &ins, int64_t rank) co
         }
       } while (in.peek() == 'x' && (in.advance(), true));
       if (axis != rank)
-        in.fail(loc, fmt::format("reduce-window: window field {} gives {} axes for an operand of rank {}", field, axis,
-                                 rank));
+        in.fail(loc, fmt::format("{}: window field {} gives {} axes, not {}, the {}", ins.opcode, field, axis, rank,
+                                 axesWhat));
     }
     return 0;
   });
@@ -72,7 +74,7 @@ Tensor Builder::reduceWindow(const Instruction &ins, const std::vector<const Val
     failOp(ins, fmt::format("the initial value is {} but the input is {}", hloTypeName(init.dtype()),
                             hloTypeName(x.dtype())));
   ReduceFn fn = reduction(ins, attribute(ins, "to_apply"), x.dtype());
-  std::vector<WindowAxis> axes = window(ins, x.rank());
+  std::vector<WindowAxis> axes = window(ins, x.rank(), "operand's rank");
   for (size_t d = 0; d < axes.size(); ++d) {
     const WindowAxis &axis = axes[d];
     int64_t padded = (x.shape()[d] - 1) * axis.baseDilation + 1 + axis.padLow + axis.padHigh;
