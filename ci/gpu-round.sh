@@ -159,6 +159,12 @@ if want sixteen; then
     step verify.gemv.$dtype.deep verify matmul --shape 1x3072 --shape 3072x768 --dtype $dtype --epilogue bias \
       --target gpu
   done
+  # The fused attention kernel on 16-bit Q, K and V (f32 scores): GPT-2's
+  # shape and a cut-short last tile.
+  for dtype in bf16 f16; do
+    step verify.attention.$dtype.1024 verify attention --shape 1024x768 --heads 12 --dtype $dtype --target gpu
+    step verify.attention.$dtype.100 verify attention --shape 100x384 --heads 6 --dtype $dtype --target gpu
+  done
   for dtype in bf16 f16; do
     for mode in sublayer fused; do
       step gpt2.verify.$dtype.$mode verify gpt2 --steps 10 --mode $mode --dtype $dtype --cache compare --target gpu \

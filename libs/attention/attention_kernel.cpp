@@ -119,6 +119,18 @@ struct Builder {
       mlir::memref::StoreOp::create(b, loc, extract(vector, u), memref, index);
     }
   }
+  // `value` (a float or a vector of them) as elements of `to`.
+  Value convert(Value value, mlir::Type to) const {
+    mlir::Type from = mlir::getElementTypeOrSelf(value.getType());
+    if (from == to)
+      return value;
+    mlir::Type type = to;
+    if (auto vector = mlir::dyn_cast<mlir::VectorType>(value.getType()))
+      type = mlir::VectorType::get(vector.getShape(), to);
+    if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
+      return mlir::arith::ExtFOp::create(b, loc, type, value);
+    return mlir::arith::TruncFOp::create(b, loc, type, value);
+  }
   void guarded(Value condition, const std::function<void()> &body) const {
     if (!condition) {
       body();
@@ -237,7 +249,8 @@ private:
     for (int64_t c = 0; c < cfg.chunks; ++c)
       chunkStart.push_back(x.add(x.mul(lane, W), c * cfg.lanes * W));
     for (int64_t c = 0; c < cfg.chunks; ++c)
-      qChunks.push_back(x.load(q, {head, query, chunkStart[c]}, W, cfg.widthQ >= W, cfg.elementBytes));
+      qChunks.push_back(
+          x.convert(x.load(q, {head, query, chunkStart[c]}, W, cfg.widthQ >= W, cfg.storageBytes), element));
   }
 
   // Key tiles: all of them, or (causal) those up to the block's last
@@ -298,7 +311,7 @@ private:
                            : dim == kHeadDim        ? head
                            : dim == kHeadElementDim ? d
                                                     : x.c(0));
-            Value value = mlir::memref::LoadOp::create(b, loc, source, at);
+            Value value = x.convert(mlir::memref::LoadOp::create(b, loc, source, at), cfg.storage);
             mlir::memref::StoreOp::create(b, loc, value, kv == 0 ? k : v, mlir::ValueRange{head, key, d});
           }
         });
@@ -320,8 +333,8 @@ private:
         Value key = x.add(firstKey, r);
         if (TK % BK != 0)
           key = x.min(key, TK - 1);
-        Value value = x.load(memref, {head, key, col}, width, width > 1, cfg.elementBytes);
-        x.store(value, tile, {r, col}, width, width > 1, cfg.elementBytes);
+        Value value = x.load(memref, {head, key, col}, width, width > 1, cfg.storageBytes);
+        x.store(value, tile, {r, col}, width, width > 1, cfg.storageBytes);
       });
     }
   }
@@ -373,7 +386,7 @@ private:
   Value scoreOf(int64_t jj) {
     Value partial = x.vzero(element, W);
     for (int64_t c = 0; c < cfg.chunks; ++c) {
-      Value kv = x.load(kTile, {x.c(jj), chunkStart[c]}, W, true, cfg.elementBytes);
+      Value kv = x.convert(x.load(kTile, {x.c(jj), chunkStart[c]}, W, true, cfg.storageBytes), element);
       partial = mlir::vector::FMAOp::create(b, loc, qChunks[c], kv, partial);
     }
     Value score = x.extract(partial, 0);
@@ -441,7 +454,7 @@ private:
       tileSum = mlir::arith::AddFOp::create(b, loc, tileSum, weight);
       Value weights = x.broadcast(weight, W);
       for (int64_t c = 0; c < cfg.chunks; ++c) {
-        Value vv = x.load(vTile, {x.c(jj), chunkStart[c]}, W, true, cfg.elementBytes);
+        Value vv = x.convert(x.load(vTile, {x.c(jj), chunkStart[c]}, W, true, cfg.storageBytes), element);
         next[c] = mlir::vector::FMAOp::create(b, loc, weights, vv, next[c]);
       }
     }
@@ -471,8 +484,8 @@ private:
     Value sums = x.broadcast(rowSum, W);
     x.guarded(rowValid, [&] {
       for (int64_t c = 0; c < cfg.chunks; ++c) {
-        Value value = mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums);
-        x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.elementBytes);
+        Value value = x.convert(mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums), cfg.outElement);
+        x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.outBytes);
       }
     });
   }
@@ -518,7 +531,7 @@ mlir::LogicalResult buildCombineBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f,
     Value row = x.rem(x.div(linear, D), cfg.length);
     Value head = x.div(linear, D * cfg.length);
     Value value = combineSplits(b, loc, partials, position, D, cfg.tilesPerSplit * cfg.keysPerTile, head, row, d);
-    mlir::memref::StoreOp::create(b, loc, value, out, mlir::ValueRange{head, row, d});
+    mlir::memref::StoreOp::create(b, loc, x.convert(value, cfg.outElement), out, mlir::ValueRange{head, row, d});
   });
   return mlir::success();
 }
@@ -533,17 +546,23 @@ mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why)
   if (!qType || !ktType || !vType || !oType || !qType.hasStaticShape() || !ktType.hasStaticShape() ||
       !vType.hasStaticShape() || !oType.hasStaticShape())
     return why = "operands of dynamic shape", mlir::failure();
-  mlir::Type element = qType.getElementType();
-  if (!(element.isF32() || element.isF64()) || ktType.getElementType() != element ||
-      vType.getElementType() != element || oType.getElementType() != element ||
+  mlir::Type storage = qType.getElementType();
+  bool sixteenBit = storage.isBF16() || storage.isF16();
+  mlir::Type element = sixteenBit ? mlir::Float32Type::get(storage.getContext()) : storage;
+  if (!(element.isF32() || element.isF64()) || ktType.getElementType() != storage ||
+      vType.getElementType() != storage || (oType.getElementType() != storage && oType.getElementType() != element) ||
       mlir::cast<mlir::MemRefType>(match.scores.getType()).getElementType() != element)
-    return why = "operands that are not all f32 or all f64", mlir::failure();
+    return why = "operands that are not all f32, all f64, or all of one 16-bit type with f32 scores", mlir::failure();
   Config cfg;
   cfg.heads = qType.getDimSize(0);
   cfg.length = qType.getDimSize(1);
   cfg.headSize = qType.getDimSize(2);
   cfg.element = element;
   cfg.elementBytes = element.getIntOrFloatBitWidth() / 8;
+  cfg.storage = storage;
+  cfg.storageBytes = storage.getIntOrFloatBitWidth() / 8;
+  cfg.outElement = oType.getElementType();
+  cfg.outBytes = cfg.outElement.getIntOrFloatBitWidth() / 8;
   cfg.causal = match.softmax.causal;
   cfg.keys = ktType.getRank() == 3 ? ktType.getDimSize(2) : 0;
   llvm::SmallVector<int64_t> hdk{cfg.heads, cfg.headSize, cfg.keys}, hkd{cfg.heads, cfg.keys, cfg.headSize},
@@ -591,7 +610,7 @@ mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, s
   }
   cfg.queryTiles = llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock);
   cfg.keysPerTile = kScoreRegistersPerLane * 4 / cfg.elementBytes;
-  auto sharedBytes = [&] { return 2 * cfg.keysPerTile * cfg.headSize * cfg.elementBytes; };
+  auto sharedBytes = [&] { return 2 * cfg.keysPerTile * cfg.headSize * cfg.storageBytes; };
   while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMinKeysPerTile)
     cfg.keysPerTile /= 2;
   if (sharedBytes() > device.sharedMemoryPerBlock)

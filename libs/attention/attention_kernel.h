@@ -40,8 +40,18 @@ struct Config {
   int64_t splits = 1;                          // blocks the keys of a query tile are split over
   int64_t tilesPerSplit = 0;
   int64_t partialStride = 0; // elements per row of the partials: D values, max, sum, padding
+  // The type the kernel computes in (f32 or f64: scores, the softmax, the
+  // accumulators, the split keys' partials), and the type Q, K, V and the
+  // output are stored in: the same, or bf16/f16 (read as stored, widened
+  // in registers, the output rounded once).
   mlir::Type element;
   int64_t elementBytes = 4;
+  mlir::Type storage;
+  int64_t storageBytes = 4;
+  // The output's type: `storage`, or `element` where the rounding to the
+  // stored type comes later (fused into the kernel that merges the heads).
+  mlir::Type outElement;
+  int64_t outBytes = 4;
   int64_t rowsPerBlock = 0; // chooseLaunch: kQueryRowsPerBlock or fewer
   int64_t lanes = 1;        // per query row
   int64_t width = 1;        // elements per register chunk
@@ -63,7 +73,8 @@ struct Config {
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
-// K^T [H, D, Tk], V [H, Tk, D], out [H, Tq, D], all f32 or all f64; failure
+// K^T [H, D, Tk], V [H, Tk, D], out [H, Tq, D], all f32, all f64, or all
+// bf16 or f16 with f32 scores; failure
 // with the reason otherwise.
 mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why);
 

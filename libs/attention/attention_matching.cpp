@@ -3,6 +3,7 @@
 
 #include "fusion/hero_analysis.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -13,22 +14,42 @@ namespace mlpipe::emitters::fused_attention {
 
 namespace {
 
-// A fusion that is one batch_matmul from zero (its fill), nothing else:
-// the node of the product, or -1.
-int plainBatchMatmul(const FusionGraph &graph) {
-  int product = -1;
+// Whether `node` only rounds `product`'s result to a narrower float type,
+// element by element (a 16-bit program's storage of an f32 product).
+bool roundsProduct(const FusionGraph &graph, const FusionNode &node, int product) {
+  auto generic = mlir::dyn_cast<mlir::linalg::GenericOp>(node.op.getOperation());
+  if (!generic || generic.getNumDpsInputs() != 1 || node.inputProducers[0] != product ||
+      generic.getNumReductionLoops() != 0 ||
+      !llvm::all_of(generic.getIndexingMapsArray(), [](mlir::AffineMap map) { return map.isIdentity(); }))
+    return false;
+  mlir::Block *body = generic.getBody();
+  auto truncate = mlir::dyn_cast<mlir::arith::TruncFOp>(body->front());
+  return truncate && truncate.getIn() == body->getArgument(0) &&
+         body->getTerminator()->getOperand(0) == truncate.getResult();
+}
+
+// A fusion that is one batch_matmul from zero (its fill), nothing else,
+// or (where `rounded` may be) that and the rounding of its result to the
+// output's narrower type: the node of the product, or -1.
+int plainBatchMatmul(const FusionGraph &graph, bool *rounded = nullptr) {
+  int product = -1, rounding = -1;
   for (const FusionNode &node : graph.nodes()) {
     if (mlir::isa<mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
       if (product >= 0)
         return -1;
       product = node.order;
+    } else if (rounded && rounding < 0 && product >= 0 && roundsProduct(graph, node, product)) {
+      rounding = node.order;
     } else if (!mlir::isa<mlir::linalg::FillOp>(node.op.getOperation())) {
       return -1;
     }
   }
+  int output = rounding >= 0 ? rounding : product;
   if (product < 0 || !isZeroFillNode(graph, graph.node(product).initProducer) || graph.outputs().size() != 1 ||
-      graph.outputs().front().node != product)
+      graph.outputs().front().node != output)
     return -1;
+  if (rounded)
+    *rounded = rounding >= 0;
   for (int producer : graph.node(product).inputProducers)
     if (producer >= 0)
       return -1;
@@ -120,7 +141,8 @@ mlir::LogicalResult matchProductCalls(mlir::SymbolTable &symbols, AttentionMatch
   auto valuesGraph = FusionGraph::analyze(valuesFn, why);
   if (mlir::failed(scoresGraph) || mlir::failed(valuesGraph))
     return mlir::failure();
-  int scoresProduct = plainBatchMatmul(*scoresGraph), valuesProduct = plainBatchMatmul(*valuesGraph);
+  bool valuesRounded = false;
+  int scoresProduct = plainBatchMatmul(*scoresGraph), valuesProduct = plainBatchMatmul(*valuesGraph, &valuesRounded);
   if (scoresProduct < 0 || valuesProduct < 0)
     return why = "the products are not plain batch matmuls", mlir::failure();
   // The scores call writes `scores` (its output argument), and nothing else.

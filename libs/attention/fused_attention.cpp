@@ -146,11 +146,12 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     HostOperands operands;
     if (mlir::failed(rebuildOperandsOnHost(match, host, operands, why)))
       return mlir::failure();
-    int64_t maxWidth = kVectorBytes / cfg->elementBytes;
+    int64_t maxWidth = kVectorBytes / cfg->storageBytes; // 128-bit accesses of the stored type
     cfg->widthQ = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.q.getType()), maxWidth);
     cfg->widthK = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.k.getType()), maxWidth);
     cfg->widthV = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.v.getType()), maxWidth);
-    cfg->widthO = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.out.getType()), maxWidth);
+    cfg->widthO =
+        vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.out.getType()), kVectorBytes / cfg->outBytes);
 
     PreparedLaunch launch;
     prepareLaunch(match, *cfg, host, operands, launch);
@@ -250,9 +251,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     prepareCacheWrite(match, cfg, operands, launch);
     auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto tileType =
-        mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, element, mlir::MemRefLayoutAttrInterface{}, space);
+        mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, cfg.storage, mlir::MemRefLayoutAttrInterface{}, space);
     signature.workgroupBuffers = {tileType, tileType};
-    launch.rowBytes = cfg.heads * cfg.headSize * cfg.elementBytes;
+    launch.rowBytes = cfg.heads * cfg.headSize * cfg.storageBytes;
     launch.partialBytes = cfg.splits > 1 ? launch.partialsType.getNumElements() * cfg.elementBytes : 0;
     int64_t rowBytes = launch.rowBytes;
     signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) +
@@ -273,7 +274,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                 PreparedLaunch &launch) {
     if (match.position && !cfg.causal && cfg.queryTiles == 1)
       launch.cacheWrite = matchCacheWrite(match.scoresCall, match.softmaxCall, match.valuesCall, operands.k, operands.v,
-                                          cfg.heads, cfg.headSize, cfg.element);
+                                          cfg.heads, cfg.headSize, cfg.storage);
     if (!launch.cacheWrite)
       return;
     std::optional<CacheWrite> &cacheWrite = launch.cacheWrite;

@@ -237,10 +237,10 @@ DType Graph::commonType(const std::vector<Tensor> &operands, const char *op) con
   return type;
 }
 
-Tensor Graph::triu(int64_t rows, int64_t cols, int64_t k) {
+Tensor Graph::triu(int64_t rows, int64_t cols, int64_t k, std::optional<DType> dtype) {
   Node node{OpKind::Triu};
   node.shape = {rows, cols};
-  node.dtype = floatType_;
+  node.dtype = dtype.value_or(floatType_);
   node.ints = {k};
   return add(std::move(node));
 }
@@ -528,13 +528,16 @@ Tensor Graph::reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims) {
   return add(std::move(node));
 }
 
-Tensor Graph::matmul(Tensor a, Tensor b) {
+Tensor Graph::matmul(Tensor a, Tensor b, std::optional<DType> resultType) {
   checkOwned(a, "matmul");
   checkOwned(b, "matmul");
   a = materialized(a);
   b = materialized(b);
   if (a.dtype() != b.dtype() || !isFloat(a.dtype()))
     fail("matmul needs two float tensors of one type");
+  bool sixteenBit = a.dtype() == DType::bf16 || a.dtype() == DType::f16;
+  if (resultType && *resultType != a.dtype() && !(sixteenBit && *resultType == DType::f32))
+    fail("matmul: a result in {} takes operands of that type, or 16-bit ones (f32 only)", dtypeName(*resultType));
   const Shape &sa = a.shape(), &sb = b.shape();
   Shape result;
   if (sa.size() >= 2 && sb.size() == 2) {
@@ -551,7 +554,7 @@ Tensor Graph::matmul(Tensor a, Tensor b) {
   } else {
     fail("matmul supports [..,M,K]x[K,N] and [B,M,K]x[B,K,N], not {} x {}", formatShape(sa), formatShape(sb));
   }
-  Node node{OpKind::MatMul, 0, {a.id(), b.id()}, result, a.dtype()};
+  Node node{OpKind::MatMul, 0, {a.id(), b.id()}, result, resultType.value_or(a.dtype())};
   return add(std::move(node));
 }
 
@@ -1044,11 +1047,11 @@ Tensor Graph::insert(Tensor base, Tensor update, std::vector<int64_t> offsets, i
   return add(std::move(node));
 }
 
-Tensor Graph::positionMask(int64_t length, Tensor position, double masked) {
+Tensor Graph::positionMask(int64_t length, Tensor position, double masked, std::optional<DType> dtype) {
   checkOwned(position, "positionMask");
   if (position.rank() != 0 || position.dtype() != DType::i32)
     fail("positionMask: the position must be a rank-0 i32 tensor");
-  Node node{OpKind::PositionMask, 0, {position.id()}, {length}, floatType_};
+  Node node{OpKind::PositionMask, 0, {position.id()}, {length}, dtype.value_or(floatType_)};
   node.value = masked;
   return add(std::move(node));
 }

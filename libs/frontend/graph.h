@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -251,13 +252,17 @@ public:
   // A scalar of `dtype` (its value rounded to it). A constant takes the type
   // of the tensor it combines with, among floats or among integers.
   Tensor constant(double value, DType dtype);
-  // triu(ones(rows, cols), k): 1 where column - row >= k, else 0.
-  Tensor triu(int64_t rows, int64_t cols, int64_t k);
+  // triu(ones(rows, cols), k): 1 where column - row >= k, else 0; of the
+  // graph's float type unless `dtype` says another.
+  Tensor triu(int64_t rows, int64_t cols, int64_t k, std::optional<DType> dtype = std::nullopt);
 
   Tensor unary(UnaryFn fn, Tensor x);
   Tensor binary(BinaryFn fn, Tensor a, Tensor b);
   Tensor reduce(ReduceFn fn, Tensor x, int64_t axis, bool keepdims);
-  Tensor matmul(Tensor a, Tensor b);
+  // a @ b, accumulated in f32 (f64 for f64), its result rounded to the
+  // operands' type, or kept in f32 when `result` asks it of 16-bit
+  // operands (as a dot's preferred element type).
+  Tensor matmul(Tensor a, Tensor b, std::optional<DType> result = std::nullopt);
   Tensor reshape(Tensor x, Shape shape);
   Tensor transpose(Tensor x, std::vector<int64_t> permutation);
   Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t length);
@@ -272,7 +277,7 @@ public:
                 Tensor position = {});
   // [length]: 0 where the index is at most `position` (rank-0 i32), else
   // `masked`: the mask of a causal step at a run-time position.
-  Tensor positionMask(int64_t length, Tensor position, double masked);
+  Tensor positionMask(int64_t length, Tensor position, double masked, std::optional<DType> dtype = std::nullopt);
   // An input the function updates in place (its buffer is both read and
   // written): inserts into it land in the caller's memory.
   Tensor inoutInput(const std::string &name, Shape shape);

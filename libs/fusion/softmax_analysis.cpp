@@ -190,7 +190,15 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
   if (graph.outputs().size() != 1)
     return why = "the softmax fusion has several outputs", mlir::failure();
   s.divide = graph.outputs().front().node;
-  if (!checkEpilogue(s.divide, s.exp, s.sum, {"arith.divf"}))
+  // The quotient, or (16-bit storage: a softmax computed in f32 and stored
+  // once) the quotient rounded to the stored type.
+  auto roundedQuotient = [&] {
+    if (!checkEpilogue(s.divide, s.exp, s.sum, {"arith.divf", "arith.truncf"}))
+      return false;
+    mlir::Operation &divide = graph.node(s.divide).op.getBlock()->front();
+    return divide.getNextNode()->getOperand(0) == divide.getResult(0);
+  };
+  if (!checkEpilogue(s.divide, s.exp, s.sum, {"arith.divf"}) && !roundedQuotient())
     return why = "the softmax's output is not exp(x - max) / sum", mlir::failure();
   // Nothing else but the fills.
   for (const FusionNode &node : graph.nodes())

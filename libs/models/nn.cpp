@@ -32,8 +32,11 @@ double maskedScore(DType dtype) {
   return dtype == DType::f16 ? -65504.0 : -1e10;
 }
 
+DType scoresType(DType storage) { return storage == DType::bf16 || storage == DType::f16 ? DType::f32 : storage; }
+
 Tensor causalMask(Graph &graph, int64_t length) {
-  return graph.triu(length, length, 1) * maskedScore(graph.floatType());
+  DType scores = scoresType(graph.floatType());
+  return graph.triu(length, length, 1, scores) * maskedScore(scores);
 }
 
 // [T, C] -> [H, T, C/H]
@@ -74,11 +77,11 @@ Tensor causalAttention(Tensor q, Tensor k, Tensor v, int64_t heads) {
   }
   {
     Graph::Scope scope(g, "scores");
-    scores = matmul(qh, khT) * scale + causalMask(g, length);
+    scores = g.matmul(qh, khT, scoresType(q.dtype())) * scale + causalMask(g, length);
   }
   {
     Graph::Scope scope(g, "softmax");
-    weights = softmax(scores);
+    weights = astype(softmax(scores), q.dtype());
   }
   {
     Graph::Scope scope(g, "values");
@@ -102,12 +105,13 @@ Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position,
   }
   {
     Graph::Scope scope(g, "scores");
-    scores = matmul(qh, swapLastAxes(keys)) * scale +
-             g.positionMask(context, position, maskedScore(g.floatType())); // [H, 1, n_ctx]
+    DType scoresDtype = scoresType(q.dtype());
+    scores = g.matmul(qh, swapLastAxes(keys), scoresDtype) * scale +
+             g.positionMask(context, position, maskedScore(scoresDtype), scoresDtype); // [H, 1, n_ctx]
   }
   {
     Graph::Scope scope(g, "softmax");
-    weights = softmax(scores);
+    weights = astype(softmax(scores), q.dtype());
   }
   {
     Graph::Scope scope(g, "values");

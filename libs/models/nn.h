@@ -20,7 +20,13 @@ Tensor linear(Tensor x, Tensor weight, Tensor bias);
 // The score added where attention must not look: -1e10, or f16's most
 // negative finite value (-1e10 is -inf in f16, and 0 * -inf NaN).
 double maskedScore(DType dtype);
-// (1 - tri(T)) * maskedScore: added to attention scores, it hides future tokens.
+// The type attention's scores and softmax are computed and kept in: f32
+// for 16-bit storage (as the frameworks' attention does: one rounding, of
+// the probabilities, where a softmax stored in bf16 would round at every
+// step), else the storage type itself.
+DType scoresType(DType storage);
+// (1 - tri(T)) * maskedScore: added to attention scores, it hides future
+// tokens; of scoresType.
 Tensor causalMask(fe::Graph &graph, int64_t length);
 // Causal multi-head attention of q, k, v, each [T, C]; returns [T, C].
 // Heads are batched: [T, C] -> [H, T, C/H], so the two products are

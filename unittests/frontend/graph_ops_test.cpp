@@ -287,3 +287,24 @@ BOOST_AUTO_TEST_CASE(refuses_ops_that_do_not_fit) {
                g.pad(x, g.constant(0), {int64_t(1) << 62, 0}, {int64_t(1) << 62, 0}, {0, 0});
              }) == "pad: a size does not fit in 64 bits");
 }
+
+BOOST_AUTO_TEST_CASE(a_matmul_of_16_bit_operands_may_keep_its_f32_result) {
+  // 1 + 2^-9 needs 10 significand bits: bf16 (8) rounds it to 1, f32 keeps it.
+  Graph g("scores", DType::bf16);
+  Tensor a = g.input("a", {1, 2}), b = g.input("b", {2, 1});
+  Tensor wide = g.matmul(a, b, DType::f32);
+  BOOST_TEST((wide.dtype() == DType::f32));
+  BOOST_TEST((g.matmul(a, b).dtype() == DType::bf16));
+  ref::Values inputs{{"a", array({1, 2}, {1, 1})}, {"b", array({2, 1}, {1, std::ldexp(1.0, -9)})}};
+  BOOST_TEST(evaluateOne(g, wide, inputs) == (std::vector<double>{1 + std::ldexp(1.0, -9)}),
+             boost::test_tools::per_element());
+  Graph rounded("rounded", DType::bf16);
+  Tensor ra = rounded.input("a", {1, 2}), rb = rounded.input("b", {2, 1});
+  BOOST_TEST(evaluateOne(rounded, rounded.matmul(ra, rb), inputs) == (std::vector<double>{1.0}),
+             boost::test_tools::per_element());
+  // f32 operands keep f32; an f64 result of them is refused.
+  Graph single("single", DType::f32);
+  Tensor sa = single.input("a", {1, 2}), sb = single.input("b", {2, 1});
+  BOOST_TEST(messageOf([&] { single.matmul(sa, sb, DType::f64); }) ==
+             "matmul: a result in f64 takes operands of that type, or 16-bit ones (f32 only)");
+}
