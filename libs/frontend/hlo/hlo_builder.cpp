@@ -371,6 +371,8 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return whileLoop(ins, operands, depth);
   if (op == "conditional")
     return conditional(ins, operands, depth);
+  if (op == "sort")
+    return sort(ins, operands);
   failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 

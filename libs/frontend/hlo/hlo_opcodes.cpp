@@ -60,7 +60,8 @@ const std::vector<SupportedOp> &supportedOps() {
       {"shift-right-logical", "integers; an amount read as unsigned, from the bit width up gives 0"},
       {"xor", "pred and integers"},
       // Comparison, selection, conversion
-      {"compare", "directions EQ NE LT LE GT GE; integers compare as their type's signedness"},
+      {"compare", "directions EQ NE LT LE GT GE; integers compare as their type's signedness, floats of "
+                  "type=TOTALORDER in XLA's total order"},
       {"convert", "between every element type; floats to integers truncate and saturate, NaN gives 0"},
       {"select", "an array or scalar predicate"},
       {"copy", "values unchanged (its layout is ignored)"},
@@ -86,6 +87,8 @@ const std::vector<SupportedOp> &supportedOps() {
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
+      {"sort", "one or more operands along one axis of at most 1024; a comparator of keys by LT or GT, numerically "
+               "(NaN last) or in TOTALORDER, lexicographic over several; stable"},
       // Structure
       {"call", "inlined"},
       {"conditional", "a pred or an s32 branch index (out of range: the last branch); every branch computed, its "
@@ -193,7 +196,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "send-done",
       "set-dimension-size",
       "sinh",
-      "sort",
       "stochastic-convert",
       "topk",
       "triangular-solve",
