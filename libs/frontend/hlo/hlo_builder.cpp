@@ -373,6 +373,8 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return conditional(ins, operands, depth);
   if (op == "sort")
     return sort(ins, operands);
+  if (op == "scan")
+    return scan(ins, operands, depth);
   failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 

@@ -89,6 +89,8 @@ const std::vector<SupportedOp> &supportedOps() {
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
       {"sort", "one or more operands along one axis of at most 1024; a comparator of keys by LT or GT, numerically "
                "(NaN last) or in TOTALORDER, lexicographic over several; stable"},
+      {"scan", "a running add, multiply, maximum or minimum as a reduce-window; any other region unrolled, at most "
+               "4096 steps; is_reverse"},
       // Structure
       {"call", "inlined"},
       {"conditional", "a pred or an s32 branch index (out of range: the last branch); every branch computed, its "
@@ -189,7 +191,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "rng-bit-generator",
       "rng-get-and-update-state",
       "scaled-dot",
-      "scan",
       "scatter",
       "select-and-scatter",
       "send",
