@@ -88,7 +88,7 @@ const std::vector<SupportedOp> &supportedOps() {
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
       {"sort", "one or more operands along one axis of at most 1024; a comparator of keys by LT or GT, numerically "
-               "(NaN last) or in TOTALORDER, lexicographic over several; stable"},
+               "(NaN greatest) or in TOTALORDER, lexicographic over several; stable"},
       {"scan", "a running add, multiply, maximum or minimum as a reduce-window; any other region unrolled, at most "
                "4096 steps; is_reverse"},
       // Structure
