@@ -283,6 +283,8 @@ double applyUnary(UnaryFn fn, double x) {
     return std::round(x);
   case UnaryFn::Sign: // +-0 and NaN are their own sign
     return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+  case UnaryFn::SignBit:
+    return std::signbit(x) ? 1.0 : 0.0;
   case UnaryFn::Not: // integers and i1 only: see the typed form
   case UnaryFn::Popcnt:
     return x;
@@ -438,6 +440,18 @@ bool applyCompare(CompareFn fn, double a, double b) {
   return false;
 }
 
+bool sortsBefore(SortOrder order, double a, double b) {
+  bool nanA = std::isnan(a), nanB = std::isnan(b);
+  if (order == SortOrder::Numeric)
+    return nanA || nanB ? !nanA : a < b; // NaN after everything, NaNs equal
+  // Total: -NaN, then the numbers with -0 before +0, then +NaN.
+  auto rank = [](double x, bool nan) { return nan ? (std::signbit(x) ? 0 : 2) : 1; };
+  int rankA = rank(a, nanA), rankB = rank(b, nanB);
+  if (rankA != rankB || rankA != 1)
+    return rankA < rankB;
+  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
+}
+
 double convertValue(double value, DType from, DType to) {
   if (to == DType::i1)
     return value != 0 ? 1.0 : 0.0;
@@ -467,6 +481,9 @@ Tensor Graph::unary(UnaryFn fn, Tensor x) {
     break;
   case UnaryFn::Popcnt:
     allowed = isInteger(dtype);
+    break;
+  case UnaryFn::SignBit:
+    allowed = isFloat(dtype);
     break;
   default:
     allowed = isFloat(dtype);
@@ -882,6 +899,43 @@ Tensor Graph::convolution(Tensor input, Tensor kernel, const ConvolutionDims &di
   }
   numElements(shape);
   node.shape = std::move(shape);
+  return add(std::move(node));
+}
+
+namespace {
+
+// A SortRank node's ints: the axis, then three per key.
+constexpr size_t kSortKeyInts = 3;
+
+} // namespace
+
+int64_t sortAxis(const Node &node) { return node.ints.at(0); }
+
+std::vector<SortKey> sortKeys(const Node &node) {
+  std::vector<SortKey> keys;
+  for (size_t i = 1; i + kSortKeyInts <= node.ints.size(); i += kSortKeyInts)
+    keys.push_back({node.ints[i], node.ints[i + 1] != 0, static_cast<SortOrder>(node.ints[i + 2])});
+  return keys;
+}
+
+Tensor Graph::sortRank(const std::vector<Tensor> &operands, int64_t axis, const std::vector<SortKey> &keys) {
+  if (operands.empty() || keys.empty())
+    fail("sort: no operands or no keys");
+  Node node{OpKind::SortRank, 0, {}, operands[0].shape(), DType::i32};
+  for (Tensor operand : operands) {
+    checkOwned(operand, "sort");
+    if (operand.shape() != node.shape)
+      fail("sort: operands of shapes {} and {}", formatShape(node.shape), formatShape(operand.shape()));
+    node.operands.push_back(materialized(operand).id());
+  }
+  if (axis < 0 || axis >= static_cast<int64_t>(node.shape.size()))
+    fail("sort: axis {} is out of range for a tensor of rank {}", axis, node.shape.size());
+  node.ints = {axis};
+  for (const SortKey &key : keys) {
+    if (key.operand < 0 || key.operand >= static_cast<int64_t>(operands.size()))
+      fail("sort: key operand {} of {}", key.operand, operands.size());
+    node.ints.insert(node.ints.end(), {key.operand, key.descending ? 1 : 0, static_cast<int64_t>(key.order)});
+  }
   return add(std::move(node));
 }
 

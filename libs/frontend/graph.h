@@ -59,6 +59,12 @@ enum class OpKind {
   // definition; emitMlir lowers it to pads, slices and a matmul first
   // (frontend/convolution.h).
   Convolution,
+  // HLO's sort: operands {the sort's operands}; ints = {axis, then (operand,
+  // descending, SortOrder) per key, most significant first}; an s32 result:
+  // where along the axis each element goes, ties kept in their order
+  // (sortKeys reads them). The reference computes it by sorting; emitMlir
+  // lowers it to comparisons counted along the axis first (frontend/sort.h).
+  SortRank,
 };
 
 // Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
@@ -91,6 +97,7 @@ enum class UnaryFn {
   RoundAway,
   Sign,
   Popcnt,
+  SignBit, // floats: 1 where the sign bit is set (-0 and -NaN included), else 0
 };
 enum class BinaryFn {
   Add,
@@ -147,6 +154,19 @@ struct ConvolutionDims {
   int64_t featureGroups = 1, batchGroups = 1;
 };
 
+// One key of a sort, as an HLO sort's comparator is read: which operand,
+// which way, and for floats which order. Numeric is the order of `<` with
+// -0 equal to +0 and every NaN equal and after everything (JAX's order for
+// floats); Total is XLA's TOTALORDER, -NaN < -inf < ... < -0 < +0 < ... <
+// inf < +NaN (NaNs of one sign equal, whatever their payload). Integers
+// and pred have one order, their type's (unsigned types read unsigned).
+enum class SortOrder { Numeric, Total };
+struct SortKey {
+  int64_t operand = 0;
+  bool descending = false;
+  SortOrder order = SortOrder::Numeric;
+};
+
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
 double applyUnary(UnaryFn fn, double x);
@@ -156,6 +176,9 @@ double applyBinary(BinaryFn fn, double a, double b);
 double applyUnary(UnaryFn fn, double x, DType dtype);
 double applyBinary(BinaryFn fn, double a, double b, DType dtype);
 bool applyCompare(CompareFn fn, double a, double b);
+// Whether key value a sorts before b under `order` ascending (values as
+// the reference holds them: floats with their sign, NaN's included).
+bool sortsBefore(SortOrder order, double a, double b);
 // What `value` of element type `from` becomes in `to`, as XLA converts:
 // floats to integers truncate toward zero and saturate (NaN gives 0),
 // anything to i1 is value != 0; the result is rounded to `to`.
@@ -181,6 +204,9 @@ struct Node {
 
 // A Convolution node's dimensions, decoded from its ints.
 ConvolutionDims convolutionDims(const Node &node);
+// A SortRank node's axis and keys, decoded from its ints.
+int64_t sortAxis(const Node &node);
+std::vector<SortKey> sortKeys(const Node &node);
 
 class Graph;
 
@@ -313,6 +339,11 @@ public:
   // XLA's convolution of `input` by `kernel` (two float tensors of one type)
   // as `dims` say; a result with an empty axis is refused.
   Tensor convolution(Tensor input, Tensor kernel, const ConvolutionDims &dims);
+  // Where each element of `operands` (tensors of one shape) goes when they
+  // are sorted together along `axis` by `keys` (lexicographically, the
+  // first most significant), ties kept in their order: an s32 tensor of
+  // their shape holding positions along the axis.
+  Tensor sortRank(const std::vector<Tensor> &operands, int64_t axis, const std::vector<SortKey> &keys);
 
   // A copy of this graph in which every node of `kind` is replaced by what
   // `expand` records for it in the copy, given its operands there (with the

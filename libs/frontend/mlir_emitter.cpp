@@ -13,6 +13,7 @@
 
 #include "frontend/convolution.h"
 #include "frontend/emitter/function_emitter.h"
+#include "frontend/sort.h"
 
 #include "support/error.h"
 
@@ -45,9 +46,11 @@ std::string emitMlir(const Program &program) {
   for (auto &function : program.functions) {
     if (function->outputs().empty())
       fail("function '{}' has no outputs", function->name());
-    // Convolutions become the ops they are compiled as (convolution.h).
+    // Convolutions and sorts become the ops they are compiled as
+    // (convolution.h, sort.h).
     std::unique_ptr<Graph> lowered = withConvolutionsLowered(*function);
-    emitter::FunctionEmitter(lowered ? *lowered : *function, out).emit();
+    std::unique_ptr<Graph> sorted = withSortsLowered(lowered ? *lowered : *function);
+    emitter::FunctionEmitter(sorted ? *sorted : lowered ? *lowered : *function, out).emit();
   }
   out += "}\n";
   return out;

@@ -478,6 +478,44 @@ Array convolution(const Node &node, const Array &input, const Array &kernel) {
   return result;
 }
 
+// A sort's ranks from its definition: each row along the axis sorted by a
+// stable sort under the keys (graph.h, SortKey), and each element's
+// position in the result recorded. It shares nothing with the compiled
+// lowering (frontend/sort.h), which counts comparisons instead.
+Array sortRank(const Node &node, const std::vector<const Array *> &operands) {
+  int64_t axis = fe::sortAxis(node);
+  std::vector<fe::SortKey> keys = fe::sortKeys(node);
+  const Shape &shape = node.shape;
+  std::vector<int64_t> strides = rowMajorStrides(shape);
+  int64_t length = shape[axis], stride = strides[axis];
+  Array result{shape, std::vector<double>(static_cast<size_t>(numElements(shape)))};
+  std::vector<int64_t> order(static_cast<size_t>(length));
+  for (int64_t start = 0; start < numElements(shape); ++start) {
+    if ((start / stride) % length != 0) // one row per position with index 0 along the axis
+      continue;
+    auto at = [&](const fe::SortKey &key, int64_t i) {
+      return operands[static_cast<size_t>(key.operand)]->data[static_cast<size_t>(start + i * stride)];
+    };
+    for (int64_t i = 0; i < length; ++i)
+      order[static_cast<size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+      for (const fe::SortKey &key : keys) {
+        double a = at(key, i), b = at(key, j);
+        if (key.descending)
+          std::swap(a, b);
+        if (fe::sortsBefore(key.order, a, b))
+          return true;
+        if (fe::sortsBefore(key.order, b, a))
+          return false;
+      }
+      return false;
+    });
+    for (int64_t p = 0; p < length; ++p)
+      result.data[static_cast<size_t>(start + order[static_cast<size_t>(p)] * stride)] = static_cast<double>(p);
+  }
+  return result;
+}
+
 // The value of one node, from the values of its operands (an input's from
 // `inputs`).
 ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vector<ArrayPtr> &values,
@@ -560,6 +598,12 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
     return std::make_shared<Array>(stridedSlice(node, operand(0)));
   case OpKind::Convolution:
     return std::make_shared<Array>(convolution(node, operand(0), operand(1)));
+  case OpKind::SortRank: {
+    std::vector<const Array *> arrays;
+    for (size_t i = 0; i < node.operands.size(); ++i)
+      arrays.push_back(&operand(i));
+    return std::make_shared<Array>(sortRank(node, arrays));
+  }
   }
   return nullptr;
 }

@@ -72,6 +72,14 @@ def prepare(scratch, testdata):
     shutil.copy(os.path.join(fixtures, "gelu", "y.npy"), os.path.join(scratch, "y.npy"))
     shutil.copy(os.path.join(fixtures, "gelu", "y.reference.npy"), os.path.join(scratch, "expected.npy"))
     shutil.copy(os.path.join(testdata, "hlo", "transformer_block.hlo"), os.path.join(scratch, "model.hlo"))
+    # verify --inputs run/ reads run/in<i>.npy in parameter order: model.hlo's inputs as verify saves them.
+    subprocess.run(["verify", os.path.join(scratch, "model.hlo"), "--target", "cpu", "--seed", "5", "--save",
+                    fixtures], check=True, stdout=subprocess.DEVNULL)
+    os.makedirs(os.path.join(scratch, "run"))
+    with open(os.path.join(scratch, "model.hlo")) as model:
+        entry = model.read().split("ENTRY", 1)[1]
+    for name, number in re.findall(r"(\S+) = \S+ parameter\((\d+)\)", entry):
+        shutil.copy(os.path.join(fixtures, "model", name + ".npy"), os.path.join(scratch, "run", f"in{number}.npy"))
     subprocess.run(["verify", "gpt2", "--steps", "1", "--target", "cpu", "--config", "tiny", "--save-weights",
                     os.path.join(scratch, "gpt2", "model.safetensors")], check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(scratch, "gpt2", "config.json"), "w") as config:

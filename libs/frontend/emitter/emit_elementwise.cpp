@@ -134,6 +134,15 @@ std::string FunctionEmitter::floatSign(const std::string &x, DType compute) {
   return bodyOp("arith.select {}, {}, {} : {}", positive, bodyConstant(1, compute), otherwise, t);
 }
 
+// signbit(x) on floats as 1 or 0: the top bit of x's bits, which says the
+// sign of -0 and of a NaN too, where comparisons cannot.
+std::string FunctionEmitter::floatSignBit(const std::string &x, DType compute) {
+  std::string t = mlirType(compute), bits = compute == DType::f64 ? "i64" : "i32";
+  std::string asBits = bodyOp("arith.bitcast {} : {} to {}", x, t, bits);
+  std::string negative = bodyOp("arith.cmpi slt, {}, {} : {}", asBits, bodyOp("arith.constant 0 : {}", bits), bits);
+  return bodyOp("arith.select {}, {}, {} : {}", negative, bodyConstant(1, compute), bodyConstant(0, compute), t);
+}
+
 // The set bits of x, counted in parallel within 2, 4 and 8 bits, then the
 // bytes summed by one multiplication (LLVM sees the idiom: a popcnt
 // instruction where there is one). Written in arith rather than as
@@ -225,7 +234,9 @@ void FunctionEmitter::emitElementwise(int id) {
       auto fn = static_cast<UnaryFn>(node.fn);
       std::string x = computed(0);
       if (isFloat(operandType))
-        return fromCompute(fn == UnaryFn::Sign ? floatSign(x, compute) : bodyOp("{} {} : {}", unaryFloatOp(fn), x, t),
+        return fromCompute(fn == UnaryFn::Sign      ? floatSign(x, compute)
+                           : fn == UnaryFn::SignBit ? floatSignBit(x, compute)
+                                                    : bodyOp("{} {} : {}", unaryFloatOp(fn), x, t),
                            node.dtype);
       switch (fn) {
       case UnaryFn::Abs: // |INT_MIN| wraps to INT_MIN

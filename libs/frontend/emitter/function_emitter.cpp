@@ -287,6 +287,8 @@ void FunctionEmitter::emitNode(int id) {
     return emitDynamicSlice(id);
   case OpKind::Convolution: // emitMlir lowers every convolution first
     fail("a convolution reached the MLIR emitter without being lowered (frontend/convolution.h)");
+  case OpKind::SortRank: // emitMlir lowers every sort first
+    fail("a sort reached the MLIR emitter without being lowered (frontend/sort.h)");
   }
 }
 

@@ -111,6 +111,7 @@ private:
   std::string signedOverflow(const std::string &a, const std::string &b, DType dtype);
   std::string integerShift(BinaryFn fn, const std::string &a, const std::string &b, DType dtype);
   std::string floatSign(const std::string &x, DType compute);
+  std::string floatSignBit(const std::string &x, DType compute);
   std::string integerSign(const std::string &x, DType dtype);
   std::string integerPopcount(const std::string &x, DType dtype);
   void emitElementwise(int id);

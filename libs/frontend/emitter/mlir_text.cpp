@@ -163,7 +163,8 @@ const char *unaryFloatOp(UnaryFn fn) {
   case UnaryFn::RoundAway:
     return "math.round";
   case UnaryFn::Not:
-  case UnaryFn::Sign: // a sequence: FunctionEmitter::floatSign
+  case UnaryFn::Sign:    // a sequence: FunctionEmitter::floatSign
+  case UnaryFn::SignBit: // a sequence: FunctionEmitter::floatSignBit
   case UnaryFn::Popcnt:
     break;
   }

@@ -371,6 +371,10 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return whileLoop(ins, operands, depth);
   if (op == "conditional")
     return conditional(ins, operands, depth);
+  if (op == "sort")
+    return sort(ins, operands);
+  if (op == "scan")
+    return scan(ins, operands, depth);
   failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 

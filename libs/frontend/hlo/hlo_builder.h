@@ -19,6 +19,8 @@
 //   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
 //   hlo_ops_control.cpp           while (unrolled) and conditional (every branch, then a select)
 //   hlo_ops_convolution.cpp       convolution: dimension labels, window and groups
+//   hlo_ops_sort.cpp              sort: the comparator read as keys, then ranks
+//   hlo_ops_scan.cpp              scan: a running reduction, or unrolled
 #pragma once
 
 #include "frontend/graph.h"
@@ -173,6 +175,16 @@ private:
                                           const std::array<double, 4> &parameters) const;
   ReduceFn argReduction(const Instruction &ins, const Attribute &toApply, DType valueType, DType indexType) const;
   Value argReduce(const Instruction &ins, const std::vector<const Value *> &operands);
+
+  // ---- Sort and scan (hlo_ops_sort.cpp, hlo_ops_scan.cpp) ----
+
+  bool runSortComparator(const Instruction &ins, const std::string &sorting, const Computation &region,
+                         const std::vector<double> &parameters, const std::vector<DType> &types) const;
+  std::vector<SortKey> sortComparatorKeys(const Instruction &ins, const std::string &sorting, const Computation &region,
+                                          const std::vector<DType> &types) const;
+  Value sort(const Instruction &ins, const std::vector<const Value *> &operands);
+  std::optional<ReduceFn> scanReduction(const Computation &region, DType dtype) const;
+  Value scan(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
 
   // ---- Control flow: while and conditional (hlo_ops_control.cpp) ----
 

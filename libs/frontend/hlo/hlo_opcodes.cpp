@@ -60,7 +60,8 @@ const std::vector<SupportedOp> &supportedOps() {
       {"shift-right-logical", "integers; an amount read as unsigned, from the bit width up gives 0"},
       {"xor", "pred and integers"},
       // Comparison, selection, conversion
-      {"compare", "directions EQ NE LT LE GT GE; integers compare as their type's signedness"},
+      {"compare", "directions EQ NE LT LE GT GE; integers compare as their type's signedness, floats of "
+                  "type=TOTALORDER in XLA's total order"},
       {"convert", "between every element type; floats to integers truncate and saturate, NaN gives 0"},
       {"select", "an array or scalar predicate"},
       {"copy", "values unchanged (its layout is ignored)"},
@@ -86,6 +87,10 @@ const std::vector<SupportedOp> &supportedOps() {
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
+      {"sort", "one or more operands along one axis of at most 1024; a comparator of keys by LT or GT, numerically "
+               "(NaN greatest) or in TOTALORDER, lexicographic over several; stable"},
+      {"scan", "a running add, multiply, maximum or minimum as a reduce-window; any other region unrolled, at most "
+               "4096 steps; is_reverse"},
       // Structure
       {"call", "inlined"},
       {"conditional", "a pred or an s32 branch index (out of range: the last branch); every branch computed, its "
@@ -186,14 +191,12 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "rng-bit-generator",
       "rng-get-and-update-state",
       "scaled-dot",
-      "scan",
       "scatter",
       "select-and-scatter",
       "send",
       "send-done",
       "set-dimension-size",
       "sinh",
-      "sort",
       "stochastic-convert",
       "topk",
       "triangular-solve",

@@ -1,6 +1,8 @@
 // HLO constants and elementwise ops recorded into the front-end graph.
 #include "frontend/hlo/hlo_builder.h"
 
+#include "frontend/sort.h"
+
 #include <cmath>
 #include <limits>
 
@@ -69,6 +71,28 @@ std::optional<Value> Builder::buildElementwise(const Instruction &ins, const std
     auto found = directions.find(word(direction));
     if (found == directions.end())
       fail(direction.valueLoc, "compare's direction must be EQ, NE, LT, LE, GT or GE");
+    const Attribute *type = findAttribute(ins, "type");
+    if (type && word(*type) == "TOTALORDER" && isFloat(operand(0).dtype())) {
+      // XLA's total order: -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN.
+      Tensor less = sortsBefore(g, SortOrder::Total, operand(0), operand(1));
+      Tensor greater = sortsBefore(g, SortOrder::Total, operand(1), operand(0));
+      auto negated = [&](Tensor t) { return g.unary(UnaryFn::Not, t); };
+      Tensor unequal = g.binary(BinaryFn::Or, less, greater);
+      switch (found->second) {
+      case CompareFn::Lt:
+        return tensorValue(less);
+      case CompareFn::Gt:
+        return tensorValue(greater);
+      case CompareFn::Le:
+        return tensorValue(negated(greater));
+      case CompareFn::Ge:
+        return tensorValue(negated(less));
+      case CompareFn::Eq:
+        return tensorValue(negated(unequal));
+      case CompareFn::Ne:
+        return tensorValue(unequal);
+      }
+    }
     return tensorValue(g.compare(found->second, operand(0), operand(1)));
   }
   if (op == "select") {
