@@ -122,8 +122,9 @@ Tensor Builder::cudnnConvolution(const Instruction &ins, const std::vector<const
     if (side.shape() != y.shape())
       failOp(ins, fmt::format("the side input {} is not the result's shape {}", describe(side), describe(y)));
     if (sideScale != 0)
-      y = graph_->binary(BinaryFn::Add, y,
-                         graph_->binary(BinaryFn::Mul, graph_->convert(side, dtype), graph_->constant(sideScale, dtype)));
+      y = graph_->binary(
+          BinaryFn::Add, y,
+          graph_->binary(BinaryFn::Mul, graph_->convert(side, dtype), graph_->constant(sideScale, dtype)));
   }
   Tensor bias = tensorOperand(ins, operands, 2);
   int64_t feature = dimensionLabels(conv, input.rank()).outputFeature;
@@ -193,10 +194,10 @@ Tensor Builder::cublasGemm(const Instruction &ins, const std::vector<const Value
                      axes("rhs_contracting_dimensions")};
   const Json *epilogueField = gemm->find("epilogue");
   std::string epilogue = epilogueField && epilogueField->kind == Json::Kind::String ? epilogueField->text
-                         : epilogueField                                             ? "?"
-                                                                                     : "DEFAULT";
+                         : epilogueField                                            ? "?"
+                                                                                    : "DEFAULT";
   static const std::map<std::string, std::pair<bool, const char *>> epilogues = {
-      {"DEFAULT", {false, ""}}, {"BIAS", {true, ""}},          {"RELU", {false, "relu"}},
+      {"DEFAULT", {false, ""}},  {"BIAS", {true, ""}},          {"RELU", {false, "relu"}},
       {"GELU", {false, "gelu"}}, {"BIAS_RELU", {true, "relu"}}, {"BIAS_GELU", {true, "gelu"}}};
   auto kind = epilogues.find(epilogue);
   if (kind == epilogues.end() || (target == kCublasGemm && epilogue != "DEFAULT"))
@@ -207,8 +208,8 @@ Tensor Builder::cublasGemm(const Instruction &ins, const std::vector<const Value
   auto [addsBias, activation] = kind->second;
   size_t expected = 2 + (beta != 0 ? 1 : 0) + (addsBias ? 1 : 0);
   if (operands.size() != expected)
-    failOp(ins, fmt::format("it takes {} operands (a, b{}{}), not {}", expected, beta != 0 ? ", c as beta is not 0" : "",
-                            addsBias ? ", the bias" : "", operands.size()));
+    failOp(ins, fmt::format("it takes {} operands (a, b{}{}), not {}", expected,
+                            beta != 0 ? ", c as beta is not 0" : "", addsBias ? ", the bias" : "", operands.size()));
   DType dtype = elementType(result);
   Tensor y = dotGeneral(ins, tensorOperand(ins, operands, 0), tensorOperand(ins, operands, 1), dims, dtype);
   if (y.shape() != result.dims)
@@ -238,8 +239,10 @@ Tensor Builder::cublasGemm(const Instruction &ins, const std::vector<const Value
     return graph_->binary(BinaryFn::Max, y, graph_->constant(0, dtype));
   if (act == "gelu") {
     Tensor cube = graph_->binary(BinaryFn::Mul, graph_->binary(BinaryFn::Mul, y, y), y);
-    Tensor inner = graph_->binary(BinaryFn::Add, y, graph_->binary(BinaryFn::Mul, cube, graph_->constant(kGeluCubic, dtype)));
-    Tensor t = graph_->unary(UnaryFn::Tanh, graph_->binary(BinaryFn::Mul, inner, graph_->constant(kGeluTanhScale, dtype)));
+    Tensor inner =
+        graph_->binary(BinaryFn::Add, y, graph_->binary(BinaryFn::Mul, cube, graph_->constant(kGeluCubic, dtype)));
+    Tensor t =
+        graph_->unary(UnaryFn::Tanh, graph_->binary(BinaryFn::Mul, inner, graph_->constant(kGeluTanhScale, dtype)));
     Tensor half = graph_->binary(BinaryFn::Mul, y, graph_->constant(0.5, dtype));
     return graph_->binary(BinaryFn::Mul, half, graph_->binary(BinaryFn::Add, t, graph_->constant(1, dtype)));
   }
