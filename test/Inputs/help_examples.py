@@ -7,10 +7,10 @@ one fails.
 --cpu runs the examples that need no GPU and names the others as skipped;
 --gpu runs those that need one. Each runs with bash (pipefail) in the
 scratch directory, after the files the examples name (x.npy, y.npy,
-expected.npy, model.hlo, gpt2/model.safetensors with its config.json) have
-been made there; examples run in the order printed, so one may use what an
-earlier one wrote (run's gelu.mlir); with --gpu, the examples that write a
-file run too, for the GPU examples after them.
+expected.npy, model.hlo and its inputs in run/, gpt2/model.safetensors with
+its config.json) have been made there; examples run in the order printed,
+so one may use what an earlier one wrote (run's gelu.mlir); with --gpu, the
+examples that write a file run too, for the GPU examples after them.
 """
 import argparse
 import os
@@ -72,6 +72,15 @@ def prepare(scratch, testdata):
     shutil.copy(os.path.join(fixtures, "gelu", "y.npy"), os.path.join(scratch, "y.npy"))
     shutil.copy(os.path.join(fixtures, "gelu", "y.reference.npy"), os.path.join(scratch, "expected.npy"))
     shutil.copy(os.path.join(testdata, "hlo", "transformer_block.hlo"), os.path.join(scratch, "model.hlo"))
+    # run/in<i>.npy for `verify --inputs run/`: the module's saved inputs, in
+    # parameter order (the order verify prints them in).
+    printed = subprocess.run(["verify", os.path.join(scratch, "model.hlo"), "--target", "cpu", "--seed", "5",
+                              "--save", fixtures], check=True, capture_output=True, text=True).stdout
+    row = next(line for line in printed.splitlines() if line.startswith("model "))
+    names = [field.split("=")[0] for field in row.split()[1:] if "=" in field]
+    os.makedirs(os.path.join(scratch, "run"))
+    for i, name in enumerate(names):
+        shutil.copy(os.path.join(fixtures, "model", name + ".npy"), os.path.join(scratch, "run", f"in{i}.npy"))
     subprocess.run(["verify", "gpt2", "--steps", "1", "--target", "cpu", "--config", "tiny", "--save-weights",
                     os.path.join(scratch, "gpt2", "model.safetensors")], check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(scratch, "gpt2", "config.json"), "w") as config:
