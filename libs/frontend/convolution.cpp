@@ -122,7 +122,20 @@ Tensor lowerConvolution(Graph &graph, Tensor input, Tensor kernel, const Convolu
   int64_t groupOutputs = outputs / groups;
   input = arranged(graph, input, inputOrder);
   Tensor weights;
-  if (groups == 1) {
+  std::vector<int64_t> outputMajor{dims.kernelOutput};
+  outputMajor.insert(outputMajor.end(), dims.kernelSpatial.begin(), dims.kernelSpatial.end());
+  outputMajor.push_back(dims.kernelInput);
+  std::vector<int64_t> identity(outputMajor.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (groups == 1 && outputMajor == identity) {
+    // An o01i kernel (the layout XLA gives cuDNN's convolutions) is already
+    // [O, P * I] in memory: one 2-D transpose makes it the matrix, where a
+    // transpose of its axes to [spatial..., I, O] would move the output
+    // axis across three others, which the GPU's transpose emitter does not
+    // tile.
+    int64_t depth = numElements(kernel.shape()) / kernel.shape()[dims.kernelOutput];
+    weights = graph.transpose(reshaped(graph, kernel, {kernel.shape()[dims.kernelOutput], depth}), {1, 0});
+  } else if (groups == 1) {
     weights = arranged(graph, kernel, kernelOrder);
   } else {
     // The kernel as [groups, spatial..., I, O / groups] in one transpose

@@ -7,10 +7,10 @@ one fails.
 --cpu runs the examples that need no GPU and names the others as skipped;
 --gpu runs those that need one. Each runs with bash (pipefail) in the
 scratch directory, after the files the examples name (x.npy, y.npy,
-expected.npy, model.hlo, gpt2/model.safetensors with its config.json) have
-been made there; examples run in the order printed, so one may use what an
-earlier one wrote (run's gelu.mlir); with --gpu, the examples that write a
-file run too, for the GPU examples after them.
+expected.npy, model.hlo and its inputs in run/, gpt2/model.safetensors with
+its config.json) have been made there; examples run in the order printed,
+so one may use what an earlier one wrote (run's gelu.mlir); with --gpu, the
+examples that write a file run too, for the GPU examples after them.
 """
 import argparse
 import os

@@ -2,6 +2,7 @@
 // their text when an op needs them), its operands and its declared shape,
 // each refused in one line naming the instruction.
 #include "frontend/hlo/hlo_builder.h"
+#include "frontend/hlo/hlo_json.h"
 
 #include "support/error.h"
 
@@ -44,6 +45,15 @@ const Attribute &Builder::attribute(const Instruction &ins, std::string_view nam
   failOp(ins, fmt::format("it needs a {}= attribute", name));
 }
 
+// backend_config={...}: XLA's per-instruction proto, as JSON; nullopt when
+// the instruction has none. The older form, a quoted string, is not read.
+std::optional<Json> Builder::backendConfig(const Instruction &ins) const {
+  const Attribute *config = findAttribute(ins, "backend_config");
+  if (!config || config->text.empty() || config->text.front() != '{')
+    return std::nullopt;
+  return parseAttribute(*config, [](Cursor &in) { return parseJson(in); });
+}
+
 // {1,0}
 std::vector<int64_t> Builder::intList(const Attribute &attribute) const {
   return parseAttribute(attribute, [&](Cursor &in) {
@@ -81,6 +91,10 @@ size_t Builder::computationNamed(const Attribute &attribute) const {
 }
 
 Tensor Builder::tensorOperand(const Instruction &ins, const std::vector<const Value *> &operands, size_t i) const {
+  if (operands[i]->unread)
+    failOp(ins, fmt::format("operand {} (%{}) is a library call's workspace or an asynchronous op's context, which "
+                            "holds no values mlpipe models",
+                            i, ins.operands[i].name));
   if (!operands[i]->tensor)
     failOp(ins, fmt::format("operand {} (%{}) is a tuple, where an array is needed", i, ins.operands[i].name));
   return *operands[i]->tensor;

@@ -56,6 +56,22 @@ bool hasDefaultLayout(const ShapeText &shape) {
   return *shape.minorToMajor == standard;
 }
 
+std::optional<std::vector<int64_t>> plainLayout(const ShapeText &shape) {
+  if (shape.tuple || shape.layoutExtras)
+    return std::nullopt;
+  std::vector<int64_t> standard(shape.dims.size());
+  std::iota(standard.rbegin(), standard.rend(), 0);
+  if (!shape.minorToMajor)
+    return standard;
+  std::vector<int64_t> sorted = *shape.minorToMajor;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> axes(shape.dims.size());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (sorted != axes)
+    return std::nullopt;
+  return *shape.minorToMajor;
+}
+
 namespace {
 
 // Two written shapes are the same but for their layouts.
@@ -82,6 +98,17 @@ std::string shapeWithoutLayout(const ShapeText &shape) {
     dims += std::to_string(shape.dims[i]);
   }
   return printable(shape.typeName) + "[" + dims + "]";
+}
+
+// A written shape's layout as HLO writes it: "{1,0}", "{1,0:T(8,128)}"
+// (what follows ':' elided) or "the default layout" when none is written.
+std::string layoutText(const ShapeText &shape) {
+  if (!shape.minorToMajor)
+    return "no layout (the default)";
+  std::string text = "{";
+  for (size_t i = 0; i < shape.minorToMajor->size(); ++i)
+    text += (i ? "," : "") + std::to_string((*shape.minorToMajor)[i]);
+  return text + (shape.layoutExtras ? ":...}" : "}");
 }
 
 // The name of the function: the module's, made a valid MLIR symbol.
@@ -164,12 +191,23 @@ void Builder::checkEntryLayout(const Computation &entry) const {
     fail(result.loc, fmt::format("entry_computation_layout gives the result the shape {}, but the ENTRY's ROOT %{} "
                                  "is {}",
                                  shapeWithoutLayout(result), root.name, shapeWithoutLayout(*root.shape)));
-  for (size_t i = 0; i < parameters.elements.size(); ++i)
-    if (!hasDefaultLayout(parameters.elements[i]))
+  // A parameter's layout says how XLA lays its buffer out in device memory;
+  // callers pass logical arrays (JAX and PJRT lay a NumPy array out as the
+  // executable asks), so its values are the same whatever the layout. Only
+  // a bitcast reads the layout (it reinterprets memory): the instruction's
+  // and the entry's must then agree, or which one a bitcast reads by is
+  // unclear.
+  for (size_t i = 0; i < parameters.elements.size(); ++i) {
+    auto found = declared.find(static_cast<int64_t>(i));
+    if (found == declared.end() || !found->second->shape)
+      continue;
+    const ShapeText &written = *found->second->shape;
+    if (plainLayout(parameters.elements[i]) != plainLayout(written))
       fail(parameters.elements[i].loc,
-           fmt::format("entry_computation_layout gives parameter {} a non-default layout; mlpipe passes every "
-                       "argument in row-major order",
-                       i));
+           fmt::format("entry_computation_layout gives parameter {} the layout {}, but the ENTRY's %{} declares {}: "
+                       "a bitcast of it would read different values by each",
+                       i, layoutText(parameters.elements[i]), found->second->name, layoutText(written)));
+  }
 }
 
 // The entry's parameters become the function's inputs, in parameter order,
@@ -196,10 +234,8 @@ void Builder::createInputs(const Computation &entry) {
     } catch (const Error &error) {
       failOp(*ins, error.what());
     }
-    if (!hasDefaultLayout(shape))
-      fail(shape.loc, fmt::format("entry parameter %{} has a non-default layout; mlpipe passes every argument in "
-                                  "row-major order",
-                                  ins->name));
+    // A non-default layout is read as its logical array (checkEntryLayout
+    // says why); a bitcast of the parameter honours it.
     inputs_.push_back(graph_->input(ins->name, shape.dims, dtype));
   }
 }
@@ -263,14 +299,17 @@ Value Builder::buildChecked(const Instruction &ins, const std::vector<const Valu
     // The op's place in the user's program (metadata's op_name) names
     // the nodes it records; a call or fusion leaves naming to its ops.
     std::optional<Graph::Scope> scope;
-    bool inlines =
-        ins.opcode == "call" || ins.opcode == "fusion" || ins.opcode == "while" || ins.opcode == "conditional";
+    bool inlines = ins.opcode == "call" || ins.opcode == "fusion" || ins.opcode == "while" ||
+                   ins.opcode == "conditional" || ins.opcode.ends_with("-start");
     if (std::string name = scopeName(ins); !name.empty() && !inlines)
       scope.emplace(*graph_, name);
     value = buildInstruction(ins, operands, arguments, isEntry, depth);
     if (ins.shape) {
       checkDeclared(ins, *ins.shape, value);
       value.defaultLayout = hasDefaultLayout(*ins.shape);
+      value.minorToMajor.clear();
+      if (std::optional<std::vector<int64_t>> layout = plainLayout(*ins.shape); layout && !value.defaultLayout)
+        value.minorToMajor = *layout;
     }
   } catch (const DiagnosticError &) {
     throw;
@@ -326,6 +365,8 @@ std::string Builder::scopeName(const Instruction &ins) {
 }
 
 void Builder::checkDeclared(const Instruction &ins, const ShapeText &declared, const Value &value) const {
+  if (value.unread) // a workspace or context: whatever its shape, nothing reads it
+    return;
   if (declared.tuple != !value.tensor)
     failOp(ins, fmt::format("the result is {}, but the instruction declares {}", value.tensor ? "an array" : "a tuple",
                             declared.tuple ? "a tuple" : "an array"));
@@ -349,6 +390,8 @@ void Builder::checkDeclared(const Instruction &ins, const ShapeText &declared, c
 Value Builder::buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
                                 const std::vector<Value> &arguments, bool isEntry, int depth) {
   const std::string &op = ins.opcode;
+  if (std::optional<Value> value = asyncOp(ins, operands, arguments, isEntry, depth))
+    return *value;
   if (!findSupportedOp(op)) // the one list of what is read
     refuse(ins);
   if (op == "parameter")
@@ -375,6 +418,8 @@ Value Builder::buildInstruction(const Instruction &ins, const std::vector<const 
     return sort(ins, operands);
   if (op == "scan")
     return scan(ins, operands, depth);
+  if (op == "custom-call")
+    return customCall(ins, operands);
   failOp(ins, "internal: the op is listed as read, but nothing builds it");
 }
 
@@ -405,6 +450,10 @@ Value Builder::tupleElement(const Instruction &ins, const std::vector<const Valu
     failOp(ins, fmt::format("operand %{} is an array, not a tuple", ins.operands[0].name));
   if (index < 0 || index >= static_cast<int64_t>(tuple.elements.size()))
     failOp(ins, fmt::format("index {} is out of range for a tuple of {} elements", index, tuple.elements.size()));
+  if (tuple.elements[static_cast<size_t>(index)].unread)
+    failOp(ins, fmt::format("element {} of %{} is a library call's workspace or an asynchronous op's context, "
+                            "which holds no values mlpipe models",
+                            index, ins.operands[0].name));
   return tuple.elements[static_cast<size_t>(index)];
 }
 

@@ -17,10 +17,13 @@
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
 //   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
 //   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
-//   hlo_ops_control.cpp           while (unrolled) and conditional (every branch, then a select)
+//   hlo_ops_control.cpp           while (unrolled), conditional (every branch, then a select) and
+//                                 asynchronous pairs (fusion-start, fusion-done, ...)
 //   hlo_ops_convolution.cpp       convolution: dimension labels, window and groups
 //   hlo_ops_sort.cpp              sort: the comparator read as keys, then ranks
 //   hlo_ops_scan.cpp              scan: a running reduction, or unrolled
+//   hlo_ops_custom_call.cpp       custom-call to cuBLAS GEMMs and cuDNN convolutions, read as dots and
+//                                 convolutions with their epilogues
 #pragma once
 
 #include "frontend/graph.h"
@@ -39,11 +42,19 @@
 
 namespace mlpipe::fe::hlo {
 
+struct Json; // a backend_config (hlo_json.h)
+
 // A value: one tensor, or a tuple of values.
 struct Value {
   std::optional<Tensor> tensor;
   std::vector<Value> elements;
   bool defaultLayout = true; // as its instruction declares it (bitcast reads this)
+  // Its declared layout, minor to major, when it is a plain permutation of
+  // the axes (empty: row-major, or a tiled layout, which defaultLayout says).
+  std::vector<int64_t> minorToMajor;
+  // A library call's workspace or an asynchronous start's context: no
+  // values (it may be empty, u8[0]); reading it is refused.
+  bool unread = false;
 };
 
 // The element types mlpipe reads, by HLO's names ("s32", "pred"), and
@@ -59,6 +70,11 @@ std::string hloShape(DType dtype, const Shape &dims);
 // Whether a written shape (every element of a tuple) has the default,
 // row-major layout.
 bool hasDefaultLayout(const ShapeText &shape);
+
+// An array shape's layout, minor to major, when it is written as a plain
+// permutation of its axes (no tiling or memory space after ':'); nullopt
+// otherwise. An absent layout is the default one, {rank-1, ..., 0}.
+std::optional<std::vector<int64_t>> plainLayout(const ShapeText &shape);
 
 // An op the reader reads, and what it reads of it ("" when it reads every
 // form): the single list `trace --list-ops` prints and the builder lets
@@ -98,7 +114,11 @@ private:
                      const std::vector<Value> &arguments, bool isEntry, int depth);
   static std::string scopeName(const Instruction &ins);
   void checkDeclared(const Instruction &ins, const ShapeText &declared, const Value &value) const;
-  Value tensorValue(Tensor t) const { return Value{t, {}, true}; }
+  Value tensorValue(Tensor t) const {
+    Value value;
+    value.tensor = t;
+    return value;
+  }
   Value buildInstruction(const Instruction &ins, const std::vector<const Value *> &operands,
                          const std::vector<Value> &arguments, bool isEntry, int depth);
   Value buildParameter(const Instruction &ins, const std::vector<Value> &arguments, bool isEntry);
@@ -128,6 +148,7 @@ private:
   std::vector<int64_t> optionalIntList(const Instruction &ins, std::string_view name) const;
   int64_t intValue(const Attribute &attribute) const;
   std::string word(const Attribute &attribute) const;
+  std::optional<Json> backendConfig(const Instruction &ins) const;
   size_t computationNamed(const Attribute &attribute) const;
   Tensor tensorOperand(const Instruction &ins, const std::vector<const Value *> &operands, size_t i) const;
   void expectOperands(const Instruction &ins, size_t count) const;
@@ -144,6 +165,7 @@ private:
   // ---- Shape ops (hlo_ops_shape.cpp) ----
 
   std::optional<Value> buildShapeOp(const Instruction &ins, const std::vector<const Value *> &operands);
+  Tensor bitcast(const Instruction &ins, const Value &operand, const ShapeText &shape);
   Tensor slice(const Instruction &ins, Tensor x);
   Tensor pad(const Instruction &ins, Tensor x, Tensor value);
   Tensor dynamicSlice(const Instruction &ins, const std::vector<const Value *> &operands);
@@ -156,7 +178,12 @@ private:
   static BinaryFn combiningFunction(ReduceFn fn);
   std::vector<int64_t> reducedAxes(const Instruction &ins, int64_t rank) const;
   Tensor reduce(const Instruction &ins, const std::vector<const Value *> &operands);
+  struct DotDimensions {
+    std::vector<int64_t> lhsBatch, rhsBatch, lhsContracting, rhsContracting;
+  };
   Tensor dot(const Instruction &ins, Tensor lhs, Tensor rhs);
+  Tensor dotGeneral(const Instruction &ins, Tensor lhs, Tensor rhs, const DotDimensions &dims,
+                    std::optional<DType> result);
   Tensor gather(const Instruction &ins, Tensor table, Tensor indices);
 
   // ---- Windowed reductions (hlo_ops_reduce_window.cpp) ----
@@ -168,6 +195,14 @@ private:
 
   ConvolutionDims dimensionLabels(const Instruction &ins, int64_t rank) const;
   Tensor convolution(const Instruction &ins, Tensor input, Tensor kernel);
+
+  // ---- Library calls: cuBLAS GEMMs and cuDNN convolutions (hlo_ops_custom_call.cpp) ----
+
+  Value customCall(const Instruction &ins, const std::vector<const Value *> &operands);
+  Tensor cudnnConvolution(const Instruction &ins, const std::vector<const Value *> &operands, const std::string &target,
+                          const ShapeText &result);
+  Tensor cublasGemm(const Instruction &ins, const std::vector<const Value *> &operands, const std::string &target,
+                    const ShapeText &result);
 
   // ---- Reduce of two inputs: argmax and argmin (hlo_ops_arg_reduce.cpp) ----
 
@@ -208,12 +243,16 @@ private:
     const Instruction *loop = nullptr;
     int64_t trips = 0;
   };
-  LoopCounter loopCounter(const Instruction &ins, const Computation &condition, const Computation &body) const;
+  std::optional<LoopCounter> loopCounter(const Computation &condition, const Computation &body, std::string &why) const;
+  std::optional<int64_t> knownTripCount(const Instruction &ins) const;
   static TripCount countTrips(const LoopCounter &counter, double start);
   Value whileLoop(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
   std::vector<size_t> computationList(const Attribute &attribute) const;
   Value selectValue(Tensor pred, const Value &onTrue, const Value &onFalse);
   Value conditional(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
+  static Value placeholder();
+  std::optional<Value> asyncOp(const Instruction &ins, const std::vector<const Value *> &operands,
+                               const std::vector<Value> &arguments, bool isEntry, int depth);
 
   const ModuleText &module_;
   const std::string &source_;

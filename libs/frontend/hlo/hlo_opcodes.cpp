@@ -65,10 +65,12 @@ const std::vector<SupportedOp> &supportedOps() {
       {"convert", "between every element type; floats to integers truncate and saturate, NaN gives 0"},
       {"select", "an array or scalar predicate"},
       {"copy", "values unchanged (its layout is ignored)"},
+      {"copy-done", "the copy copy-start began: values unchanged"},
+      {"copy-start", "values unchanged"},
       {"opt-barrier", "values unchanged"},
       {"optimization-barrier", "values unchanged"},
       // Data movement
-      {"bitcast", "between default layouts only"},
+      {"bitcast", "same element type; a non-default layout read as the axes it permutes (not tiled layouts)"},
       {"broadcast", ""},
       {"concatenate", ""},
       {"constant", "scalars and arrays; an element outside its type is refused"},
@@ -83,6 +85,10 @@ const std::vector<SupportedOp> &supportedOps() {
       {"dot", "any dimension numbers"},
       {"convolution", "floats; any dim_labels, window (size, stride, pad, lhs_dilate, rhs_dilate), "
                       "feature_group_count (not batch_group_count); a window of at most 256 positions"},
+      {"custom-call", "cuBLAS GEMMs (__cublas$gemm, __cublas$lt$matmul: alpha, beta, epilogue DEFAULT BIAS RELU GELU "
+                      "BIAS_RELU BIAS_GELU) as dots, cuDNN convolutions (__cudnn$convForward, "
+                      "__cudnn$convBiasActivationForward: scales, bias, side input, activation kNone kRelu kRelu6 "
+                      "kElu kLeakyRelu) as convolutions; any other target refused"},
       {"gather", "embedding lookups: rows of a table picked by integer ids"},
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
@@ -92,6 +98,9 @@ const std::vector<SupportedOp> &supportedOps() {
       {"scan", "a running add, multiply, maximum or minimum as a reduce-window; any other region unrolled, at most "
                "4096 steps; is_reverse"},
       // Structure
+      {"async-done", "the wrapped op's result (OP-done, as fusion-done, likewise)"},
+      {"async-start", "the calls= computation inlined; OP-start (fusion-start, ...) is read as OP, any op listed here"},
+      {"async-update", "values unchanged (OP-update likewise)"},
       {"call", "inlined"},
       {"conditional", "a pred or an s32 branch index (out of range: the last branch); every branch computed, its "
                       "result selected"},
@@ -149,9 +158,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "all-to-all",
       "asin",
       "asinh",
-      "async-done",
-      "async-start",
-      "async-update",
       "atanh",
       "batch-norm-grad",
       "batch-norm-inference",
@@ -165,10 +171,7 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "collective-permute-start",
       "complex",
       "composite",
-      "copy-done",
-      "copy-start",
       "cosh",
-      "custom-call",
       "domain",
       "dynamic-reshape",
       "fft",

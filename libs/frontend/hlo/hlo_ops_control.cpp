@@ -13,6 +13,22 @@
 // reads a constant start) and zero trips give the initial tuple. Any other
 // loop is refused, saying which of the three is not a constant.
 //
+// After XLA's passes the same loop is written through fusions: the
+// condition's ROOT is a fusion computing the compare, the body's counter a
+// fusion computing the add, its start a copy of the constant. The counter
+// is found by looking through fusions, calls and copies (a fused
+// computation's parameter standing for the fusion's operand). XLA also
+// writes the count it proved, backend_config={"known_trip_count":{"n":"N"}}:
+// where the reader finds the counter too, the two must agree; where it does
+// not, N is all there is and is used, the condition still checked wherever
+// it folds to a constant.
+//
+// XLA's asynchronous pairs (fusion-start and fusion-done, async-start with
+// calls=, copy-start and copy-done) run one op in two halves; the values are
+// the op's, so they are read as the op: the start's tuple holds the
+// operands, the op's result and a context, and the done takes the result
+// out of it.
+//
 // The branches of a conditional are pure computations, so computing all of
 // them and selecting one result changes no value: with a pred, select(p,
 // true branch, false branch); with an s32 index over N branches, the index
@@ -20,11 +36,14 @@
 // the last branch, as XLA clamps it. A predicate or index that is a
 // constant picks its branch when the module is read.
 #include "frontend/hlo/hlo_builder.h"
+#include "frontend/hlo/hlo_json.h"
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 namespace mlpipe::fe::hlo {
 
@@ -32,21 +51,82 @@ namespace {
 
 using Wide = __int128;
 
-// The instruction an operand of `ins` names in `computation`, or nullptr.
-const Instruction *operandOf(const Computation &computation, const Instruction &ins, size_t i) {
-  if (i >= ins.operands.size())
-    return nullptr;
-  auto found = computation.byName.find(ins.operands[i].name);
-  return found == computation.byName.end() ? nullptr : &computation.instructions[found->second];
+// An instruction as a loop's condition or body computes it, seen through
+// the fusions and calls it is inside: `caller` is the fusion or call whose
+// computation holds `ins` (null: the loop's own computation), so a
+// parameter of a fused computation stands for the caller's operand.
+struct Site {
+  const Computation *computation = nullptr;
+  const Instruction *ins = nullptr;
+  std::shared_ptr<const Site> caller;
+};
+
+// The computation a fusion or call instruction calls, or nullptr.
+const Computation *callee(const ModuleText &module, const Instruction &ins) {
+  std::string_view key = ins.opcode == "call" ? "to_apply" : "calls";
+  for (const Attribute &attribute : ins.attributes)
+    if (attribute.name == key) {
+      std::string_view name = attribute.text;
+      if (!name.empty() && name.front() == '%')
+        name.remove_prefix(1);
+      auto found = module.byName.find(std::string(name));
+      return found == module.byName.end() ? nullptr : &module.computations[found->second];
+    }
+  return nullptr;
 }
 
-// The tuple element `ins` reads from its computation's parameter 0 (a
-// get-tuple-element of the parameter), or nullopt.
-std::optional<int64_t> parameterElement(const Computation &computation, const Instruction &ins) {
+// Operand i of `site`'s instruction, as written (not looked through).
+std::optional<Site> rawOperand(const Site &site, size_t i) {
+  if (i >= site.ins->operands.size())
+    return std::nullopt;
+  auto found = site.computation->byName.find(site.ins->operands[i].name);
+  if (found == site.computation->byName.end())
+    return std::nullopt;
+  return Site{site.computation, &site.computation->instructions[found->second], site.caller};
+}
+
+// What `site` computes, looked through copies, fusions, calls and the
+// parameters of the computations they call.
+std::optional<Site> lookThrough(const ModuleText &module, Site site) {
+  for (int step = 0; step < 4 * kMaxNesting; ++step) {
+    const Instruction &ins = *site.ins;
+    if (ins.opcode == "copy" && ins.operands.size() == 1) {
+      std::optional<Site> next = rawOperand(site, 0);
+      if (!next)
+        return std::nullopt;
+      site = *next;
+    } else if (ins.opcode == "fusion" || ins.opcode == "call") {
+      const Computation *called = callee(module, ins);
+      if (!called)
+        return std::nullopt;
+      site = Site{called, &called->instructions[called->root], std::make_shared<const Site>(site)};
+    } else if (ins.opcode == "parameter" && site.caller) {
+      std::optional<Site> next =
+          rawOperand(*site.caller, static_cast<size_t>(std::max<int64_t>(0, ins.parameterNumber)));
+      if (!next || ins.parameterNumber < 0)
+        return std::nullopt;
+      site = *next;
+    } else {
+      return site;
+    }
+  }
+  return std::nullopt; // calls that nest too deep (or call themselves)
+}
+
+// Operand i of `site`, looked through.
+std::optional<Site> operandOf(const ModuleText &module, const Site &site, size_t i) {
+  std::optional<Site> operand = rawOperand(site, i);
+  return operand ? lookThrough(module, *operand) : std::nullopt;
+}
+
+// The tuple element `site` reads from the loop computation's parameter 0 (a
+// get-tuple-element of it), or nullopt.
+std::optional<int64_t> parameterElement(const ModuleText &module, const Site &site) {
+  const Instruction &ins = *site.ins;
   if (ins.opcode != "get-tuple-element" || ins.operands.size() != 1)
     return std::nullopt;
-  const Instruction *tuple = operandOf(computation, ins, 0);
-  if (!tuple || tuple->opcode != "parameter" || tuple->parameterNumber != 0)
+  std::optional<Site> tuple = operandOf(module, site, 0);
+  if (!tuple || tuple->caller || tuple->ins->opcode != "parameter" || tuple->ins->parameterNumber != 0)
     return std::nullopt;
   for (const Attribute &attribute : ins.attributes)
     if (attribute.name == "index") {
@@ -184,57 +264,73 @@ Builder::TripCount Builder::countTrips(const LoopCounter &counter, double startV
 }
 
 // The counter of the loop: the tuple element the condition compares with a
-// constant and the body steps by a constant.
-Builder::LoopCounter Builder::loopCounter(const Instruction &ins, const Computation &condition,
-                                          const Computation &body) const {
-  auto unknown = [&](const std::string &why) {
-    failOp(ins, fmt::format("its trip count is not known when the module is read ({}); mlpipe unrolls loops whose "
-                            "counter starts at a constant, is compared with a constant and steps by a constant",
-                            why));
-  };
-  const Instruction &root = condition.instructions[condition.root];
+// constant and the body steps by a constant, each looked through fusions,
+// calls and copies; nullopt, with `why` set, when there is none.
+std::optional<Builder::LoopCounter> Builder::loopCounter(const Computation &condition, const Computation &body,
+                                                         std::string &why) const {
+  Site written{&condition, &condition.instructions[condition.root], nullptr};
+  Site root = lookThrough(module_, written).value_or(written);
   LoopCounter counter;
   std::optional<int64_t> element;
   std::optional<double> bound;
-  if (root.opcode == "compare" && root.operands.size() == 2) {
-    const Instruction *a = operandOf(condition, root, 0), *b = operandOf(condition, root, 1);
-    const Attribute *direction = findAttribute(root, "direction");
+  if (root.ins->opcode == "compare" && root.ins->operands.size() == 2) {
+    std::optional<Site> a = operandOf(module_, root, 0), b = operandOf(module_, root, 1);
+    const Attribute *direction = findAttribute(*root.ins, "direction");
     static const std::map<std::string, CompareFn> directions = {{"EQ", CompareFn::Eq}, {"NE", CompareFn::Ne},
                                                                 {"LT", CompareFn::Lt}, {"LE", CompareFn::Le},
                                                                 {"GT", CompareFn::Gt}, {"GE", CompareFn::Ge}};
     auto found = direction ? directions.find(std::string(direction->text)) : directions.end();
     if (a && b && found != directions.end()) {
-      if ((element = parameterElement(condition, *a)) && (bound = scalarConstant(b)))
+      if ((element = parameterElement(module_, *a)) && (bound = scalarConstant(b->ins)))
         counter.direction = found->second;
-      else if ((element = parameterElement(condition, *b)) && (bound = scalarConstant(a)))
+      else if ((element = parameterElement(module_, *b)) && (bound = scalarConstant(a->ins)))
         counter.direction = swapped(found->second);
     }
   }
-  if (!element || !bound)
-    unknown(fmt::format("condition %{}'s ROOT %{} is not a compare of a tuple element with a constant", condition.name,
-                        root.name));
+  if (!element || !bound) {
+    why = fmt::format("condition %{}'s ROOT %{} is not a compare of a tuple element with a constant", condition.name,
+                      condition.instructions[condition.root].name);
+    return std::nullopt;
+  }
   counter.element = static_cast<size_t>(*element);
   counter.bound = *bound;
-  const Instruction &bodyRoot = body.instructions[body.root];
   std::optional<double> step;
-  if (bodyRoot.opcode == "tuple" && counter.element < bodyRoot.operands.size()) {
-    const Instruction *next = operandOf(body, bodyRoot, counter.element);
-    if (next && (next->opcode == "add" || next->opcode == "subtract")) {
-      const Instruction *a = operandOf(body, *next, 0), *b = operandOf(body, *next, 1);
-      if (a && b && parameterElement(body, *a) == element)
-        step = scalarConstant(b);
-      else if (a && b && next->opcode == "add" && parameterElement(body, *b) == element)
-        step = scalarConstant(a);
-      if (step && next->opcode == "subtract")
+  std::optional<Site> bodyRoot = lookThrough(module_, Site{&body, &body.instructions[body.root], nullptr});
+  if (bodyRoot && bodyRoot->ins->opcode == "tuple" && counter.element < bodyRoot->ins->operands.size()) {
+    std::optional<Site> next = operandOf(module_, *bodyRoot, counter.element);
+    if (next && (next->ins->opcode == "add" || next->ins->opcode == "subtract")) {
+      std::optional<Site> a = operandOf(module_, *next, 0), b = operandOf(module_, *next, 1);
+      if (a && b && parameterElement(module_, *a) == element)
+        step = scalarConstant(b->ins);
+      else if (a && b && next->ins->opcode == "add" && parameterElement(module_, *b) == element)
+        step = scalarConstant(a->ins);
+      if (step && next->ins->opcode == "subtract")
         step = -*step;
     }
   }
-  if (!step)
-    unknown(fmt::format("body %{} does not give back tuple element {}, the counter condition %{} compares, plus or "
-                        "minus a constant",
-                        body.name, counter.element, condition.name));
+  if (!step) {
+    why = fmt::format("body %{} does not give back tuple element {}, the counter condition %{} compares, plus or "
+                      "minus a constant",
+                      body.name, counter.element, condition.name);
+    return std::nullopt;
+  }
   counter.step = *step;
   return counter;
+}
+
+// backend_config={"known_trip_count":{"n":"N"}}: the trip count XLA proved,
+// or nullopt when the loop does not record one.
+std::optional<int64_t> Builder::knownTripCount(const Instruction &ins) const {
+  std::optional<Json> config = backendConfig(ins);
+  const Json *known = config ? config->find("known_trip_count") : nullptr;
+  if (!known)
+    return std::nullopt;
+  const Json *n = known->find("n");
+  std::optional<double> count = n ? n->numeric() : std::nullopt;
+  if (!count || *count < 0 || *count != std::trunc(*count) || *count > 0x1p62)
+    fail(known->loc,
+         fmt::format("while %{}: known_trip_count in its backend_config is not a whole number of trips", ins.name));
+  return static_cast<int64_t>(*count);
 }
 
 Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *> &operands, int depth) {
@@ -250,25 +346,44 @@ Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *
   const Value &initial = *operands[0];
   if (initial.tensor)
     failOp(ins, "its operand is an array; mlpipe unrolls loops over a tuple that holds their counter");
-  LoopCounter counter = loopCounter(ins, condition, body);
-  if (counter.element >= initial.elements.size())
-    failOp(ins, fmt::format("condition %{} compares tuple element {} of a tuple of {}", condition.name, counter.element,
-                            initial.elements.size()));
-  const Value &start = initial.elements[counter.element];
-  if (!start.tensor || start.tensor->rank() != 0 || !isInteger(start.tensor->dtype()))
-    failOp(ins, fmt::format("tuple element {}, the counter condition %{} compares, is not an integer scalar; mlpipe "
-                            "counts the trips of an integer counter",
-                            counter.element, condition.name));
-  counter.dtype = start.tensor->dtype();
-  const Node &startNode = graph_->node(start.tensor->id());
-  if (startNode.kind != OpKind::Constant)
-    failOp(ins, fmt::format("its trip count is not known when the module is read: tuple element {}, the counter "
-                            "condition %{} compares, starts at a value computed at run time",
-                            counter.element, condition.name));
-  TripCount trips = countTrips(counter, startNode.value);
-  if (trips.count < 0)
-    failOp(ins, fmt::format("it does not end: {} (tuple element {}, {} {} in condition %{})", trips.why,
-                            counter.element, directionName(counter.direction), counter.bound, condition.name));
+  std::string why;
+  std::optional<LoopCounter> found = loopCounter(condition, body, why);
+  std::optional<int64_t> known = knownTripCount(ins);
+  if (!found && !known)
+    failOp(ins, fmt::format("its trip count is not known when the module is read ({}); mlpipe unrolls loops whose "
+                            "counter starts at a constant, is compared with a constant and steps by a constant",
+                            why));
+  TripCount trips;
+  if (found) {
+    LoopCounter counter = *found;
+    if (counter.element >= initial.elements.size())
+      failOp(ins, fmt::format("condition %{} compares tuple element {} of a tuple of {}", condition.name,
+                              counter.element, initial.elements.size()));
+    const Value &start = initial.elements[counter.element];
+    if (!start.tensor || start.tensor->rank() != 0 || !isInteger(start.tensor->dtype()))
+      failOp(ins, fmt::format("tuple element {}, the counter condition %{} compares, is not an integer scalar; mlpipe "
+                              "counts the trips of an integer counter",
+                              counter.element, condition.name));
+    counter.dtype = start.tensor->dtype();
+    const Node &startNode = graph_->node(start.tensor->id());
+    if (startNode.kind != OpKind::Constant)
+      failOp(ins, fmt::format("its trip count is not known when the module is read: tuple element {}, the counter "
+                              "condition %{} compares, starts at a value computed at run time",
+                              counter.element, condition.name));
+    trips = countTrips(counter, startNode.value);
+    if (trips.count < 0)
+      failOp(ins, fmt::format("it does not end: {} (tuple element {}, {} {} in condition %{})", trips.why,
+                              counter.element, directionName(counter.direction), counter.bound, condition.name));
+    // The count the reader derives and the one XLA proved must agree.
+    if (known && *known != trips.count)
+      failOp(ins, fmt::format("its backend_config's known_trip_count is {}, but its counter (tuple element {}, from "
+                              "{} by {}, {} {}) makes {} trips",
+                              *known, counter.element, startNode.value, counter.step, directionName(counter.direction),
+                              counter.bound, trips.count));
+  } else {
+    // No counter the reader recognises: XLA's proved count is all there is.
+    trips.count = *known;
+  }
   if (trips.count > static_cast<int64_t>(kMaxGraphNodes))
     failOp(ins, fmt::format("it runs {} trips, more than mlpipe unrolls: a module may record at most {} operations "
                             "once calls, fusions and loops are inlined",
@@ -276,21 +391,27 @@ Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *
 
   // The condition as the graph computes it must agree with the count: true
   // before the first trip (if any), false after the last.
+  // With only XLA's count to go on, a condition that is computed at run
+  // time is taken on XLA's word, and one that folds to a constant is
+  // checked before every trip.
   auto checkCondition = [&](const Value &state, bool expected, int64_t trip) {
     Value holds = evaluate(conditionIndex, {state}, depth + 1, ins.opcodeLoc);
     if (!holds.tensor || holds.tensor->dtype() != DType::i1 || holds.tensor->rank() != 0)
       failOp(ins, fmt::format("condition %{} does not return a pred[]", condition.name));
     const Node &node = graph_->node(holds.tensor->id());
+    if (!found && node.kind != OpKind::Constant)
+      return;
     if (node.kind != OpKind::Constant || (node.value != 0) != expected)
-      failOp(ins, fmt::format("internal: condition %{} does not give {} after {} trips, as its counter says",
-                              condition.name, expected ? "true" : "false", trip));
+      failOp(ins, fmt::format("{}condition %{} does not give {} after {} trips, as {} says", found ? "internal: " : "",
+                              condition.name, expected ? "true" : "false", trip,
+                              found ? "its counter" : "its backend_config's known_trip_count"));
   };
   std::optional<Unrolling> outer = unrolling_;
   if (!unrolling_)
     unrolling_ = Unrolling{&ins, trips.count};
   Value state = initial;
   for (int64_t trip = 0; trip < trips.count; ++trip) {
-    if (trip == 0)
+    if (trip == 0 || !found)
       checkCondition(state, true, trip);
     state = evaluate(bodyIndex, {state}, depth + 1, ins.opcodeLoc);
   }
@@ -387,6 +508,70 @@ Value Builder::conditional(const Instruction &ins, const std::vector<const Value
   for (size_t i = last; i-- > 0;)
     result = selectValue(g.compare(CompareFn::Eq, selector, g.constant(static_cast<double>(i), DType::i32)), results[i],
                          result);
+  return result;
+}
+
+// A value nothing reads: the context an asynchronous start hands its done,
+// a library call's workspace.
+Value Builder::placeholder() {
+  Value unread;
+  unread.unread = true;
+  return unread;
+}
+
+// XLA's asynchronous pairs, read as the op they wrap: async-start with
+// calls= (the computation inlined), OP-start for any op mlpipe reads
+// (fusion-start, ...), each giving ((operands...), result, context...);
+// OP-update and async-update passing that on; OP-done and async-done
+// taking the result out. copy-start gives (copy, operand, context) and
+// copy-done the copy. nullopt for any other opcode, and for the starts of
+// ops mlpipe does not read (all-reduce-start, ...), refused by name.
+std::optional<Value> Builder::asyncOp(const Instruction &ins, const std::vector<const Value *> &operands,
+                                      const std::vector<Value> &arguments, bool isEntry, int depth) {
+  const std::string &op = ins.opcode;
+  auto suffixed = [&](std::string_view suffix) -> std::optional<std::string> {
+    if (op.size() <= suffix.size() || op.compare(op.size() - suffix.size(), suffix.size(), suffix) != 0)
+      return std::nullopt;
+    std::string wrapped = op.substr(0, op.size() - suffix.size());
+    if (wrapped != "async" && !findSupportedOp(wrapped))
+      return std::nullopt;
+    return wrapped;
+  };
+  if (auto wrapped = suffixed("-done")) {
+    expectOperands(ins, 1);
+    const Value &started = *operands[0];
+    if (started.tensor || started.elements.size() < 2)
+      failOp(ins, fmt::format("operand %{} is not the tuple an asynchronous start gives", ins.operands[0].name));
+    return started.elements[*wrapped == "copy" ? 0 : 1];
+  }
+  if (auto wrapped = suffixed("-update")) {
+    expectOperands(ins, 1);
+    return *operands[0];
+  }
+  std::optional<std::string> wrapped = suffixed("-start");
+  if (!wrapped)
+    return std::nullopt;
+  if (!ins.shape || !ins.shape->tuple || ins.shape->elements.size() < (*wrapped == "copy" ? 3u : 2u))
+    failOp(ins, "its result must be the tuple an asynchronous start gives: (operands, result, context)");
+  const std::vector<ShapeText> &parts = ins.shape->elements;
+  Value result;
+  if (*wrapped == "copy") { // (destination, source, context)
+    expectOperands(ins, 1);
+    result.elements = {*operands[0], *operands[0]};
+  } else {
+    Value done;
+    if (*wrapped == "async") {
+      done = inlineCall(ins, operands, depth);
+    } else {
+      Instruction inner = ins;
+      inner.opcode = *wrapped;
+      inner.shape = parts[1];
+      done = buildChecked(inner, operands, arguments, isEntry, depth);
+    }
+    result.elements = {tupleOf(operands), done};
+  }
+  for (size_t i = result.elements.size(); i < parts.size(); ++i)
+    result.elements.push_back(placeholder());
   return result;
 }
 

@@ -145,10 +145,19 @@ Tensor Builder::reduce(const Instruction &ins, const std::vector<const Value *> 
 Tensor Builder::dot(const Instruction &ins, Tensor lhs, Tensor rhs) {
   if (findAttribute(ins, "sparsity"))
     failOp(ins, "sparse dots are not supported");
-  std::vector<int64_t> lhsBatch = optionalIntList(ins, "lhs_batch_dims");
-  std::vector<int64_t> rhsBatch = optionalIntList(ins, "rhs_batch_dims");
-  std::vector<int64_t> lhsContracting = optionalIntList(ins, "lhs_contracting_dims");
-  std::vector<int64_t> rhsContracting = optionalIntList(ins, "rhs_contracting_dims");
+  DotDimensions dims{optionalIntList(ins, "lhs_batch_dims"), optionalIntList(ins, "rhs_batch_dims"),
+                     optionalIntList(ins, "lhs_contracting_dims"), optionalIntList(ins, "rhs_contracting_dims")};
+  std::optional<DType> result;
+  if (ins.shape && !ins.shape->tuple)
+    result = elementType(*ins.shape);
+  return dotGeneral(ins, lhs, rhs, dims, result);
+}
+
+// The dot of `dims`, its operands converted to `result` first when given.
+Tensor Builder::dotGeneral(const Instruction &ins, Tensor lhs, Tensor rhs, const DotDimensions &dims,
+                           std::optional<DType> result) {
+  const std::vector<int64_t> &lhsBatch = dims.lhsBatch, &rhsBatch = dims.rhsBatch;
+  const std::vector<int64_t> &lhsContracting = dims.lhsContracting, &rhsContracting = dims.rhsContracting;
   if (lhsBatch.size() != rhsBatch.size())
     failOp(ins, fmt::format("lhs has {} batch dimensions and rhs {}", lhsBatch.size(), rhsBatch.size()));
   if (lhsContracting.size() != rhsContracting.size())
@@ -182,10 +191,9 @@ Tensor Builder::dot(const Instruction &ins, Tensor lhs, Tensor rhs) {
                               lhsContracting[i], lhs.shape()[lhsContracting[i]], rhsContracting[i],
                               rhs.shape()[rhsContracting[i]]));
   // Mixed types (bf16 x bf16 -> f32, say) multiply in the result's type.
-  if (ins.shape && !ins.shape->tuple) {
-    DType result = elementType(*ins.shape);
-    lhs = graph_->convert(lhs, result);
-    rhs = graph_->convert(rhs, result);
+  if (result) {
+    lhs = graph_->convert(lhs, *result);
+    rhs = graph_->convert(rhs, *result);
   }
   auto sizes = [](Tensor t, const std::vector<int64_t> &axes) {
     Shape out;
@@ -213,11 +221,11 @@ Tensor Builder::dot(const Instruction &ins, Tensor lhs, Tensor rhs) {
     lhsShape.insert(lhsShape.begin(), product(batch));
     rhsShape.insert(rhsShape.begin(), product(batch));
   }
-  Tensor result = graph_->matmul(arranged(lhs, lhsOrder, lhsShape), arranged(rhs, rhsOrder, rhsShape));
+  Tensor matrix = graph_->matmul(arranged(lhs, lhsOrder, lhsShape), arranged(rhs, rhsOrder, rhsShape));
   Shape out = batch;
   out.insert(out.end(), m.begin(), m.end());
   out.insert(out.end(), n.begin(), n.end());
-  return graph_->reshape(result, out);
+  return graph_->reshape(matrix, out);
 }
 
 // gather in the forms an embedding lookup takes: whole rows of the

@@ -3,6 +3,8 @@
 // concatenate, pad, iota) recorded into the front-end graph.
 #include "frontend/hlo/hlo_builder.h"
 
+#include <numeric>
+
 namespace mlpipe::fe::hlo {
 
 // iota, broadcast, reshape, bitcast, transpose, slice, concatenate, pad,
@@ -36,10 +38,7 @@ std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::ve
     DType dtype = elementType(shape);
     if (dtype != operand(0).dtype())
       failOp(ins, "a bitcast between element types is a bitcast-convert, which mlpipe does not support");
-    if (!operands[0]->defaultLayout || !hasDefaultLayout(shape))
-      failOp(ins, fmt::format("a bitcast to or from a non-default layout reinterprets memory: read row-major it "
-                              "would change the values, so mlpipe reads bitcasts between default layouts only"));
-    return tensorValue(g.reshape(operand(0), shape.dims));
+    return tensorValue(bitcast(ins, *operands[0], shape));
   }
   if (op == "transpose") {
     expectOperands(ins, 1);
@@ -69,6 +68,55 @@ std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::ve
   if (op == "dynamic-slice" || op == "dynamic-update-slice")
     return tensorValue(dynamicSlice(ins, operands));
   return std::nullopt;
+}
+
+// A bitcast reinterprets memory: its operand's elements in their physical
+// order (major to minor, as its layout lays them out) are the result's in
+// the result's physical order. So it is read as the operand transposed into
+// its physical order, reshaped to the result's physical shape, and
+// transposed back to the result's logical order; between row-major layouts
+// that is a reshape. A layout with tiling or a memory space (after ':')
+// lays elements out in an order this does not model, and is refused.
+Tensor Builder::bitcast(const Instruction &ins, const Value &operand, const ShapeText &shape) {
+  Tensor x = *operand.tensor;
+  std::optional<std::vector<int64_t>> resultLayout = plainLayout(shape);
+  bool operandTiled = !operand.defaultLayout && operand.minorToMajor.empty();
+  if (!resultLayout || operandTiled)
+    failOp(ins, fmt::format("a bitcast of {} to {} with a tiled layout (or a memory space) reinterprets memory in "
+                            "an order mlpipe does not model; it reads bitcasts between layouts that permute axes",
+                            describe(x), hloShape(x.dtype(), shape.dims)));
+  // Major-to-minor axis order of a layout (empty: row-major).
+  auto physicalOrder = [](const std::vector<int64_t> &minorToMajor, int64_t rank) {
+    std::vector<int64_t> order(static_cast<size_t>(rank));
+    if (minorToMajor.empty())
+      std::iota(order.begin(), order.end(), 0);
+    else
+      order.assign(minorToMajor.rbegin(), minorToMajor.rend());
+    return order;
+  };
+  auto isIdentity = [](const std::vector<int64_t> &order) {
+    for (size_t i = 0; i < order.size(); ++i)
+      if (order[i] != static_cast<int64_t>(i))
+        return false;
+    return true;
+  };
+  std::vector<int64_t> from = physicalOrder(operand.minorToMajor, x.rank());
+  std::vector<int64_t> to = physicalOrder(*resultLayout, static_cast<int64_t>(shape.dims.size()));
+  if (numElements(shape.dims) != numElements(x.shape()))
+    failOp(ins, fmt::format("it reinterprets {} as {}, which holds a different number of elements", describe(x),
+                            hloShape(x.dtype(), shape.dims)));
+  Tensor physical = isIdentity(from) ? x : graph_->transpose(x, from);
+  Shape physicalShape;
+  for (int64_t axis : to)
+    physicalShape.push_back(shape.dims[static_cast<size_t>(axis)]);
+  Tensor reshaped = graph_->reshape(physical, physicalShape);
+  if (isIdentity(to))
+    return reshaped;
+  // Axis d of the result is axis j of the physical array where to[j] = d.
+  std::vector<int64_t> back(to.size());
+  for (size_t j = 0; j < to.size(); ++j)
+    back[static_cast<size_t>(to[j])] = static_cast<int64_t>(j);
+  return graph_->transpose(reshaped, back);
 }
 
 // slice={[start:limit(:stride)?], ...}: one contiguous axis maps onto the
