@@ -13,6 +13,7 @@
 
 #include "frontend/convolution.h"
 #include "frontend/emitter/function_emitter.h"
+#include "frontend/scatter_gather.h"
 
 #include "support/error.h"
 
@@ -45,8 +46,11 @@ std::string emitMlir(const Program &program) {
   for (auto &function : program.functions) {
     if (function->outputs().empty())
       fail("function '{}' has no outputs", function->name());
-    // Convolutions become the ops they are compiled as (convolution.h).
+    // Convolutions, gathers and scatters become the ops they are compiled
+    // as (convolution.h, scatter_gather.h).
     std::unique_ptr<Graph> lowered = withConvolutionsLowered(*function);
+    if (std::unique_ptr<Graph> indexed = withScatterGatherLowered(lowered ? *lowered : *function))
+      lowered = std::move(indexed);
     emitter::FunctionEmitter(lowered ? *lowered : *function, out).emit();
   }
   out += "}\n";

@@ -287,6 +287,9 @@ void FunctionEmitter::emitNode(int id) {
     return emitDynamicSlice(id);
   case OpKind::Convolution: // emitMlir lowers every convolution first
     fail("a convolution reached the MLIR emitter without being lowered (frontend/convolution.h)");
+  case OpKind::GatherSlices: // and every gather and scatter
+  case OpKind::Scatter:
+    fail("a gather or scatter reached the MLIR emitter without being lowered (frontend/scatter_gather.h)");
   }
 }
 
