@@ -82,10 +82,14 @@ const std::vector<SupportedOp> &supportedOps() {
       {"dot", "any dimension numbers"},
       {"convolution", "floats; any dim_labels, window (size, stride, pad, lhs_dilate, rhs_dilate), "
                       "feature_group_count (not batch_group_count); a window of at most 256 positions"},
-      {"gather", "embedding lookups: rows of a table picked by integer ids"},
+      {"gather", "any dimension numbers and batching dims, starts clamped into the operand; embedding lookups "
+                 "as a row gather"},
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
+      {"scatter", "one operand; any dimension numbers and batching dims; add, multiply, maximum, minimum, and, or or "
+                  "assign (the last duplicate wins); windows not wholly inside skipped; at most 2^24 operand x "
+                  "update elements"},
       // Structure
       {"call", "inlined"},
       {"conditional", "a pred or an s32 branch index (out of range: the last branch); every branch computed, its "
@@ -187,7 +191,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "rng-get-and-update-state",
       "scaled-dot",
       "scan",
-      "scatter",
       "select-and-scatter",
       "send",
       "send-done",
