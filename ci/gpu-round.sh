@@ -149,6 +149,16 @@ fi
 # with the cache against without; then the forwards and decode steps timed
 # in bf16 and f32 in one run.
 if want sixteen; then
+  # One-row products (a decode step's GEMVs) on the generated skinny kernel,
+  # which reads 16-bit operands as stored: aligned and odd N, each epilogue.
+  for dtype in bf16 f16; do
+    step verify.gemv.$dtype.aligned verify matmul --shape 1x768 --shape 768x2304 --dtype $dtype --epilogue bias-gelu \
+      --target gpu
+    step verify.gemv.$dtype.odd verify matmul --shape 1x77 --shape 77x45 --dtype $dtype --epilogue bias-residual \
+      --target gpu
+    step verify.gemv.$dtype.deep verify matmul --shape 1x3072 --shape 3072x768 --dtype $dtype --epilogue bias \
+      --target gpu
+  done
   for dtype in bf16 f16; do
     for mode in sublayer fused; do
       step gpt2.verify.$dtype.$mode verify gpt2 --steps 10 --mode $mode --dtype $dtype --cache compare --target gpu \

@@ -12,6 +12,7 @@
 #include "support/output_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -61,6 +62,36 @@ std::vector<std::pair<std::string, HostTensor>> randomInputs(const fe::Graph &gr
 }
 
 namespace {
+
+std::string shapeText(DType dtype, const Shape &shape) {
+  return fmt::format("{}[{}]", dtypeName(dtype), fmt::join(shape, ","));
+}
+
+// The inputs saved in DIR/in<i>.npy, one per parameter in order, each of the
+// parameter's shape; a float file for a bf16 or f16 parameter is rounded to
+// it, as `run` does.
+std::vector<std::pair<std::string, HostTensor>> givenInputs(const fe::Graph &graph, const std::string &directory) {
+  std::vector<std::pair<std::string, HostTensor>> inputs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const fe::Node &node = graph.node(graph.inputs()[i]);
+    std::string path = fmt::format("{}/in{}.npy", directory, i);
+    if (!std::filesystem::exists(path))
+      fail("--inputs: {} is missing: parameter {} ({}) is {}", path, i, node.name, shapeText(node.dtype, node.shape));
+    HostTensor tensor = readNpy(path);
+    if (tensor.shape() != node.shape)
+      fail("--inputs: {} is {}, but parameter {} ({}) is {}", path, shapeText(tensor.dtype(), tensor.shape()), i,
+           node.name, shapeText(node.dtype, node.shape));
+    bool sameKind = isFloat(tensor.dtype()) == isFloat(node.dtype);
+    if (!sameKind)
+      fail("--inputs: {} holds {}, but parameter {} ({}) is {}", path, dtypeName(tensor.dtype()), i, node.name,
+           shapeText(node.dtype, node.shape));
+    inputs.emplace_back(node.name, tensor.dtype() == node.dtype ? tensor : tensor.convertedTo(node.dtype));
+  }
+  std::string extra = fmt::format("{}/in{}.npy", directory, graph.inputs().size());
+  if (std::filesystem::exists(extra))
+    fail("--inputs: {} has no parameter: the program takes {} inputs", extra, graph.inputs().size());
+  return inputs;
+}
 
 // The elements of an integer result that hold the poison's bytes because
 // the reference has that value there (an 8-bit result can well be 0xA5):
@@ -160,7 +191,11 @@ std::string replayScript(const std::string &what, const fe::Graph &graph, const 
   const KernelOptions &kernel = request.options;
   // An HLO module is replayed from its copy beside the script.
   std::string program = isHloFile(what) ? std::filesystem::path(what).filename().string() : what;
-  std::string verifyCommand = fmt::format("verify {} --seed {} --target {}", program, seed, targetName(request.target));
+  std::string verifyCommand =
+      request.inputsDirectory.empty()
+          ? fmt::format("verify {} --seed {} --target {}", program, seed, targetName(request.target))
+          : fmt::format("verify {} --inputs {} --target {}", program, request.inputsDirectory,
+                        targetName(request.target));
   if (!isHloFile(what)) {
     for (const Shape &shape : kernel.shapes)
       verifyCommand += " --shape " + formatShape(shape);
@@ -220,7 +255,8 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
   std::string name = graph.name();
   checkFitsInMemory(graph, labelFor(what));
   inputText = describeInputs(graph);
-  auto inputs = randomInputs(graph, seed, request.inputOffset, request.inputScale);
+  auto inputs = request.inputsDirectory.empty() ? randomInputs(graph, seed, request.inputOffset, request.inputScale)
+                                                : givenInputs(graph, request.inputsDirectory);
 
   ref::Values referenceInputs;
   for (auto &[input, tensor] : inputs)
@@ -278,6 +314,23 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
     int64_t unwritten = countPoisoned(actual) - poisonValuesExpected(actual, reference);
     bool pass = unwritten == 0 && std::isfinite(comparison.relativeL2) && comparison.relativeL2 < tolerance;
     checks.push_back({spec.name, comparison.relativeL2, comparison.maxAbsError, unwritten, pass});
+  }
+  // The given outputs, compared after the reference's rows: the program must
+  // agree with them as closely as with the float64 reference.
+  for (size_t i = 0; i < entry.outputs.size() && !request.inputsDirectory.empty(); ++i) {
+    std::string path = fmt::format("{}/out{}.npy", request.inputsDirectory, i);
+    if (!std::filesystem::exists(path))
+      continue;
+    const TensorSpec &spec = entry.outputs[i];
+    HostTensor given = readNpy(path);
+    if (given.shape() != spec.shape)
+      fail("--inputs: {} is {}, but output {} ({}) is {}", path, shapeText(given.dtype(), given.shape()), i, spec.name,
+           shapeText(spec.dtype, spec.shape));
+    Comparison comparison =
+        compareTensors(results[i].first, given.convertedTo(DType::f64), 0.0, 0.0, /*equalNan=*/true);
+    bool pass = std::isfinite(comparison.relativeL2) && comparison.relativeL2 < tolerance;
+    checks.push_back(
+        {fmt::format("{}=out{}.npy", spec.name, i), comparison.relativeL2, comparison.maxAbsError, 0, pass});
   }
   bool failed = std::any_of(checks.begin(), checks.end(), [](const OutputCheck &check) { return !check.pass; });
   if (failed && !request.reproDirectory.empty()) {
@@ -340,6 +393,8 @@ bool verifyKernels(const KernelVerifyRequest &request) {
       kernels.push_back(kernel);
   }
   bool anyHlo = std::any_of(kernels.begin(), kernels.end(), isHloFile);
+  if (!request.inputsDirectory.empty() && kernels.size() != 1)
+    fail("--inputs gives the inputs of one program, not of {}", kernels.size());
   uint64_t seed = request.seed ? *request.seed : std::random_device{}();
   std::string what = kernels.size() == 1 ? labelFor(kernels[0])
                                          : fmt::format("{} {}", kernels.size(), anyHlo ? "programs" : "kernels");
@@ -363,8 +418,10 @@ bool verifyKernels(const KernelVerifyRequest &request) {
     return bound.derivation.empty() ? fmt::format("{:g}", bound.tolerance)
                                     : fmt::format("{:.3g} ({})", bound.tolerance, bound.derivation);
   };
-  std::cout << fmt::format("verify: {} on the {}{}, {}inputs from seed {}, float64 reference, tolerance {}\n", what,
-                           targetName(request.target), where, inputKind, seed,
+  std::string source = request.inputsDirectory.empty() ? fmt::format("{}inputs from seed {}", inputKind, seed)
+                                                       : fmt::format("inputs from {}", request.inputsDirectory);
+  std::cout << fmt::format("verify: {} on the {}{}, {}, float64 reference, tolerance {}\n", what,
+                           targetName(request.target), where, source,
                            oneBound ? describe(bounds.front()) : "per program (the bound column)");
   size_t width = 10;
   for (const std::string &kernel : kernels)

@@ -42,6 +42,11 @@ struct KernelVerifyRequest {
   // {output}.actual.npy and {output}.expected.npy, and replay.sh (the exact
   // verify command, then the stage tools, run and a comparison by hand).
   std::string reproDirectory;
+  // When set (one program only): the inputs are DIR/in<i>.npy, in parameter
+  // order, instead of random ones, and each output i is also compared with
+  // DIR/out<i>.npy where that file exists (another framework's results on
+  // the same inputs), within the same bound.
+  std::string inputsDirectory;
   bool managed = false; // GPU buffers in managed memory (the tutorial's path)
   // The first input is offset + scale * uniform[-1, 1) (the others stay in
   // [-1, 1)): large values test what a naive softmax (overflow) or a naive

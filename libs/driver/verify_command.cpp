@@ -22,8 +22,8 @@ const std::initializer_list<const char *> kFileFlags = {"--rtol", "--atol"};
 const std::initializer_list<const char *> kGpt2Flags = {"--steps",  "--mode",         "--weights", "--config",
                                                         "--prompt", "--save-weights", "--cache",   "--no-graphs"};
 const std::initializer_list<const char *> kKernelFlags = {
-    "--shape", "--batch",     "--heads",        "--transpose-a", "--transpose-b", "--epilogue",
-    "--save",  "--tolerance", "--input-offset", "--input-scale", "--format",      "--repro"};
+    "--shape",     "--batch",        "--heads",       "--transpose-a", "--transpose-b", "--epilogue", "--save",
+    "--tolerance", "--input-offset", "--input-scale", "--format",      "--repro",       "--inputs"};
 
 enum class VerifyUse { Files, Gpt2, Kernels };
 
@@ -79,6 +79,9 @@ bool checkKernels(const CLI::App &app, VerifyFlags &flags) {
   request.matmul = flags.matmul;
   if (app.count("--seed") > 0)
     request.seed = flags.seed;
+  if (app.count("--inputs") > 0)
+    refuseFlags(app, {"--seed", "--input-offset", "--input-scale", "--shape"},
+                "--inputs (the inputs are the files given)");
   if (app.count("--tolerance") > 0)
     request.tolerance = flags.tolerance;
   return verifyKernels(request);

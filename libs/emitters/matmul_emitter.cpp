@@ -137,10 +137,20 @@ private:
     return mlir::success();
   }
 
-  // What the generated kernel takes: f32 or f64 throughout, static shapes
-  // (checked here so that a product it does not take falls back quietly).
+  // What the generated kernel takes: f32 or f64 throughout, static shapes,
+  // or 16-bit A and B in its one-launch skinny form (checked here so that a
+  // product it does not take falls back quietly).
   mlir::LogicalResult checkOperandTypes(const Emission &e, std::string &why) const {
     const FusionNode &product = graph_.node(e.matmul);
+    auto aType = mlir::dyn_cast<mlir::MemRefType>(product.op.getDpsInputs()[0].getType());
+    auto bType = mlir::dyn_cast<mlir::MemRefType>(product.op.getDpsInputs()[1].getType());
+    auto cType = mlir::dyn_cast<mlir::MemRefType>(graph_.node(e.root).op.getDpsInits()[0].getType());
+    if (aType && bType && cType && (aType.getElementType().isBF16() || aType.getElementType().isF16())) {
+      bool accumulates = e.root == e.matmul && !e.startsFromZero;
+      if (accumulates || !generatedMatmulTakesSixteenBit(aType, bType, cType))
+        return why = "16-bit operands the one-launch skinny form does not take", mlir::failure();
+      return mlir::success();
+    }
     for (mlir::Value value :
          {product.op.getDpsInputs()[0], product.op.getDpsInputs()[1], graph_.node(e.root).op.getDpsInits()[0]}) {
       auto type = mlir::dyn_cast<mlir::MemRefType>(value.getType());
@@ -182,7 +192,7 @@ private:
   // output must be all of A, read by nothing else.
   mlir::LogicalResult makeRowPrologue(Emission &e, std::string &why) {
     auto aType = mlir::cast<mlir::MemRefType>(e.operands.a.getType());
-    int64_t elementBytes = aType.getElementType().isF64() ? 8 : 4;
+    int64_t elementBytes = aType.getElementType().getIntOrFloatBitWidth() / 8;
     mlir::Value rowOutput = rowCall_.getOperand(rowGraph_->outputs().front().argument);
     if (e.operands.a != rowOutput || aType.getRank() != 2 || e.accumulate ||
         !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))

@@ -47,6 +47,20 @@ Value slice(const Ix &ix, Value vector, int64_t offset, int64_t width) {
 
 Value fma(const Ix &ix, Value a, Value b, Value acc) { return mlir::vector::FMAOp::create(ix.b, ix.loc, a, b, acc); }
 
+Value convertFloat(const Ix &ix, Value value, mlir::Type to) {
+  mlir::Type from = mlir::getElementTypeOrSelf(value.getType());
+  if (from == to)
+    return value;
+  mlir::Type type = to;
+  if (auto vector = mlir::dyn_cast<mlir::VectorType>(value.getType()))
+    type = mlir::VectorType::get(vector.getShape(), to);
+  if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
+    return mlir::arith::ExtFOp::create(ix.b, ix.loc, type, value);
+  return mlir::arith::TruncFOp::create(ix.b, ix.loc, type, value);
+}
+
+int64_t bytesOfElement(mlir::MemRefType type) { return type.getElementTypeBitWidth() / 8; }
+
 Value broadcast(const Ix &ix, Value scalar, int64_t width) {
   return mlir::vector::BroadcastOp::create(ix.b, ix.loc, mlir::VectorType::get({width}, scalar.getType()), scalar);
 }

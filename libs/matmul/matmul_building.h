@@ -140,6 +140,11 @@ mlir::scf::ForOp buildLoop(const Ix &ix, Value upper, mlir::ValueRange init,
 // `width` elements of `vector` from `offset`, as a vector of their own.
 Value slice(const Ix &ix, Value vector, int64_t offset, int64_t width);
 Value fma(const Ix &ix, Value a, Value b, Value acc);
+// `value` (a float or a vector of floats) as elements of `to`: widened
+// (extf) or rounded (truncf), unchanged where it already is.
+Value convertFloat(const Ix &ix, Value value, mlir::Type to);
+// The bytes of one element of a memref.
+int64_t bytesOfElement(mlir::MemRefType type);
 Value broadcast(const Ix &ix, Value scalar, int64_t width);
 // Runs `body` under `condition` (unconditionally when it is null).
 void guarded(const Ix &ix, Value condition, const std::function<void()> &body);
@@ -165,8 +170,13 @@ struct OutputWriter {
   }
 
   // Writes `width` consecutive columns of one row; `vectorC` says C's layout
-  // allows a vector of `width` there. The caller checked bounds.
+  // allows a vector of `width` there. The caller checked bounds. `values`
+  // are in the accumulator's type; C may be stored in a narrower one.
   void write(const Ix &ix, Value values, Value batch, Value row, Value col, int64_t width, bool vectorC) const {
+    if (mlir::cast<mlir::VectorType>(values.getType()).getElementType() != c.element()) {
+      writeConverted(ix, values, batch, row, col, width, vectorC);
+      return;
+    }
     if (vectorC) {
       Value v = values;
       if (p.accumulate)
@@ -184,6 +194,29 @@ struct OutputWriter {
         v = mlir::arith::AddFOp::create(ix.b, ix.loc, v, c.loadScalar(ix, batch, row, colJ));
       c.storeScalar(ix, finish(ix, v, batch, row, colJ), batch, row, colJ);
     }
+  }
+
+  // write() for a C stored in another type than the accumulator's: each
+  // element goes through the epilogue in the accumulator's type and is
+  // rounded to C's once, as it is stored.
+  void writeConverted(const Ix &ix, Value values, Value batch, Value row, Value col, int64_t width,
+                      bool vectorC) const {
+    mlir::Type accumulator = mlir::cast<mlir::VectorType>(values.getType()).getElementType();
+    Value stored = vectorC ? zeroVector(ix, c.element(), width) : Value();
+    for (int64_t j = 0; j < width; ++j) {
+      Value colJ = ix.add(col, j);
+      Value v = extract(ix, values, j);
+      if (p.accumulate)
+        v = mlir::arith::AddFOp::create(ix.b, ix.loc, v,
+                                        convertFloat(ix, c.loadScalar(ix, batch, row, colJ), accumulator));
+      v = convertFloat(ix, finish(ix, v, batch, row, colJ), c.element());
+      if (vectorC)
+        stored = insert(ix, v, stored, j);
+      else
+        c.storeScalar(ix, v, batch, row, colJ);
+    }
+    if (vectorC)
+      c.storeRowVector(ix, stored, batch, row, col, width);
   }
 };
 

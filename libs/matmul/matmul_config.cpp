@@ -230,7 +230,7 @@ int64_t tiledSharedBytes(const Problem &p, const TiledConfig &c) {
 
 int64_t skinnySharedBytes(const Problem &p, const SkinnyConfig &c) {
   int64_t aRow = roundUp(c.rowsPerBlock, c.rowsPerBlock >= kFragment ? kFragment : 1);
-  return (c.kPerSplit * aRow + c.rowSlots() * c.reductionRows * c.blockN) * p.elementBytes;
+  return c.kPerSplit * aRow * p.elementBytes + c.rowSlots() * c.reductionRows * c.blockN * p.accumulatorBytes;
 }
 
 bool prefersSkinny(const Problem &p, const GeneratedMatmulOptions &options) {
@@ -351,13 +351,15 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   int64_t maxSlice = std::max<int64_t>(slots, kSkinnyASharedBytes / rowBytes / slots * slots);
   c.kPerSplit = std::min(roundUp(llvm::divideCeilSigned(p.k, splits), slots), maxSlice);
   c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
-  int64_t words = p.elementBytes / 4;
-  int64_t accumulators = c.rowsPerBlock * c.vectorN * words;
-  int64_t forB = (kSkinnyRegisters - kRegisterOverhead - accumulators) / (2 * c.vectorN * words);
+  // 32-bit registers: the accumulators, and each B row of a chunk as stored
+  // (a vector of 16-bit elements is widened as it is used).
+  int64_t accumulators = c.rowsPerBlock * c.vectorN * p.accumulatorBytes / 4;
+  int64_t perBRow = std::max<int64_t>(1, c.vectorN * p.elementBytes / 4);
+  int64_t forB = (kSkinnyRegisters - kRegisterOverhead - accumulators) / (2 * perBRow);
   int64_t most = std::clamp<int64_t>(std::min(forB, kSkinnyRowsInFlight), 1, c.rowsPerWarp());
   // As many chunks as that needs, evened out (16 rows by at most 5: 4 x 4).
   c.rowsInFlight = llvm::divideCeilSigned(c.rowsPerWarp(), llvm::divideCeilSigned(c.rowsPerWarp(), most));
-  int64_t bytesPerReductionRow = slots * c.blockN * p.elementBytes;
+  int64_t bytesPerReductionRow = slots * c.blockN * p.accumulatorBytes;
   c.reductionRows = std::clamp<int64_t>(kSkinnyReductionSharedBytes / bytesPerReductionRow, 1, c.rowsPerBlock);
   return c;
 }

@@ -59,8 +59,14 @@ bool hasUnitStride(mlir::MemRefType type, int64_t dim);
 struct Problem {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int64_t rank = 2;
+  // The type the product is computed and accumulated in (f32 or f64), and
+  // the type A and B are stored in with its size: the same, or bf16 and f16
+  // (widened in registers as they are read; only the skinny form reads
+  // them). C is stored in `element` or, after an epilogue, in A's type.
   mlir::Type element;
-  int64_t elementBytes = 4;
+  mlir::Type storage;
+  int64_t elementBytes = 4;     // of `storage`
+  int64_t accumulatorBytes = 4; // of `element`
   mlir::MemRefType aType, bType, cType;
   bool accumulate = false;
   const MatmulEpilogue *epilogue = nullptr;

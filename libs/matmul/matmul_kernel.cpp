@@ -45,7 +45,7 @@ mlir::LogicalResult emitElementwise(mlir::OpBuilder &host, mlir::Location loc, c
   auto kernel = kernels.build(signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     mlir::Location kloc = f.getLoc();
     Ix ix{b, kloc};
-    Matrix matrix(f.getArgument(0), p.elementBytes);
+    Matrix matrix(f.getArgument(0), bytesOfElement(p.cType));
     llvm::SmallVector<Value> operands;
     for (unsigned i = 1; i < f.getNumArguments(); ++i)
       operands.push_back(f.getArgument(i));
@@ -56,10 +56,11 @@ mlir::LogicalResult emitElementwise(mlir::OpBuilder &host, mlir::Location loc, c
       Value col = ix.rem(linear, p.n);
       Value row = ix.rem(ix.div(linear, p.n), p.m);
       Value batch = ix.div(linear, p.n * p.m);
-      Value v = what == Elementwise::Epilogue ? matrix.loadScalar(ix, batch, row, col) : zeroScalar(ix, p.element);
+      Value v =
+          what == Elementwise::Epilogue ? matrix.loadScalar(ix, batch, row, col) : zeroScalar(ix, matrix.element());
       if (what != Elementwise::Zero) {
         OutputWriter writer{q, matrix, operands};
-        v = writer.finish(ix, v, batch, row, col);
+        v = convertFloat(ix, writer.finish(ix, convertFloat(ix, v, p.element), batch, row, col), matrix.element());
       }
       matrix.storeScalar(ix, v, batch, row, col);
     });
@@ -89,9 +90,17 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
     return mlir::emitError(loc, "generated matmul: the operands must all be of rank 2, or all of rank 3");
   if (!aType.hasStaticShape() || !bType.hasStaticShape() || !cType.hasStaticShape())
     return mlir::emitError(loc, "generated matmul: the shapes must be static");
-  mlir::Type element = cType.getElementType();
-  if (!(element.isF32() || element.isF64()) || aType.getElementType() != element || bType.getElementType() != element)
-    return mlir::emitError(loc, "generated matmul: the operands must all be f32, or all f64");
+  // f32 or f64 throughout, or 16-bit A and B (computed in f32) with C in
+  // their type or in f32.
+  mlir::Type storage = aType.getElementType();
+  bool sixteenBit = storage.isBF16() || storage.isF16();
+  mlir::Type element = sixteenBit ? mlir::Float32Type::get(storage.getContext()) : storage;
+  mlir::Type cElement = cType.getElementType();
+  bool typesTaken = (storage.isF32() || storage.isF64() || sixteenBit) && bType.getElementType() == storage &&
+                    (cElement == storage || cElement == element);
+  if (!typesTaken)
+    return mlir::emitError(loc, "generated matmul: the operands must all be f32, or all f64, or A and B both bf16 or "
+                                "both f16 with C in their type or f32");
   if (aType.getMemorySpace() || bType.getMemorySpace() || cType.getMemorySpace())
     return mlir::emitError(loc, "generated matmul: the operands must be in the default memory space");
 
@@ -102,7 +111,9 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
   p.n = cType.getDimSize(rank - 1);
   p.k = aType.getDimSize(rank - 1);
   p.element = element;
-  p.elementBytes = element.isF64() ? 8 : 4;
+  p.storage = storage;
+  p.elementBytes = storage.getIntOrFloatBitWidth() / 8;
+  p.accumulatorBytes = element.getIntOrFloatBitWidth() / 8;
   p.aType = aType;
   p.bType = bType;
   p.cType = cType;
@@ -188,6 +199,17 @@ mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p,
 
 } // namespace generated_matmul
 
+bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType) {
+  mlir::Type storage = aType.getElementType();
+  if (!(storage.isBF16() || storage.isF16()) || bType.getElementType() != storage ||
+      !(cType.getElementType() == storage || cType.getElementType().isF32()))
+    return false;
+  if (aType.getRank() != 2 || bType.getRank() != 2 || !aType.hasStaticShape() || !bType.hasStaticShape())
+    return false;
+  return bType.getDimSize(1) > 1 && generated_matmul::hasUnitStride(bType, 1) &&
+         skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), storage.getIntOrFloatBitWidth() / 8);
+}
+
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
                                         bool accumulate, const MatmulEpilogue *epilogue, KernelFactory &kernels,
                                         const DeviceDescription &device, const std::string &name,
@@ -213,6 +235,16 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
     launch.bytes += bytesOf(operand.getType());
   // C takes 128-bit stores where its rows are contiguous and aligned.
   launch.widthC = vectorWidthAlong(p.cType, p.colDim(), p.maxVector);
+
+  // 16-bit operands: only the skinny form reads them, in one launch (C is
+  // then written once, through the epilogue, with no atomics).
+  bool sixteenBit = p.storage != p.element;
+  if (sixteenBit &&
+      (!prefersSkinny(p, options) || p.batch != 1 || accumulate || !skinnyIsOneLaunch(p.m, p.k, p.elementBytes)))
+    return mlir::emitError(loc, "generated matmul: 16-bit operands are read by the one-launch skinny form only (one "
+                                "row, K within one staged slice: skinnyIsOneLaunch)");
+  if (sixteenBit)
+    launch.splitAllowed = false;
 
   // The skinny form: few rows, and B read along its contiguous rows.
   int64_t vectorN = vectorWidthAlong(p.bType, p.colDim(), p.maxVector);

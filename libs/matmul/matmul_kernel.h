@@ -103,6 +103,13 @@ struct GeneratedMatmulOptions {
 // after run.
 bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
 
+// Whether the generated kernel reads a product of 16-bit (bf16 or f16) A
+// and B of these types in place, and C (`cType`, in their type or f32):
+// unbatched, B's rows contiguous, and in the one-launch skinny form
+// (skinnyIsOneLaunch). Other 16-bit products go to cuBLASLt, or are
+// widened to f32 first.
+bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType);
+
 // With a `prologue`, A is not read: the product must be one the skinny form
 // computes in one launch (the caller checks skinnyIsOneLaunch), else it
 // fails.

@@ -14,6 +14,11 @@
 //
 // With a row prologue (MatmulRowPrologue), A's one row is not read: every
 // block computes it into the staged slice while its first rows of B load.
+//
+// 16-bit A and B (bf16, f16) stay 16-bit in memory, in the staged slice
+// and in the registers of the rows in flight (a 128-bit load is 8 of them);
+// each is widened to f32 as it is multiplied, the sums and the cross-warp
+// reduction are f32, and C is rounded once, as it is stored.
 #include "matmul/matmul_building.h"
 
 #include "codegen/debug.h"
@@ -34,8 +39,9 @@ class SkinnyBody {
 public:
   SkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const SkinnyConfig &cfg, bool cVector)
       : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), cVector(cVector), element(p.element),
-        eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb), c(f.getArgument(2), eb),
-        threads(cfg.threads()), rows(cfg.rowsPerBlock), vn(cfg.vectorN), slots(cfg.rowSlots()) {}
+        storage(p.storage), eb(p.elementBytes), accumulatorBytes(p.accumulatorBytes), a(f.getArgument(0), eb),
+        bm(f.getArgument(1), eb), c(f.getArgument(2), bytesOfElement(p.cType)), threads(cfg.threads()),
+        rows(cfg.rowsPerBlock), vn(cfg.vectorN), slots(cfg.rowSlots()) {}
 
   mlir::LogicalResult build() {
     alignWorkgroupBuffers(b, f);
@@ -104,16 +110,18 @@ private:
       llvm::SmallVector<Value> aValues;
       for (int64_t r = 0; r < rows; r += aVector) {
         if (aVector == 1) {
-          aValues.push_back(mlir::memref::LoadOp::create(b, loc, sharedA, mlir::ValueRange{kk, ix.c(r)}));
+          Value v = mlir::memref::LoadOp::create(b, loc, sharedA, mlir::ValueRange{kk, ix.c(r)});
+          aValues.push_back(convertFloat(ix, v, element));
           continue;
         }
-        Value v = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({aVector}, element), sharedA,
+        Value v = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({aVector}, storage), sharedA,
                                                mlir::ValueRange{kk, ix.c(r)}, false, llvm::MaybeAlign(aVector * eb));
         for (int64_t i = 0; i < aVector; ++i)
-          aValues.push_back(extract(ix, v, i));
+          aValues.push_back(convertFloat(ix, extract(ix, v, i), element));
       }
+      Value widened = convertFloat(ix, bv, element);
       for (int64_t r = 0; r < rows; ++r)
-        acc[r] = fma(ix, broadcast(ix, aValues[r], vn), bv, acc[r]);
+        acc[r] = fma(ix, broadcast(ix, aValues[r], vn), widened, acc[r]);
     }
     return acc;
   }
@@ -126,12 +134,12 @@ private:
       Value k = ix.add(tid, p.k + j * threads);
       Value valid = ix.lt(k, cfg.kPerSplit);
       guarded(ix, valid, [&] {
-        mlir::memref::StoreOp::create(b, loc, zeroScalar(ix, element), sharedA, mlir::ValueRange{k, ix.c(0)});
+        mlir::memref::StoreOp::create(b, loc, zeroScalar(ix, storage), sharedA, mlir::ValueRange{k, ix.c(0)});
       });
     }
     auto store = [&](Value k, llvm::ArrayRef<Value> values) {
       for (auto [u, value] : llvm::enumerate(values))
-        mlir::memref::StoreOp::create(b, loc, value, sharedA,
+        mlir::memref::StoreOp::create(b, loc, convertFloat(ix, value, storage), sharedA,
                                       mlir::ValueRange{ix.add(k, static_cast<int64_t>(u)), ix.c(0)});
     };
     if (mlir::failed(p.prologue->build(b, loc, prologueOperands, f.getWorkgroupAttributions()[2], threads, store)))
@@ -161,7 +169,7 @@ private:
       }
       Value v = a.loadScalar(ix, batch, row, k);
       if (kInside)
-        v = mlir::arith::SelectOp::create(b, loc, kInside, v, zeroScalar(ix, element));
+        v = mlir::arith::SelectOp::create(b, loc, kInside, v, zeroScalar(ix, storage));
       guarded(ix, valid, [&] { mlir::memref::StoreOp::create(b, loc, v, sharedA, mlir::ValueRange{kk, r}); });
     }
     mlir::gpu::BarrierOp::create(b, loc);
@@ -205,7 +213,7 @@ private:
       for (int64_t i = 0; i < count; ++i)
         mlir::vector::StoreOp::create(b, loc, acc[first + i], sharedReduction,
                                       mlir::ValueRange{warp, ix.c(i), ix.mul(lane, vn)}, false,
-                                      llvm::MaybeAlign(vn * eb));
+                                      llvm::MaybeAlign(vn * accumulatorBytes));
       mlir::gpu::BarrierOp::create(b, loc);
       int64_t outputs = count * cfg.lanesN;
       for (int64_t j = 0; j < llvm::divideCeilSigned(outputs, threads); ++j) {
@@ -225,9 +233,9 @@ private:
   void writeOutputVector(const OutputWriter &writer, Value i, Value l, Value row, Value outCol) {
     Value sum = zeroVector(ix, element, vn);
     for (int64_t w = 0; w < slots; ++w) {
-      Value part =
-          mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({vn}, element), sharedReduction,
-                                       mlir::ValueRange{ix.c(w), i, ix.mul(l, vn)}, false, llvm::MaybeAlign(vn * eb));
+      Value part = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({vn}, element), sharedReduction,
+                                                mlir::ValueRange{ix.c(w), i, ix.mul(l, vn)}, false,
+                                                llvm::MaybeAlign(vn * accumulatorBytes));
       sum = w == 0 ? part : Value(mlir::arith::AddFOp::create(b, loc, sum, part));
     }
     if (cfg.splitK > 1) {
@@ -247,8 +255,9 @@ private:
   const Problem &p;
   const SkinnyConfig &cfg;
   bool cVector;
-  mlir::Type element;
-  int64_t eb;
+  mlir::Type element; // the accumulator's type
+  mlir::Type storage; // A's and B's (and the staged slice's)
+  int64_t eb, accumulatorBytes;
   Matrix a, bm, c;
   const int64_t threads, rows, vn, slots;
   llvm::SmallVector<Value> epilogueOperands, prologueOperands;
@@ -274,7 +283,7 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
   KernelSignature signature;
   signature.name = launch.name;
   signature.arguments = argumentTypes(q, /*withAB=*/true);
-  signature.workgroupBuffers = {workgroupType({cfg.kPerSplit, aRow}, p.element),
+  signature.workgroupBuffers = {workgroupType({cfg.kPerSplit, aRow}, p.storage),
                                 workgroupType({cfg.rowSlots(), cfg.reductionRows, cfg.blockN}, p.element)};
   if (p.prologue)
     signature.workgroupBuffers.push_back(workgroupType({std::max<int64_t>(1, p.prologue->slots)}, p.element));

@@ -172,7 +172,7 @@ def parse(text):
 # Types and memory.
 # ----------------------------------------------------------------------------
 
-MEMREF = re.compile(r"memref<((?:\d+x)*)(f32|f64|index|i\d+)(?:, strided<\[([-\d, ]*)\](?:, offset: (\d+|\?))?>)?(, #gpu\.address_space<workgroup>)?>")
+MEMREF = re.compile(r"memref<((?:\d+x)*)(f32|f64|bf16|f16|index|i\d+)(?:, strided<\[([-\d, ]*)\](?:, offset: (\d+|\?))?>)?(, #gpu\.address_space<workgroup>)?>")
 
 
 def parse_memref(type_):
@@ -188,7 +188,7 @@ def parse_memref(type_):
             strides.insert(0, acc)
             acc *= size
     offset = 0 if m.group(4) in (None, "?") else int(m.group(4))  # "?": a dynamic offset, known from the view
-    element_bytes = 8 if m.group(2) in ("f64", "index", "i64") else 4
+    element_bytes = {"f64": 8, "index": 8, "i64": 8, "bf16": 2, "f16": 2, "i16": 2, "i8": 1, "i1": 1}.get(m.group(2), 4)
     return sizes, strides, offset, element_bytes, bool(m.group(5))
 
 
@@ -328,12 +328,16 @@ def constant_value(op):
         return [float(inner)] * width
     if text in ("true", "false"):
         return text == "true"
-    if op.result_type in ("f32", "f64"):
+    if op.result_type in ("f32", "f64", "bf16", "f16"):
         if text.startswith("0x"):
             import struct
             bits = int(text, 16)
             if op.result_type == "f32":
                 return struct.unpack("<f", struct.pack("<I", bits))[0]
+            if op.result_type == "bf16":
+                return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+            if op.result_type == "f16":
+                return struct.unpack("<e", struct.pack("<H", bits))[0]
             return struct.unpack("<d", struct.pack("<Q", bits))[0]
         return float(text)
     return int(text)
@@ -479,6 +483,9 @@ def execute(op, args, thread):
     if name in ("arith.index_cast", "arith.index_castui", "arith.extsi"):
         return args[0]
     if name in ("arith.sitofp", "arith.uitofp", "arith.extf", "arith.truncf"):
+        # Values are float64: widening and rounding to 16 bits leave them.
+        if isinstance(args[0], list):
+            return [float(v) for v in args[0]]
         return float(args[0])
     if name == "arith.cmpf":
         return CMPF[attr_int(op, "predicate")](args[0], args[1])

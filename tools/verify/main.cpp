@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
       "  verify matmul --shape 17x33 --shape 65x33 --transpose-b --epilogue bias-gelu --matmul cublas\n"
       "  verify model.hlo --target cpu --save out/\n"
       "  verify model.hlo --target gpu --repro bug/     # on a mismatch: bug/model/replay.sh\n"
+      "  verify model.hlo --inputs run/    # on run/in0.npy...; outputs also against run/out0.npy...\n"
       "  verify gpt2 --steps 10 --mode sublayer --target cpu --weights synthetic --config tiny\n"
       "  verify gpt2 --steps 10 --mode fused --cache compare --config tiny   # with against without the KV cache");
   mlpipe::VerifyFlags flags;
@@ -71,6 +72,10 @@ int main(int argc, char **argv) {
   app.add_option("--repro", request.reproDirectory,
                  "Kernels: a kernel or module that fails leaves DIR/KERNEL/ with its traced module, inputs, actual "
                  "and expected outputs and replay.sh");
+  app.add_option("--inputs", request.inputsDirectory,
+                 "Kernels: run one program on DIR/in0.npy, in1.npy... (parameter order) instead of random inputs, "
+                 "and also compare output i with DIR/out<i>.npy where it exists")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--seed", flags.seed,
                  "Seed of the random inputs (default: fresh), or of the synthetic weights (default: 1)")
       ->check(mlpipe::kNonNegative);

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE path_choice
 #include <boost/test/unit_test.hpp>
 
+#include <tuple>
+
 #include "codegen/path_choice.h"
 
 #include <ostream>
@@ -94,19 +96,33 @@ BOOST_AUTO_TEST_CASE(attention_fuses_up_to_the_key_limit) {
   BOOST_TEST(chooseAttentionPath(64, 64, 32).path == AttentionPath::ThreeKernels);
 }
 
-BOOST_AUTO_TEST_CASE(sixteen_bit_operands_stay_with_cublas) {
-  // One row of bf16 would go to the skinny kernel as f32 does, but the
-  // generated kernels read f32 and f64 only: cuBLASLt reads it as stored.
+BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {
+  // One row of bf16 goes to the skinny kernel, which reads it as stored, in
+  // one launch.
   MatmulProblem p = problem(1, 2304, 768);
   p.elementBytes = 2;
-  MatmulChoice choice = chooseMatmulPath(p, {}, oneLaunch);
-  BOOST_TEST(choice.path == MatmulPath::Cublas);
-  BOOST_TEST(choice.why.find("16-bit") != std::string::npos);
-  p.elementBytes = 4;
-  BOOST_TEST(chooseMatmulPath(p, {}, oneLaunch).path == MatmulPath::Generated);
+  MatmulChoice one = chooseMatmulPath(p, {}, oneLaunch);
+  BOOST_TEST(one.path == MatmulPath::Generated);
+  BOOST_TEST(one.why.find("16-bit") != std::string::npos);
+  // Two rows, a batch, or B transposed: cuBLASLt reads them as stored (the
+  // tiled kernel would widen them first).
+  for (auto [m, batch, transposed] : {std::tuple{2, 1, false}, {1, 4, false}, {1, 1, true}}) {
+    MatmulProblem q = problem(m, 2304, 768);
+    q.elementBytes = 2;
+    q.batch = batch;
+    q.bTransposed = transposed;
+    MatmulChoice choice = chooseMatmulPath(q, {}, oneLaunch);
+    BOOST_TEST(choice.path == MatmulPath::Cublas);
+    BOOST_TEST(choice.why.find("16-bit") != std::string::npos);
+  }
+  // K past one launch's staged slice: cuBLASLt.
+  MatmulProblem deep = problem(1, 2304, 48 * 1024);
+  deep.elementBytes = 2;
+  BOOST_TEST(chooseMatmulPath(deep, {}, oneLaunch).path == MatmulPath::Cublas);
   // Without cuBLAS, the generated path (which widens them) is the only one.
   MatmulPathOptions off;
   off.cublas = false;
-  p.elementBytes = 2;
-  BOOST_TEST(chooseMatmulPath(p, off, oneLaunch).path == MatmulPath::Generated);
+  MatmulProblem two = problem(2, 2304, 768);
+  two.elementBytes = 2;
+  BOOST_TEST(chooseMatmulPath(two, off, oneLaunch).path == MatmulPath::Generated);
 }
