@@ -65,6 +65,13 @@ enum class OpKind {
   // (sortKeys reads them). The reference computes it by sorting; emitMlir
   // lowers it to comparisons counted along the axis first (frontend/sort.h).
   SortRank,
+  // HLO's gather and scatter in their general form: operands {operand,
+  // indices} and {operand, indices, updates}; ints encode a SliceIndexing
+  // (sliceIndexing reads them), and a Scatter's fn is its combiner (a
+  // ReduceFn, or kScatterAssign). The reference computes them from their
+  // definitions; emitMlir lowers them first (frontend/scatter_gather.h).
+  GatherSlices, // a slice of the operand at each start index, starts clamped so it stays inside
+  Scatter,      // the operand with each update window combined in where it lies wholly inside
 };
 
 // Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
@@ -166,6 +173,32 @@ struct SortKey {
   bool descending = false;
   SortOrder order = SortOrder::Numeric;
 };
+// Where the slices of XLA's gather and the windows of its scatter lie, in
+// one form for both. "Result" is the gather's result or the scatter's
+// updates: its axes are batch axes (one per axis of the indices other than
+// indexVectorDim, in order) and window axes (windowDims, increasing: one
+// per operand axis not in collapsedDims or operandBatchingDims, in order).
+// Element r of the result meets the operand at, along operand axis d, the
+// slice's start plus r's coordinate on d's window axis (0 when d has none).
+// The start is element k of the index vector of r's batch coordinates
+// (the indices along indexVectorDim, or the one index when indexVectorDim
+// is the indices' rank) where d = startIndexMap[k]; the batch coordinate
+// on indicesBatchingDims[i] where d = operandBatchingDims[i]; else 0.
+// gather: collapsedDims is collapsed_slice_dims, windowDims offset_dims,
+// and sliceSizes the slice's size on every operand axis; each start is
+// clamped to [0, dim - size]. scatter: collapsedDims is
+// inserted_window_dims, windowDims update_window_dims, the window's size is
+// the updates' on window axes (1 elsewhere), and a window that does not lie
+// wholly inside the operand is skipped.
+struct SliceIndexing {
+  int64_t indexVectorDim = 0;
+  std::vector<int64_t> windowDims, collapsedDims, startIndexMap;
+  std::vector<int64_t> operandBatchingDims, indicesBatchingDims;
+  std::vector<int64_t> sliceSizes; // gather only
+};
+// A Scatter node's fn when its combiner assigns the update (the region
+// returns its second parameter); otherwise fn is the ReduceFn combining.
+constexpr int kScatterAssign = -1;
 
 // The scalar meaning of each elementwise function, in float64: the reference
 // evaluates with these and the recorder folds constants with them.
@@ -207,6 +240,8 @@ ConvolutionDims convolutionDims(const Node &node);
 // A SortRank node's axis and keys, decoded from its ints.
 int64_t sortAxis(const Node &node);
 std::vector<SortKey> sortKeys(const Node &node);
+// A GatherSlices or Scatter node's indexing, decoded from its ints.
+SliceIndexing sliceIndexing(const Node &node);
 
 class Graph;
 
@@ -344,6 +379,15 @@ public:
   // first most significant), ties kept in their order: an s32 tensor of
   // their shape holding positions along the axis.
   Tensor sortRank(const std::vector<Tensor> &operands, int64_t axis, const std::vector<SortKey> &keys);
+  // XLA's gather of slices of `operand` at `indices` (integers) as `dims`
+  // say (SliceIndexing); an empty result is refused.
+  Tensor gatherSlices(Tensor operand, Tensor indices, const SliceIndexing &dims);
+  // XLA's scatter: `operand` with each window of `updates` combined in by
+  // `fn` (a ReduceFn, or kScatterAssign) at `indices`, as `dims` say;
+  // windows not wholly inside are skipped. Duplicates are all combined;
+  // with kScatterAssign the last update (in the updates' row-major order)
+  // aimed at an element is the one kept.
+  Tensor scatter(Tensor operand, Tensor indices, Tensor updates, const SliceIndexing &dims, int fn);
 
   // A copy of this graph in which every node of `kind` is replaced by what
   // `expand` records for it in the copy, given its operands there (with the

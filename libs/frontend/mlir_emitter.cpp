@@ -13,6 +13,7 @@
 
 #include "frontend/convolution.h"
 #include "frontend/emitter/function_emitter.h"
+#include "frontend/scatter_gather.h"
 #include "frontend/sort.h"
 
 #include "support/error.h"
@@ -46,11 +47,14 @@ std::string emitMlir(const Program &program) {
   for (auto &function : program.functions) {
     if (function->outputs().empty())
       fail("function '{}' has no outputs", function->name());
-    // Convolutions and sorts become the ops they are compiled as
-    // (convolution.h, sort.h).
+    // Convolutions, sorts, gathers and scatters become the ops they are
+    // compiled as (convolution.h, sort.h, scatter_gather.h).
     std::unique_ptr<Graph> lowered = withConvolutionsLowered(*function);
-    std::unique_ptr<Graph> sorted = withSortsLowered(lowered ? *lowered : *function);
-    emitter::FunctionEmitter(sorted ? *sorted : lowered ? *lowered : *function, out).emit();
+    if (std::unique_ptr<Graph> sorted = withSortsLowered(lowered ? *lowered : *function))
+      lowered = std::move(sorted);
+    if (std::unique_ptr<Graph> indexed = withScatterGatherLowered(lowered ? *lowered : *function))
+      lowered = std::move(indexed);
+    emitter::FunctionEmitter(lowered ? *lowered : *function, out).emit();
   }
   out += "}\n";
   return out;

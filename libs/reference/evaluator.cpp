@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace mlpipe::ref {
 
@@ -516,6 +517,121 @@ Array sortRank(const Node &node, const std::vector<const Array *> &operands) {
   return result;
 }
 
+// XLA's gather and scatter from their definitions (graph.h, SliceIndexing),
+// one element of the result (or of the updates) at a time, in row-major
+// order; they share nothing with the lowering the compiler uses
+// (frontend/scatter_gather.h).
+struct SliceWalk {
+  fe::SliceIndexing dims;
+  std::vector<int64_t> resultBatch, indicesBatch, windowed;
+
+  SliceWalk(const Node &node, size_t resultRank, size_t operandRank, size_t indicesRank)
+      : dims(fe::sliceIndexing(node)) {
+    auto has = [](const std::vector<int64_t> &list, int64_t v) {
+      return std::find(list.begin(), list.end(), v) != list.end();
+    };
+    for (int64_t d = 0; d < static_cast<int64_t>(resultRank); ++d)
+      if (!has(dims.windowDims, d))
+        resultBatch.push_back(d);
+    for (int64_t d = 0; d < static_cast<int64_t>(indicesRank); ++d)
+      if (d != dims.indexVectorDim)
+        indicesBatch.push_back(d);
+    for (int64_t d = 0; d < static_cast<int64_t>(operandRank); ++d)
+      if (!has(dims.collapsedDims, d) && !has(dims.operandBatchingDims, d))
+        windowed.push_back(d);
+  }
+
+  // For result element `r`: the start of its slice along every operand
+  // axis (as the indices give it, unclamped) and its offset in the slice.
+  void locate(const Array &indices, const std::vector<int64_t> &r, std::vector<int64_t> &start,
+              std::vector<int64_t> &offset) const {
+    std::fill(start.begin(), start.end(), 0);
+    std::fill(offset.begin(), offset.end(), 0);
+    std::vector<int64_t> at(indices.shape.size(), 0);
+    for (size_t i = 0; i < indicesBatch.size(); ++i)
+      at[indicesBatch[i]] = r[resultBatch[i]];
+    std::vector<int64_t> strides = rowMajorStrides(indices.shape);
+    for (size_t k = 0; k < dims.startIndexMap.size(); ++k) {
+      if (dims.indexVectorDim < static_cast<int64_t>(at.size()))
+        at[dims.indexVectorDim] = static_cast<int64_t>(k);
+      int64_t flat = 0;
+      for (size_t d = 0; d < at.size(); ++d)
+        flat += at[d] * strides[d];
+      // Indices far outside any operand stay far outside: bounded so the
+      // conversion from double is defined.
+      start[dims.startIndexMap[k]] = static_cast<int64_t>(std::clamp(indices.data[flat], -0x1p62, 0x1p62));
+    }
+    for (size_t i = 0; i < dims.operandBatchingDims.size(); ++i) {
+      auto p = std::find(indicesBatch.begin(), indicesBatch.end(), dims.indicesBatchingDims[i]) - indicesBatch.begin();
+      start[dims.operandBatchingDims[i]] = r[resultBatch[p]];
+    }
+    for (size_t j = 0; j < windowed.size(); ++j)
+      offset[windowed[j]] = r[dims.windowDims[j]];
+  }
+};
+
+// Steps `r` through `shape` in row-major order.
+void nextIndex(std::vector<int64_t> &r, const Shape &shape) {
+  for (size_t d = r.size(); d-- > 0;)
+    if (++r[d] < shape[d])
+      return;
+    else
+      r[d] = 0;
+}
+
+// Each slice's start clamped to [0, dim - size], so it lies inside.
+Array gatherSlices(const Node &node, const Array &operand, const Array &indices) {
+  SliceWalk walk(node, node.shape.size(), operand.shape.size(), indices.shape.size());
+  std::vector<int64_t> strides = rowMajorStrides(operand.shape);
+  size_t rank = operand.shape.size();
+  std::vector<int64_t> r(node.shape.size(), 0), start(rank), offset(rank);
+  Array result{node.shape, std::vector<double>(static_cast<size_t>(numElements(node.shape)))};
+  for (double &element : result.data) {
+    walk.locate(indices, r, start, offset);
+    int64_t flat = 0;
+    for (size_t d = 0; d < rank; ++d)
+      flat += (std::clamp<int64_t>(start[d], 0, operand.shape[d] - walk.dims.sliceSizes[d]) + offset[d]) * strides[d];
+    element = operand.data[flat];
+    nextIndex(r, node.shape);
+  }
+  return result;
+}
+
+// The updates combined in one at a time, in their row-major order, each
+// window skipped whole unless it lies inside the operand; assign keeps
+// the last update aimed at an element.
+Array scatter(const Node &node, const Array &operand, const Array &indices, const Array &updates) {
+  SliceWalk walk(node, updates.shape.size(), operand.shape.size(), indices.shape.size());
+  std::vector<int64_t> strides = rowMajorStrides(operand.shape);
+  size_t rank = operand.shape.size();
+  std::vector<int64_t> window(rank, 1);
+  for (size_t j = 0; j < walk.windowed.size(); ++j)
+    window[walk.windowed[j]] = updates.shape[walk.dims.windowDims[j]];
+  static const std::map<fe::ReduceFn, fe::BinaryFn> combine = {
+      {fe::ReduceFn::Sum, fe::BinaryFn::Add}, {fe::ReduceFn::Prod, fe::BinaryFn::Mul},
+      {fe::ReduceFn::Max, fe::BinaryFn::Max}, {fe::ReduceFn::Min, fe::BinaryFn::Min},
+      {fe::ReduceFn::And, fe::BinaryFn::And}, {fe::ReduceFn::Or, fe::BinaryFn::Or}};
+  std::vector<int64_t> r(updates.shape.size(), 0), start(rank), offset(rank);
+  Array result = operand;
+  for (double update : updates.data) {
+    walk.locate(indices, r, start, offset);
+    nextIndex(r, updates.shape);
+    bool inside = true;
+    int64_t flat = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      inside = inside && start[d] >= 0 && start[d] <= operand.shape[d] - window[d];
+      flat += (start[d] + offset[d]) * strides[d];
+    }
+    if (!inside)
+      continue;
+    double &element = result.data[flat];
+    element = node.fn == fe::kScatterAssign
+                  ? update
+                  : fe::applyBinary(combine.at(static_cast<fe::ReduceFn>(node.fn)), element, update, node.dtype);
+  }
+  return result;
+}
+
 // The value of one node, from the values of its operands (an input's from
 // `inputs`).
 ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vector<ArrayPtr> &values,
@@ -604,6 +720,10 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
       arrays.push_back(&operand(i));
     return std::make_shared<Array>(sortRank(node, arrays));
   }
+  case OpKind::GatherSlices:
+    return std::make_shared<Array>(gatherSlices(node, operand(0), operand(1)));
+  case OpKind::Scatter:
+    return std::make_shared<Array>(scatter(node, operand(0), operand(1), operand(2)));
   }
   return nullptr;
 }
@@ -616,7 +736,7 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
 ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
                   node.kind == OpKind::Reduce || node.kind == OpKind::ReduceWindow || node.kind == OpKind::MatMul ||
-                  node.kind == OpKind::Convolution || node.kind == OpKind::Iota;
+                  node.kind == OpKind::Convolution || node.kind == OpKind::Iota || node.kind == OpKind::Scatter;
   if (rounding == Rounding::ConvertsOnly && isFloat(node.dtype) && node.kind != OpKind::Convert)
     computes = false;
   if (computes && node.dtype != DType::f32 && node.dtype != DType::f64) {

@@ -289,6 +289,9 @@ void FunctionEmitter::emitNode(int id) {
     fail("a convolution reached the MLIR emitter without being lowered (frontend/convolution.h)");
   case OpKind::SortRank: // emitMlir lowers every sort first
     fail("a sort reached the MLIR emitter without being lowered (frontend/sort.h)");
+  case OpKind::GatherSlices: // and every gather and scatter
+  case OpKind::Scatter:
+    fail("a gather or scatter reached the MLIR emitter without being lowered (frontend/scatter_gather.h)");
   }
 }
 

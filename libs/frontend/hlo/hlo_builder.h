@@ -15,6 +15,7 @@
 //   hlo_ops_shape.cpp             broadcast, reshape, bitcast, transpose, slice, concatenate, pad, iota,
 //                                 dynamic-slice, dynamic-update-slice
 //   hlo_ops_reduce_dot_gather.cpp reduce, dot and gather
+//   hlo_ops_scatter_gather.cpp    scatter, and gather in its general form
 //   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
 //   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
 //   hlo_ops_control.cpp           while (unrolled), conditional (every branch, then a select) and
@@ -185,6 +186,12 @@ private:
   Tensor dotGeneral(const Instruction &ins, Tensor lhs, Tensor rhs, const DotDimensions &dims,
                     std::optional<DType> result);
   Tensor gather(const Instruction &ins, Tensor table, Tensor indices);
+
+  // ---- Scatter and the general gather (hlo_ops_scatter_gather.cpp) ----
+
+  Tensor gatherSlices(const Instruction &ins, Tensor operand, Tensor indices);
+  int scatterCombiner(const Instruction &ins, DType dtype) const;
+  Tensor scatter(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Windowed reductions (hlo_ops_reduce_window.cpp) ----
 

@@ -89,10 +89,14 @@ const std::vector<SupportedOp> &supportedOps() {
                       "BIAS_RELU BIAS_GELU) as dots, cuDNN convolutions (__cudnn$convForward, "
                       "__cudnn$convBiasActivationForward: scales, bias, side input, activation kNone kRelu kRelu6 "
                       "kElu kLeakyRelu) as convolutions; any other target refused"},
-      {"gather", "embedding lookups: rows of a table picked by integer ids"},
+      {"gather", "any dimension numbers and batching dims, starts clamped into the operand; embedding lookups "
+                 "as a row gather"},
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
+      {"scatter", "one operand; any dimension numbers and batching dims; add, multiply, maximum, minimum, and, or or "
+                  "assign (the last duplicate wins); windows not wholly inside skipped; at most 2^24 operand x "
+                  "update elements"},
       {"sort", "one or more operands along one axis of at most 1024; a comparator of keys by LT or GT, numerically "
                "(NaN greatest) or in TOTALORDER, lexicographic over several; stable"},
       {"scan", "a running add, multiply, maximum or minimum as a reduce-window; any other region unrolled, at most "
@@ -194,7 +198,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "rng-bit-generator",
       "rng-get-and-update-state",
       "scaled-dot",
-      "scatter",
       "select-and-scatter",
       "send",
       "send-done",

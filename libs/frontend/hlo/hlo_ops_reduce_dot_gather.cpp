@@ -9,7 +9,7 @@
 
 namespace mlpipe::fe::hlo {
 
-// reduce, reduce-window, dot, convolution and gather; nullopt for any other opcode.
+// reduce, reduce-window, dot, convolution, gather and scatter; nullopt for any other opcode.
 std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const std::vector<const Value *> &operands) {
   const std::string &op = ins.opcode;
   auto operand = [&](size_t i) { return tensorOperand(ins, operands, i); };
@@ -32,6 +32,8 @@ std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const
     expectOperands(ins, 2);
     return tensorValue(gather(ins, operand(0), operand(1)));
   }
+  if (op == "scatter")
+    return tensorValue(scatter(ins, operands));
   return std::nullopt;
 }
 
@@ -228,39 +230,37 @@ Tensor Builder::dotGeneral(const Instruction &ins, Tensor lhs, Tensor rhs, const
   return graph_->reshape(matrix, out);
 }
 
-// gather in the forms an embedding lookup takes: whole rows of the
-// operand's first axis picked by integer ids, the slice's axes last in the
-// result.
+// gather: the embedding lookup (whole rows of the operand's first axis
+// picked by s32 or s64 ids, the row's axes last in the result) as the
+// graph's row gather, its fast path on every target; any other form as
+// XLA's general gather (hlo_ops_scatter_gather.cpp).
 Tensor Builder::gather(const Instruction &ins, Tensor table, Tensor indices) {
   std::vector<int64_t> offsetDims = optionalIntList(ins, "offset_dims");
   std::vector<int64_t> collapsed = optionalIntList(ins, "collapsed_slice_dims");
   std::vector<int64_t> startIndexMap = optionalIntList(ins, "start_index_map");
   std::vector<int64_t> sliceSizes = optionalIntList(ins, "slice_sizes");
   int64_t indexVectorDim = intValue(attribute(ins, "index_vector_dim"));
+  auto general = [&] { return gatherSlices(ins, table, indices); };
   if (!optionalIntList(ins, "operand_batching_dims").empty() ||
-      !optionalIntList(ins, "start_indices_batching_dims").empty())
-    failOp(ins, "batched gathers (operand_batching_dims) are not supported");
-  if (!isInteger(indices.dtype()))
-    failOp(ins, fmt::format("the indices must be s32 or s64, not {}", hloTypeName(indices.dtype())));
-  const char *form = "only embedding lookups are supported: collapsed_slice_dims={0}, start_index_map={0} and "
-                     "slice_sizes taking whole rows, with the row's axes last in the result";
+      !optionalIntList(ins, "start_indices_batching_dims").empty() ||
+      (indices.dtype() != DType::i32 && indices.dtype() != DType::i64) || table.rank() < 1)
+    return general();
   Shape expectedSizes = table.shape();
   expectedSizes[0] = 1;
   if (collapsed != std::vector<int64_t>{0} || startIndexMap != std::vector<int64_t>{0} || sliceSizes != expectedSizes)
-    failOp(ins, form);
+    return general();
   if (indexVectorDim < 0 || indexVectorDim > indices.rank())
-    failOp(ins,
-           fmt::format("index_vector_dim={} is out of range for indices of rank {}", indexVectorDim, indices.rank()));
+    return general();
   Shape batch = indices.shape();
   if (indexVectorDim < indices.rank()) {
     if (batch[indexVectorDim] != 1)
-      failOp(ins, form);
+      return general();
     batch.erase(batch.begin() + indexVectorDim);
   }
   std::vector<int64_t> trailing(static_cast<size_t>(table.rank() - 1));
   std::iota(trailing.begin(), trailing.end(), static_cast<int64_t>(batch.size()));
   if (offsetDims != trailing)
-    failOp(ins, form);
+    return general();
   Shape row(table.shape().begin() + 1, table.shape().end());
   int64_t width = numElements(row);
   Tensor rows = graph_->reshape(table, {table.shape()[0], width});
