@@ -98,7 +98,7 @@ Json parseJson(Cursor &in, int depth) {
       in.skipTrivia();
       std::string key = jsonString(in);
       in.expect(':', "':' after a JSON key");
-      value.members.emplace_back(std::move(key), parseJson(in, depth + 1));
+      value.members.push_back({std::move(key), parseJson(in, depth + 1)});
     } while (in.consume(','));
     in.expect('}', "',' or '}' in a JSON object");
     return value;
