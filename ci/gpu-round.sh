@@ -2,7 +2,7 @@
 # One round on the GPU host: correctness first, then timings, a short table
 # last. Run it there after packing here (ci/pack-device.sh):
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
-# PART is any of units lit verify sanitize gpt2 sixteen rows decode timings
+# PART is any of units lit verify sanitize gpt2 sixteen attention rows decode timings
 # (default: all but decode), so a round can be split over calls. Full logs
 # are packed into logs.tgz (and the profile CSV beside it) in $OUT (the
 # device tool's output folder) or /tmp/mlpipe-round. Each step is stopped
@@ -10,9 +10,9 @@
 set -u
 for part in "$@"; do
   case $part in
-    units | lit | verify | sanitize | gpt2 | sixteen | rows | decode | timings) ;;
+    units | lit | verify | sanitize | gpt2 | sixteen | attention | rows | decode | timings) ;;
     *)
-      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 sixteen rows decode timings)" >&2
+      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 sixteen attention rows decode timings)" >&2
       exit 2
       ;;
   esac
@@ -23,7 +23,7 @@ final=${OUT:-/tmp/mlpipe-round}
 work=$(mktemp -d)
 logs=$work/logs
 mkdir -p "$logs" "$final"
-parts=" ${*:-units lit verify sanitize gpt2 sixteen rows timings} "
+parts=" ${*:-units lit verify sanitize gpt2 sixteen attention rows timings} "
 want() { [[ $parts == *" $1 "* ]]; }
 stepSeconds=${MLPIPE_STEP_SECONDS:-600}
 export PATH=$root/.device/llvm-tools:$PATH
@@ -182,6 +182,32 @@ if want sixteen; then
     --warmup 3
 fi
 
+# The fused attention kernel on tensor cores (16-bit Q, K, V from 16
+# query rows on): lengths 1 (a decode step's kernel) to 1024 and head sizes
+# 32 to 128 against the float64 reference in bf16 and f16, a racecheck and
+# a memcheck of one cut-short shape; then its time against the three-kernel
+# path at T = 64 .. 1024 (bench/scripts/time-attention.sh).
+attention_sanitized() {
+  verify attention --shape 100x384 --heads 3 --dtype bf16 --target cpu --save "$work/tc" >/dev/null || return 1
+  trace attention --shape 100x384 --heads 3 --dtype bf16 | fuse | bufferize | outline | lower-nvvm -o "$work/tc.mlir" ||
+    return 1
+  local qkv="--input q=@$work/tc/attention/q.npy --input k=@$work/tc/attention/k.npy --input v=@$work/tc/attention/v.npy"
+  # shellcheck disable=SC2086
+  compute-sanitizer --tool memcheck --error-exitcode 1 run "$work/tc.mlir" $qkv || return 1
+  # shellcheck disable=SC2086
+  compute-sanitizer --tool racecheck --error-exitcode 1 run "$work/tc.mlir" $qkv
+}
+if want attention; then
+  for dtype in bf16 f16; do
+    for shape in 1x768:12 16x768:12 17x384:6 64x512:16 100x384:3 333x1024:8 1000x768:6 1024x768:12; do
+      step "verify.tc.$dtype.${shape%%:*}.${shape##*:}" verify attention --shape "${shape%%:*}" --heads "${shape##*:}" \
+        --dtype $dtype --target gpu
+    done
+  done
+  step attention.sanitized attention_sanitized
+  step timings.attention bench/scripts/time-attention.sh
+fi
+
 # A prompt longer than the fused attention's 128 keys: attention's softmax
 # is then a row reduction with the causal mask (reading only the keys up
 # to each query), verified in both modes; then GPT-2 124M's row reductions
@@ -280,6 +306,8 @@ echo
 cat "$logs/bench.decode.log" "$logs/bench.decode.serial.log" 2>/dev/null
 echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
+echo
+cat "$logs/timings.attention.log" 2>/dev/null
 echo
 sed -n '/^product /,$p' "$logs/timings.matmuls.log" 2>/dev/null
 echo

@@ -15,7 +15,7 @@
 include "mlir/Pass/PassBase.td"
 
 def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
-  let summary = "Fuse attention's scores matmul, softmax and values matmul into one online-softmax kernel";
+  let summary = "Fuse attention's scores matmul, softmax and values matmul into one online-softmax kernel (on tensor cores for 16-bit data)";
   let description = [{
     Causal attention as `fuse` leaves it is three fusions in a row: a
     batch_matmul of per-head views of Q and K^T into a [heads, T, T] scores
@@ -54,6 +54,25 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     %kv = memref.transpose %kt_view (d0, d1, d2) -> (d0, d2, d1) : ...
     gpu.launch_func @attention_attention::@attention_attention blocks in (%c2, %c1, %c1)
         threads in (%c32, %c1, %c1) args(%q_view : ..., %kv : ..., %v_view : ..., %o : ...)
+    ```
+
+    With Q, K and V in bf16 or f16 on a chip with 16-bit mma.sync (sm_80
+    on), a head size a multiple of 16 up to 128 and at least 16 query rows,
+    the kernel puts both products on tensor cores instead, at every length
+    (option `tensor-cores`): a warp per 16 query rows holding Q as mma
+    fragments, K's tile in padded rows and V's as pairs of keys in shared
+    memory, the scores' accumulator fragments reused as the probabilities'
+    operand fragments:
+    ```mlir
+    gpu.func @attention_attention(%q: memref<2x40x64xbf16, ...>, ...)
+        workgroup(%kt : memref<48x72xbf16, #gpu.address_space<workgroup>>,
+                  %vp : memref<24x144xbf16, #gpu.address_space<workgroup>>) kernel {
+      ... scf.for over key tiles:
+        %s = nvvm.mma.sync A[%q0, %q1, %q2, %q3] B[%k0, %k1] C[%c0, %c1, %c2, %c3]
+               {multiplicandAPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>, ...}
+               : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+        ... prologue, gpu.shuffle xor 1, 2 (row max), math.exp, the same for P V ...
+    }
     ```
 
     Few query rows against many keys (a decode step: one row per head
@@ -115,9 +134,12 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "The GPU the launch heuristics read the device description of">,
     Option<"maxKeys", "max-keys", "int64_t", /*default=*/"-1",
            "Fuse attentions whose queries and keys both number more than this only when 0 (-1: the heuristic's limit, kFusedAttentionMaxKeys); few queries against many keys (decode) always fuse">,
+    Option<"allowTensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Put 16-bit attention on tensor cores where tensorCoresFit says the kernel fits (then fused at every length)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect"];
 }
 
 #endif // MLPIPE_ATTENTION_PASSES

@@ -16,6 +16,7 @@
 // before it reads the cache (matchCacheWrite).
 #include "attention/attention_kernel.h"
 
+#include "attention/kernel_builder.h"
 #include "attention/split_combine.h"
 #include "emitters/elemental_emitter.h"
 #include "emitters/fusion_emitter.h"
@@ -66,112 +67,27 @@ constexpr int64_t kHeadElementsPerLane = 16;
 constexpr int64_t kSplitBlocksPerSm = 4;
 constexpr int64_t kMinKeyTilesPerSplit = 1;
 
-struct Builder {
-  mlir::OpBuilder &b;
-  mlir::Location loc;
-  Value c(int64_t v) const { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) const { return b.createOrFold<mlir::arith::AddIOp>(loc, x, y); }
-  Value add(Value x, int64_t y) const { return y == 0 ? x : add(x, c(y)); }
-  Value mul(Value x, int64_t y) const { return y == 1 ? x : b.createOrFold<mlir::arith::MulIOp>(loc, x, c(y)); }
-  Value div(Value x, int64_t y) const { return y == 1 ? x : b.createOrFold<mlir::arith::DivUIOp>(loc, x, c(y)); }
-  Value rem(Value x, int64_t y) const { return y == 1 ? c(0) : b.createOrFold<mlir::arith::RemUIOp>(loc, x, c(y)); }
-  Value min(Value x, int64_t y) const { return b.createOrFold<mlir::arith::MinSIOp>(loc, x, c(y)); }
-  Value lt(Value x, int64_t y) const {
-    return b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, x, c(y));
-  }
-  Value fconst(mlir::Type type, double v) const {
-    return mlir::arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
-  }
-  Value vzero(mlir::Type element, int64_t width) const {
-    auto type = mlir::VectorType::get({width}, element);
-    return mlir::arith::ConstantOp::create(b, loc, type,
-                                           mlir::DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
-  }
-  Value extract(Value v, int64_t i) const { return mlir::vector::ExtractOp::create(b, loc, v, i); }
-  Value broadcast(Value scalar, int64_t width) const {
-    return mlir::vector::BroadcastOp::create(b, loc, mlir::VectorType::get({width}, scalar.getType()), scalar);
-  }
-  // `width` consecutive elements along the last dimension of a memref, as
-  // a vector (one access when `vectorOk`, else element by element).
-  Value load(Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk, int64_t elementBytes) const {
-    auto element = mlir::cast<mlir::MemRefType>(memref.getType()).getElementType();
-    auto type = mlir::VectorType::get({width}, element);
-    if (vectorOk && width > 1)
-      return mlir::vector::LoadOp::create(b, loc, type, memref, index, false, llvm::MaybeAlign(width * elementBytes));
-    Value result = vzero(element, width);
-    Value last = index.back();
-    for (int64_t u = 0; u < width; ++u) {
-      index.back() = add(last, u);
-      Value x = mlir::memref::LoadOp::create(b, loc, memref, index);
-      result = mlir::vector::InsertOp::create(b, loc, x, result, u);
-    }
-    return result;
-  }
-  void store(Value vector, Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk,
-             int64_t elementBytes) const {
-    if (vectorOk && width > 1) {
-      mlir::vector::StoreOp::create(b, loc, vector, memref, index, false, llvm::MaybeAlign(width * elementBytes));
-      return;
-    }
-    Value last = index.back();
-    for (int64_t u = 0; u < width; ++u) {
-      index.back() = add(last, u);
-      mlir::memref::StoreOp::create(b, loc, extract(vector, u), memref, index);
-    }
-  }
-  // `value` (a float or a vector of them) as elements of `to`.
-  Value convert(Value value, mlir::Type to) const {
-    mlir::Type from = mlir::getElementTypeOrSelf(value.getType());
-    if (from == to)
-      return value;
-    mlir::Type type = to;
-    if (auto vector = mlir::dyn_cast<mlir::VectorType>(value.getType()))
-      type = mlir::VectorType::get(vector.getShape(), to);
-    if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
-      return mlir::arith::ExtFOp::create(b, loc, type, value);
-    return mlir::arith::TruncFOp::create(b, loc, type, value);
-  }
-  void guarded(Value condition, const std::function<void()> &body) const {
-    if (!condition) {
-      body();
-      return;
-    }
-    auto branch = mlir::scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
-    mlir::OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&branch.getThenRegion().front());
-    body();
-  }
-};
+// On tensor cores: query rows per block (a warp per 16 rows: the K and V
+// tiles staged once serve four warps), halved down to one warp while the
+// grid would leave SMs idle (kMinBlocksPerSm); keys per tile (eight 8-key
+// slices of scores, 32 f32 registers a lane, as kScoreRegistersPerLane);
+// the largest head whose accumulators (D / 2 f32 a lane) and Q fragments
+// (D / 4 registers) stay in registers beside the scores.
+constexpr int64_t kTensorCoreRowsPerBlock = 64;
+constexpr int64_t kMmaRows = 16;  // rows of one mma.sync m16n8k16, a warp's
+constexpr int64_t kMmaDepth = 16; // its k: head sizes and key tiles are multiples
+constexpr int64_t kTensorCoreKeysPerTile = 64;
+constexpr int64_t kTensorCoreMaxHeadSize = 128;
+// Shared-memory row pads, in 32-bit words: the K tile's row length is 4
+// words past a multiple of 32 (lanes g = 0..7 read rows g at word t =
+// 0..3: banks 4g + t), the V pairs' 8 words past one (lanes read rows t at
+// word g: banks 8t + g).
+constexpr int64_t kKeyRowBankOffsetWords = 4;
+constexpr int64_t kValuePairRowBankOffsetWords = 8;
 
-// The butterfly over the `lanes` lanes of a row's group (xor offsets stay
-// inside aligned groups).
-Value sumOverLanes(const Builder &x, Value value, int64_t lanes) {
-  constexpr int kWarp = 32;
-  for (int64_t offset = lanes / 2; offset >= 1; offset /= 2) {
-    Value other;
-    if (value.getType().isF32()) {
-      other = mlir::gpu::ShuffleOp::create(x.b, x.loc, value, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
-                  .getShuffleResult();
-    } else {
-      // f64 as two 32-bit halves.
-      mlir::Type i64 = x.b.getI64Type(), i32 = x.b.getI32Type();
-      Value bits = mlir::arith::BitcastOp::create(x.b, x.loc, i64, value);
-      Value shift = mlir::arith::ConstantIntOp::create(x.b, x.loc, i64, 32);
-      Value low = mlir::arith::TruncIOp::create(x.b, x.loc, i32, bits);
-      Value high =
-          mlir::arith::TruncIOp::create(x.b, x.loc, i32, mlir::arith::ShRUIOp::create(x.b, x.loc, bits, shift));
-      auto shuffle = [&](Value half) {
-        return mlir::gpu::ShuffleOp::create(x.b, x.loc, half, offset, kWarp, mlir::gpu::ShuffleMode::XOR)
-            .getShuffleResult();
-      };
-      Value joined = mlir::arith::OrIOp::create(
-          x.b, x.loc, mlir::arith::ExtUIOp::create(x.b, x.loc, i64, shuffle(low)),
-          mlir::arith::ShLIOp::create(x.b, x.loc, mlir::arith::ExtUIOp::create(x.b, x.loc, i64, shuffle(high)), shift));
-      other = mlir::arith::BitcastOp::create(x.b, x.loc, value.getType(), joined);
-    }
-    value = mlir::arith::AddFOp::create(x.b, x.loc, value, other);
-  }
-  return value;
+int64_t paddedWords(int64_t words, int64_t offset) {
+  constexpr int64_t kBanks = 32;
+  return words + ((offset - words) % kBanks + kBanks) % kBanks;
 }
 
 // The attention kernel's body, built in the order it runs: the elemental
@@ -398,28 +314,12 @@ private:
   // The logit x of `key` (the tile's jj-th) from its score, through the
   // softmax's prologue as traced (the scale, the mask).
   mlir::FailureOr<Value> logitOf(int64_t jj, Value key, Value score, Value negInf) {
-    // Scores of this row against the tile's keys, through the prologue.
-    mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
-    mlir::OpOperand *scoresOperand = prologue.getDpsInputOperand(softmax.scoresInput);
     // The prologue may read memory at the key (a mask): keys past the end
     // are evaluated at the last one, then masked.
     bool mayOverrun = TK % BK != 0 && (jj > 0 || cfg.splits > 1);
-    llvm::SmallVector<Value> at{head, query, mayOverrun ? x.min(key, TK - 1) : key};
-    llvm::SmallVector<Value> loopIndex = elemental->loopIndexOfOutput(softmax.prologue, at);
-    elemental->defineRead(softmax.prologue, *scoresOperand,
-                          elemental->applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
-    if (mask) {
-      // The mask's element, computed as its fusion computes it.
-      mlir::OpOperand &maskOperand = prologue->getOpOperand(softmax.maskInput);
-      llvm::SmallVector<Value> maskIndex =
-          elemental->applyMap(prologue.getMatchingIndexingMap(&maskOperand), loopIndex);
-      Value penalty = mask->node(maskGraph->outputs().front().node, maskIndex);
-      if (!penalty || mask->failed())
-        return mlir::failure();
-      elemental->defineRead(softmax.prologue, maskOperand, maskIndex, penalty);
-    }
-    Value logit = elemental->node(softmax.prologue, at);
-    if (!logit || elemental->failed())
+    Value logit = evaluatePrologue(*elemental, mask ? &*mask : nullptr, maskGraph, graph, softmax, head, query,
+                                   mayOverrun ? x.min(key, TK - 1) : key, score);
+    if (!logit)
       return mlir::failure();
     // Keys past the end do not exist.
     if (mayOverrun)
@@ -577,7 +477,62 @@ mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why)
   return cfg;
 }
 
-mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, std::string &why) {
+bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::string &whyNot) {
+  if (!(cfg.storage.isBF16() || cfg.storage.isF16()))
+    return whyNot = "Q, K and V not in 16 bits", false;
+  if (!device.sixteenBitMma)
+    return whyNot = device.chip + " has no 16-bit mma.sync", false;
+  if (cfg.headSize % kMmaDepth != 0 || cfg.headSize > kTensorCoreMaxHeadSize)
+    return whyNot = "a head size that is not a multiple of 16 up to 128", false;
+  if (cfg.length < kMmaRows)
+    return whyNot = "fewer query rows than one mma's 16", false;
+  return true;
+}
+
+namespace {
+
+mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription &device, std::string &why) {
+  cfg.tensorCores = true;
+  cfg.lanes = 4; // a C fragment's row is held by four lanes, two elements each
+  cfg.width = 2;
+  cfg.chunks = cfg.headSize / 8;
+  cfg.rowsPerBlock = kTensorCoreRowsPerBlock;
+  while (cfg.rowsPerBlock > kMmaRows &&
+         cfg.heads * llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock) < kMinBlocksPerSm * device.smCount)
+    cfg.rowsPerBlock /= 2;
+  while (cfg.rowsPerBlock > kMmaRows && cfg.rowsPerBlock / 2 >= cfg.length)
+    cfg.rowsPerBlock /= 2;
+  cfg.threads = cfg.rowsPerBlock / kMmaRows * device.warpSize;
+  cfg.queryTiles = llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock);
+  cfg.keysPerTile = std::min(kTensorCoreKeysPerTile, llvm::divideCeilSigned(cfg.keys, kMmaDepth) * kMmaDepth);
+  cfg.keyTiles = llvm::divideCeilSigned(cfg.keys, cfg.keysPerTile);
+  cfg.splits = 1;
+  cfg.tilesPerSplit = cfg.keyTiles;
+  int64_t elementsPerWord = 4 / cfg.storageBytes;
+  cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
+  cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;
+  int64_t sharedBytes = (cfg.keysPerTile * cfg.kTileRow + cfg.keysPerTile / 2 * cfg.vPairRow) * cfg.storageBytes;
+  if (sharedBytes > device.sharedMemoryPerBlock)
+    return why = "the K and V tiles do not fit shared memory", mlir::failure();
+  cfg.partialStride = cfg.headSize + kVectorBytes / cfg.elementBytes;
+  return mlir::success();
+}
+
+} // namespace
+
+std::array<mlir::MemRefType, 2> workgroupTiles(const Config &cfg, mlir::MLIRContext *context) {
+  auto space = mlir::gpu::AddressSpaceAttr::get(context, mlir::gpu::AddressSpace::Workgroup);
+  auto tile = [&](int64_t rows, int64_t columns) {
+    return mlir::MemRefType::get({rows, columns}, cfg.storage, mlir::MemRefLayoutAttrInterface{}, space);
+  };
+  if (cfg.tensorCores)
+    return {tile(cfg.keysPerTile, cfg.kTileRow), tile(cfg.keysPerTile / 2, cfg.vPairRow)};
+  return {tile(cfg.keysPerTile, cfg.headSize), tile(cfg.keysPerTile, cfg.headSize)};
+}
+
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why) {
+  if (tensorCores)
+    return chooseTensorCoreLaunch(cfg, device, why);
   cfg.lanes = 1;
   // A query row alone per head (a decode step) is alone in its block,
   // whose other lanes would idle: it gets a whole warp's lanes (as many as

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 
+#include <array>
 #include <string>
 
 namespace mlpipe::emitters::fused_attention {
@@ -70,6 +71,12 @@ struct Config {
   const CacheWrite *cacheWrite = nullptr;
   int64_t cacheSourceArgument = -1;
   llvm::SmallVector<int64_t> cacheKeyInputArguments;
+  // On tensor cores (tensor_core_attention.cpp): both products on
+  // mma.sync, a warp per 16 query rows, no split keys and no cache write.
+  // Elements per row of the K tile and of the V tile's pairs of keys in
+  // shared memory (padded so that a warp's fragment loads hit 32 banks).
+  bool tensorCores = false;
+  int64_t kTileRow = 0, vPairRow = 0;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
@@ -78,9 +85,22 @@ struct Config {
 // with the reason otherwise.
 mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why);
 
+// Whether the tensor-core kernel takes this attention on this GPU: Q, K
+// and V in bf16 or f16 on a chip with their mma.sync (sm_80 on), a head
+// size a multiple of 16 (one mma's depth) up to kTensorCoreMaxHeadSize (its
+// accumulators in registers), and at least one mma's 16 query rows (fewer
+// rows, a decode step's, split their keys over blocks instead). Why not
+// otherwise.
+bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::string &whyNot);
+
 // The launch configuration, from the device description: lanes per query
-// row, query rows per block, keys per tile, splits of the keys.
-mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, std::string &why);
+// row, query rows per block, keys per tile, splits of the keys; with
+// `tensorCores` (tensorCoresFit), warps of 16 rows and mma-sized tiles.
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why);
+
+// The two tiles the kernel stages in shared memory: K's and V's rows, or
+// on tensor cores K's padded rows and V's pairs of keys.
+std::array<mlir::MemRefType, 2> workgroupTiles(const Config &cfg, mlir::MLIRContext *context);
 
 // The widest vector (at most `maxElements`) along the last dimension of a
 // memref: every vector aligned to its size, given an aligned base.
@@ -92,6 +112,12 @@ int64_t vectorWidthAlongLast(mlir::MemRefType type, int64_t maxElements);
 // and the V tile.
 mlir::LogicalResult buildAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
                                        const FusionGraph &graph, const Softmax &softmax, const FusionGraph *maskGraph);
+
+// The tensor-core kernel's body (tensor_core_attention.cpp), with the
+// arguments of buildAttentionBody (never split keys).
+mlir::LogicalResult buildTensorCoreAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
+                                                 const FusionGraph &graph, const Softmax &softmax,
+                                                 const FusionGraph *maskGraph);
 
 // The kernel that combines split keys (split_combine.h): one thread per
 // element (h, i, d) of the output. Arguments: partials ([H, Tq, S,

@@ -18,6 +18,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -134,11 +136,14 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     if (mlir::failed(cfg))
       return mlir::failure();
     // The limit is on query rows walking every key: a decode step's one
-    // row per head is split over the keys instead.
-    AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys);
+    // row per head is split over the keys instead. On tensor cores the
+    // kernel reuses its tiles across rows and fuses at every length.
+    std::string noTensorCores = "the pass's option tensor-cores=false";
+    bool tensorCores = allowTensorCores && tensorCoresFit(*cfg, device, noTensorCores);
+    AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
-      return why = choice.why, mlir::failure();
-    if (mlir::failed(chooseLaunch(*cfg, device, why)))
+      return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
+    if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why)))
       return mlir::failure();
 
     // (At the values call: every operand of the three calls is defined by then.)
@@ -249,10 +254,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       }
     }
     prepareCacheWrite(match, cfg, operands, launch);
-    auto space = mlir::gpu::AddressSpaceAttr::get(host.getContext(), mlir::gpu::AddressSpace::Workgroup);
-    auto tileType =
-        mlir::MemRefType::get({cfg.keysPerTile, cfg.headSize}, cfg.storage, mlir::MemRefLayoutAttrInterface{}, space);
-    signature.workgroupBuffers = {tileType, tileType};
+    auto [kTile, vTile] = workgroupTiles(cfg, host.getContext());
+    signature.workgroupBuffers = {kTile, vTile};
     launch.rowBytes = cfg.heads * cfg.headSize * cfg.storageBytes;
     launch.partialBytes = cfg.splits > 1 ? launch.partialsType.getNumElements() * cfg.elementBytes : 0;
     int64_t rowBytes = launch.rowBytes;
@@ -272,7 +275,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
   // the cache as before; no other block reads that key.
   static void prepareCacheWrite(AttentionMatch &match, Config &cfg, const HostOperands &operands,
                                 PreparedLaunch &launch) {
-    if (match.position && !cfg.causal && cfg.queryTiles == 1)
+    if (match.position && !cfg.causal && cfg.queryTiles == 1 && !cfg.tensorCores)
       launch.cacheWrite = matchCacheWrite(match.scoresCall, match.softmaxCall, match.valuesCall, operands.k, operands.v,
                                           cfg.heads, cfg.headSize, cfg.storage);
     if (!launch.cacheWrite)
@@ -303,6 +306,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     kernel = kernels.tryBuild(launch.signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
       for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
         f.setWorkgroupAttributionAttr(i, "llvm.align", b.getI64IntegerAttr(kVectorBytes));
+      if (cfg.tensorCores)
+        return buildTensorCoreAttentionBody(b, f, cfg, match.softmaxGraph, match.softmax, maskGraph);
       return buildAttentionBody(b, f, cfg, match.softmaxGraph, match.softmax, maskGraph);
     });
     if (mlir::succeeded(kernel) && launch.partials) {
@@ -332,11 +337,13 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                     << (cfg.causal                  ? ", causal (tiles past the diagonal skipped)"
                         : cfg.positionArgument >= 0 ? ", masked past a run-time position (tiles after it skipped)"
                                                     : ", not causal (every tile)")
-                    << ", " << cfg.rowsPerBlock << " query rows per block, " << cfg.lanes << " lanes per row holding "
-                    << cfg.chunks << " chunks of " << cfg.width << ", " << cfg.keysPerTile
-                    << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ << " k " << cfg.widthK
-                    << " v " << cfg.widthV << " out " << cfg.widthO << ", " << cfg.heads * cfg.queryTiles * cfg.splits
-                    << " blocks x " << cfg.threads << " threads" << splitText
+                    << ", " << cfg.rowsPerBlock << " query rows per block, "
+                    << (cfg.tensorCores ? "on tensor cores (mma.sync m16n8k16, a warp per 16 rows)"
+                                        : std::to_string(cfg.lanes) + " lanes per row holding " +
+                                              std::to_string(cfg.chunks) + " chunks of " + std::to_string(cfg.width))
+                    << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ
+                    << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO << ", "
+                    << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
                     << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "") << "\n");
   }
 

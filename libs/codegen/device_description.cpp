@@ -21,6 +21,9 @@ constexpr int64_t kMiB = 1024 * 1024;
 // griddepcontrol and CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 // came with Hopper.
 constexpr int kFirstProgrammaticLaunchSm = 90;
+// mma.sync m16n8k16 on bf16 came with Ampere (f16's m16n8k16 too; Turing
+// has f16 at m16n8k8 only).
+constexpr int kFirstSixteenBitMmaSm = 80;
 
 DeviceDescription describe(const char *chip, const char *part, int sms, int threadsPerSm, int64_t sharedOptIn,
                            int64_t l2) {
@@ -32,6 +35,7 @@ DeviceDescription describe(const char *chip, const char *part, int sms, int thre
   d.sharedMemoryPerBlockOptIn = sharedOptIn;
   d.l2CacheBytes = l2;
   d.programmaticDependentLaunch = std::atoi(chip + 3) >= kFirstProgrammaticLaunchSm;
+  d.sixteenBitMma = std::atoi(chip + 3) >= kFirstSixteenBitMmaSm;
   return d;
 }
 

@@ -27,6 +27,9 @@ struct DeviceDescription {
   // scheduled while the one before it finishes, waiting in griddepcontrol
   // for its writes.
   bool programmaticDependentLaunch = false;
+  // mma.sync m16n8k16 on bf16 and f16 with f32 accumulation (sm_80 and
+  // later): the tensor-core kernels' instruction.
+  bool sixteenBitMma = false;
 
   // Resident threads the whole GPU can hold: the width a grid-stride loop
   // needs to keep every SM busy.

@@ -38,7 +38,9 @@ MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &o
   return {MatmulPath::Cublas, "cuBLAS reads every operand in place"};
 }
 
-AttentionChoice chooseAttentionPath(int64_t queries, int64_t keys, int64_t maxKeys) {
+AttentionChoice chooseAttentionPath(int64_t queries, int64_t keys, int64_t maxKeys, bool tensorCores) {
+  if (tensorCores)
+    return {AttentionPath::Fused, "on tensor cores, fused at every length"};
   int64_t limit = maxKeys < 0 ? kFusedAttentionMaxKeys : maxKeys;
   if (limit > 0 && std::min(queries, keys) > limit)
     return {AttentionPath::ThreeKernels, std::to_string(keys) + " keys, more than the " + std::to_string(limit) +

@@ -95,7 +95,10 @@ struct AttentionChoice {
 
 // The path for attention over `queries` query rows and `keys` keys;
 // `maxKeys` is the pass option (< 0: kFusedAttentionMaxKeys; 0: any length).
-// A decode step (one query row against the cache) always fuses.
-AttentionChoice chooseAttentionPath(int64_t queries, int64_t keys, int64_t maxKeys);
+// A decode step (one query row against the cache) always fuses; so does
+// attention the tensor-core kernel takes (`tensorCores`): its warps share
+// each K and V tile across 16-row mma tiles, and the scores never reach
+// memory, at every length.
+AttentionChoice chooseAttentionPath(int64_t queries, int64_t keys, int64_t maxKeys, bool tensorCores = false);
 
 } // namespace mlpipe

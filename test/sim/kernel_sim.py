@@ -9,7 +9,8 @@ fusion functions it calls) runs linalg.fill, linalg.transpose,
 linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by interpreting the kernels' ops
-(arith, math, memref, vector, scf, gpu) for every thread of every block.
+(arith, math, memref, vector, scf, gpu; nvvm.mma.sync across a warp's
+lanes) for every thread of every block.
 The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
@@ -430,6 +431,10 @@ def run_block(block, env, thread):
             if len(op.results) > 1:
                 env[op.results[1]] = True
             continue
+        if name == "nvvm.mma.sync":
+            # A warp's matrix product: the launcher answers from every lane's fragments.
+            env[op.results[0]] = yield (op, "mma", args)
+            continue
         if name == "memref.extract_strided_metadata":
             # The base (the buffer from its start), offset, sizes, strides.
             m = args[0]
@@ -443,8 +448,48 @@ def run_block(block, env, thread):
     return []
 
 
+def warp_mma(op, lanes):
+    """mma.sync m16n8k16, row-major A and column-major B, f32 accumulation:
+    D = A B + C from the 32 lanes' fragments (lane l: g = l / 4, t = l % 4;
+    A's registers hold rows g, g+8 at columns 2t, 2t+1, then 8 further; B's
+    rows 2t, 2t+1 (then 8 further) at column g; C's rows g, g+8 at columns
+    2t, 2t+1). A 32-bit register of two 16-bit values is a pair (first the
+    lower half)."""
+    if "m = 16, n = 8, k = 16" not in op.attrs or "operandSegmentSizes = array<i32: 4, 2, 4>" not in op.attrs:
+        raise SimError("line %d: the simulator knows mma.sync m16n8k16 only" % op.line)
+    a = [[0.0] * 16 for _ in range(16)]
+    b = [[0.0] * 8 for _ in range(16)]
+    c = [[0.0] * 8 for _ in range(16)]
+    for lane, args in enumerate(lanes):
+        g, t = lane // 4, lane % 4
+        for reg in range(4):
+            for e in range(2):
+                a[g + 8 * (reg % 2)][2 * t + e + 8 * (reg // 2)] = args[reg][e]
+        for reg in range(2):
+            for e in range(2):
+                b[2 * t + e + 8 * reg][g] = args[4 + reg][e]
+        for i in range(4):
+            c[g + 8 * (i // 2)][2 * t + i % 2] = args[6 + i]
+    results = []
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        d = []
+        for i in range(4):
+            row, col = g + 8 * (i // 2), 2 * t + i % 2
+            d.append(c[row][col] + sum(a[row][kk] * b[kk][col] for kk in range(16)))
+        results.append(d)
+    return results
+
+
 def execute(op, args, thread):
     name = op.name
+    if name == "llvm.bitcast":
+        # Two 16-bit values as one 32-bit register (an mma operand): kept as a pair.
+        if op.result_type == "i32" and isinstance(args[0], list) and len(args[0]) == 2:
+            return tuple(args[0])
+        raise SimError("line %d: the simulator knows llvm.bitcast of two 16-bit values to i32 only" % op.line)
+    if name == "llvm.extractvalue":
+        return args[0][int(re.search(r"position = array<i64: (\d+)>", op.attrs).group(1))]
     if name == "arith.constant":
         return constant_value(op)
     if name in ("arith.addi", "arith.addf"):
@@ -700,6 +745,15 @@ def run_threads(threads, block_id, stats, shared_log, global_log):
                         stops[t] = None
                         live.discard(t)
                 shuffles = [stops[t] for t in running if isinstance(stops[t], tuple)]
+                if shuffles and shuffles[0][1] == "mma":
+                    first = shuffles[0]
+                    if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
+                            len(running) != 32:
+                        raise SimError("line %d: not every lane of a warp reaches the mma.sync" % first[0].line)
+                    results = warp_mma(first[0], [stops[t][2] for t in running])
+                    for t, result in zip(running, results):
+                        answers[t] = result
+                    continue
                 if shuffles:
                     first = shuffles[0]
                     # gpu.shuffle xor: every thread of the warp at the same one.

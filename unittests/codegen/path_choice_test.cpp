@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include "codegen/device_description.h"
 #include "codegen/path_choice.h"
 
 #include <ostream>
@@ -94,6 +95,18 @@ BOOST_AUTO_TEST_CASE(attention_fuses_up_to_the_key_limit) {
   BOOST_TEST(chooseAttentionPath(1, 1024, -1).path == AttentionPath::Fused);
   BOOST_TEST(chooseAttentionPath(1024, 1024, 0).path == AttentionPath::Fused);
   BOOST_TEST(chooseAttentionPath(64, 64, 32).path == AttentionPath::ThreeKernels);
+}
+
+BOOST_AUTO_TEST_CASE(attention_on_tensor_cores_fuses_at_every_length) {
+  BOOST_TEST(chooseAttentionPath(1024, 1024, -1, true).path == AttentionPath::Fused);
+  BOOST_TEST(chooseAttentionPath(4096, 4096, 32, true).path == AttentionPath::Fused);
+  BOOST_TEST(chooseAttentionPath(1024, 1024, -1, false).path == AttentionPath::ThreeKernels);
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_mma_from_sm_80) {
+  BOOST_TEST(!deviceDescription("sm_75").sixteenBitMma);
+  BOOST_TEST(deviceDescription("sm_80").sixteenBitMma);
+  BOOST_TEST(deviceDescription("sm_90a").sixteenBitMma);
 }
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {

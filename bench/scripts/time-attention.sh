@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The attention unit kernel (heads split, attention, heads merged) in bf16
+# and f16 on its two paths, timed in one run on the GPU host: the fused
+# kernel on tensor cores (the default where it fits) against the three
+# kernels (scores GEMM on cuBLASLt, softmax row reduction, values GEMM)
+# that the pass leaves with tensor-cores=false max-keys=1; then the
+# tensor-core kernel's own time under ncu at GPT-2's shapes, as TFLOP/s on
+# the causal FLOPs (4 T (T+1) / 2 D per head).
+#   source .device/setup.sh && bench/scripts/time-attention.sh [T...]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+on_the_gpu_host time-attention
+lengths=("${@:-64 128 256 512 1024}")
+read -r -a lengths <<<"${lengths[*]}"
+heads=12 width=768 repeat=200
+sed 's/mlpipe-fused-attention{chip={chip}}/mlpipe-fused-attention{chip={chip} tensor-cores=false max-keys=1}/' \
+  pipelines/outline.pipeline >"$out/three-kernels.pipeline"
+printf '%-6s %-5s %14s %16s %9s %22s\n' dtype T "tensor ms" "three-kernel ms" ratio "program TFLOP/s causal"
+for dtype in bf16 f16; do
+  for T in "${lengths[@]}"; do
+    data=$out/data.$dtype.$T
+    verify attention --shape "${T}x$width" --heads $heads --dtype $dtype --target cpu --save "$data" >/dev/null
+    qkv="--input q=@$data/attention/q.npy --input k=@$data/attention/k.npy --input v=@$data/attention/v.npy"
+    trace attention --shape "${T}x$width" --heads $heads --dtype $dtype | fuse | bufferize >"$out/a.$dtype.$T.mlir"
+    outline "$out/a.$dtype.$T.mlir" | lower-nvvm -o "$out/tensor.$dtype.$T.mlir"
+    outline "$out/a.$dtype.$T.mlir" --pipeline "$out/three-kernels.pipeline" | lower-nvvm -o "$out/three.$dtype.$T.mlir"
+    # shellcheck disable=SC2086
+    tensor=$(run "$out/tensor.$dtype.$T.mlir" $qkv --repeat $repeat | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')
+    # shellcheck disable=SC2086
+    three=$(run "$out/three.$dtype.$T.mlir" $qkv --repeat $repeat | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')
+    awk -v d=$dtype -v T="$T" -v a="$tensor" -v b="$three" -v h=$heads -v D=$((width / heads)) 'BEGIN {
+      printf "%-6s %-5s %14s %16s %8.2fx %22.1f\n", d, T, a, b, a / b, 4 * T * (T + 1) / 2 * D * h / (a / 1000) / 1e12 }' 
+  done
+done
+# The kernel alone, from the profiler (GPU time of each launch).
+if command -v ncu >/dev/null; then
+  for dtype in bf16 f16; do
+    T=${lengths[-1]}
+    data=$out/data.$dtype.$T
+    qkv="--input q=@$data/attention/q.npy --input k=@$data/attention/k.npy --input v=@$data/attention/v.npy"
+    # shellcheck disable=SC2086
+    ncu --clock-control none --metrics gpu__time_duration.sum -k regex:attention \
+      run "$out/tensor.$dtype.$T.mlir" $qkv --repeat 5 2>&1 | grep -E "attention|gpu__time_duration" | tail -4
+  done
+fi
