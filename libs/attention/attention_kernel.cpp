@@ -74,9 +74,19 @@ constexpr int64_t kMinKeyTilesPerSplit = 1;
 // the largest head whose accumulators (D / 2 f32 a lane) and Q fragments
 // (D / 4 registers) stay in registers beside the scores.
 constexpr int64_t kTensorCoreRowsPerBlock = 64;
-constexpr int64_t kMmaRows = 16;  // rows of one mma.sync m16n8k16, a warp's
-constexpr int64_t kMmaDepth = 16; // its k: head sizes and key tiles are multiples
+constexpr int64_t kMmaRows = 16;       // rows of one mma.sync m16n8k16, a warp's
+constexpr int64_t kMmaDepth = 16;      // its k: head sizes and key tiles are multiples
+constexpr int64_t kLanesPerMmaRow = 4; // lanes holding a row of its accumulator
 constexpr int64_t kTensorCoreKeysPerTile = 64;
+// A block's key tiles are walked one after another, so the longest block
+// (causal: the last query rows, every key) bounds the kernel. While the
+// grid's warps number fewer than this many per SM, a block's tiles are
+// dealt to up to kMaxKeyGroups groups of warps (each its own tiles, of
+// kGroupKeysPerTile keys to keep their shared memory small), a factor
+// shorter, the groups' partials combined at the end.
+constexpr int64_t kTensorCoreWarpsPerSm = 16;
+constexpr int64_t kMaxKeyGroups = 4;
+constexpr int64_t kGroupKeysPerTile = 32;
 constexpr int64_t kTensorCoreMaxHeadSize = 128;
 // Shared-memory row pads, in 32-bit words: the K tile's row length is 4
 // words past a multiple of 32 (lanes g = 0..7 read rows g at word t =
@@ -502,32 +512,52 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
     cfg.rowsPerBlock /= 2;
   while (cfg.rowsPerBlock > kMmaRows && cfg.rowsPerBlock / 2 >= cfg.length)
     cfg.rowsPerBlock /= 2;
-  cfg.threads = cfg.rowsPerBlock / kMmaRows * device.warpSize;
   cfg.queryTiles = llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock);
-  cfg.keysPerTile = std::min(kTensorCoreKeysPerTile, llvm::divideCeilSigned(cfg.keys, kMmaDepth) * kMmaDepth);
-  cfg.keyTiles = llvm::divideCeilSigned(cfg.keys, cfg.keysPerTile);
-  cfg.splits = 1;
-  cfg.tilesPerSplit = cfg.keyTiles;
+  int64_t roundedKeys = llvm::divideCeilSigned(cfg.keys, kMmaDepth) * kMmaDepth;
+  int64_t warps = cfg.heads * cfg.queryTiles * (cfg.rowsPerBlock / kMmaRows);
+  cfg.keyGroups = 1;
+  while (cfg.keyGroups < kMaxKeyGroups && warps * cfg.keyGroups < kTensorCoreWarpsPerSm * device.smCount &&
+         2 * cfg.keyGroups * kGroupKeysPerTile <= roundedKeys)
+    cfg.keyGroups *= 2;
+  cfg.keysPerTile = std::min(cfg.keyGroups > 1 ? kGroupKeysPerTile : kTensorCoreKeysPerTile, roundedKeys);
   int64_t elementsPerWord = 4 / cfg.storageBytes;
   cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
   cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;
-  int64_t sharedBytes = (cfg.keysPerTile * cfg.kTileRow + cfg.keysPerTile / 2 * cfg.vPairRow) * cfg.storageBytes;
-  if (sharedBytes > device.sharedMemoryPerBlock)
+  auto sharedBytes = [&] {
+    int64_t tiles = cfg.keyGroups * (cfg.keysPerTile * cfg.kTileRow + cfg.keysPerTile / 2 * cfg.vPairRow);
+    int64_t partials =
+        cfg.keyGroups > 1 ? cfg.rowsPerBlock * (cfg.headSize + 2 * kLanesPerMmaRow) * cfg.elementBytes : 0;
+    return tiles * cfg.storageBytes + partials;
+  };
+  // Fewer key groups, then fewer keys a tile, until they fit.
+  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keyGroups > 1)
+    cfg.keyGroups /= 2;
+  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMmaDepth)
+    cfg.keysPerTile /= 2;
+  if (sharedBytes() > device.sharedMemoryPerBlock)
     return why = "the K and V tiles do not fit shared memory", mlir::failure();
+  cfg.threads = cfg.rowsPerBlock / kMmaRows * cfg.keyGroups * device.warpSize;
+  cfg.keyTiles = llvm::divideCeilSigned(cfg.keys, cfg.keysPerTile);
+  cfg.splits = 1;
+  cfg.tilesPerSplit = cfg.keyTiles;
   cfg.partialStride = cfg.headSize + kVectorBytes / cfg.elementBytes;
   return mlir::success();
 }
 
 } // namespace
 
-std::array<mlir::MemRefType, 2> workgroupTiles(const Config &cfg, mlir::MLIRContext *context) {
+llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir::MLIRContext *context) {
   auto space = mlir::gpu::AddressSpaceAttr::get(context, mlir::gpu::AddressSpace::Workgroup);
-  auto tile = [&](int64_t rows, int64_t columns) {
-    return mlir::MemRefType::get({rows, columns}, cfg.storage, mlir::MemRefLayoutAttrInterface{}, space);
+  auto tile = [&](int64_t rows, int64_t columns, mlir::Type element) {
+    return mlir::MemRefType::get({rows, columns}, element, mlir::MemRefLayoutAttrInterface{}, space);
   };
-  if (cfg.tensorCores)
-    return {tile(cfg.keysPerTile, cfg.kTileRow), tile(cfg.keysPerTile / 2, cfg.vPairRow)};
-  return {tile(cfg.keysPerTile, cfg.headSize), tile(cfg.keysPerTile, cfg.headSize)};
+  if (!cfg.tensorCores)
+    return {tile(cfg.keysPerTile, cfg.headSize, cfg.storage), tile(cfg.keysPerTile, cfg.headSize, cfg.storage)};
+  llvm::SmallVector<mlir::MemRefType, 3> buffers{tile(cfg.keyGroups * cfg.keysPerTile, cfg.kTileRow, cfg.storage),
+                                                 tile(cfg.keyGroups * cfg.keysPerTile / 2, cfg.vPairRow, cfg.storage)};
+  if (cfg.keyGroups > 1)
+    buffers.push_back(tile(cfg.rowsPerBlock, cfg.headSize + 2 * kLanesPerMmaRow, cfg.element));
+  return buffers;
 }
 
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why) {

@@ -23,7 +23,6 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 
-#include <array>
 #include <string>
 
 namespace mlpipe::emitters::fused_attention {
@@ -77,6 +76,11 @@ struct Config {
   // shared memory (padded so that a warp's fragment loads hit 32 banks).
   bool tensorCores = false;
   int64_t kTileRow = 0, vPairRow = 0;
+  // Groups of warps over which a block's key tiles are dealt (tile i to
+  // group i mod keyGroups), each group's warps covering all the block's
+  // rows; their partial max, sum and output combined through shared memory
+  // at the end.
+  int64_t keyGroups = 1;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
@@ -98,9 +102,11 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 // `tensorCores` (tensorCoresFit), warps of 16 rows and mma-sized tiles.
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why);
 
-// The two tiles the kernel stages in shared memory: K's and V's rows, or
-// on tensor cores K's padded rows and V's pairs of keys.
-std::array<mlir::MemRefType, 2> workgroupTiles(const Config &cfg, mlir::MLIRContext *context);
+// The buffers the kernel keeps in shared memory: the tiles of K's and V's
+// rows, or on tensor cores K's padded rows and V's pairs of keys (a tile
+// per key group), and with several key groups their partials ([rows, D +
+// 8] f32: the output, then each of a row's four lanes' max and sum).
+llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir::MLIRContext *context);
 
 // The widest vector (at most `maxElements`) along the last dimension of a
 // memref: every vector aligned to its size, given an aligned base.

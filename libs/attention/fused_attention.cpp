@@ -254,8 +254,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       }
     }
     prepareCacheWrite(match, cfg, operands, launch);
-    auto [kTile, vTile] = workgroupTiles(cfg, host.getContext());
-    signature.workgroupBuffers = {kTile, vTile};
+    for (mlir::MemRefType buffer : workgroupBuffers(cfg, host.getContext()))
+      signature.workgroupBuffers.push_back(buffer);
     launch.rowBytes = cfg.heads * cfg.headSize * cfg.storageBytes;
     launch.partialBytes = cfg.splits > 1 ? launch.partialsType.getNumElements() * cfg.elementBytes : 0;
     int64_t rowBytes = launch.rowBytes;
@@ -341,6 +341,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                     << (cfg.tensorCores ? "on tensor cores (mma.sync m16n8k16, a warp per 16 rows)"
                                         : std::to_string(cfg.lanes) + " lanes per row holding " +
                                               std::to_string(cfg.chunks) + " chunks of " + std::to_string(cfg.width))
+                    << (cfg.keyGroups > 1 ? ", key tiles dealt to " + std::to_string(cfg.keyGroups) +
+                                                " groups of warps (kTensorCoreWarpsPerSm), combined in shared memory"
+                                          : "")
                     << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ
                     << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO << ", "
                     << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText

@@ -7,7 +7,8 @@ namespace mlpipe::emitters::fused_attention {
 
 Value Builder::vzero(mlir::Type element, int64_t width) const {
   auto type = mlir::VectorType::get({width}, element);
-  return mlir::arith::ConstantOp::create(b, loc, type, mlir::DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
+  return mlir::arith::ConstantOp::create(b, loc, type,
+                                         mlir::DenseElementsAttr::get(type, b.getFloatAttr(element, 0.0)));
 }
 
 Value Builder::load(Value memref, llvm::SmallVector<Value> index, int64_t width, bool vectorOk,

@@ -17,6 +17,13 @@
 // Each row's max is combined over the four lanes holding it (two xor
 // shuffles); its sum stays a per-lane partial until the end.
 //
+// A block walks its key tiles one after another, so its longest walk
+// (causal: the last query rows against every key) bounds the kernel; where
+// the grid has few warps, the block's tiles are dealt to groups of warps
+// (tile i to group i mod keyGroups), each covering all the block's rows
+// with its own part of shared memory, and the groups' max, sum and output
+// are combined in turn through shared memory at the end.
+//
 // Shared memory: K as [keys, D + pad] (B of S reads key 8n+g, elements 2t,
 // 2t+1: one 32-bit load); V as pairs of keys [keys / 2, 2 D + pad], the
 // values of keys 2i and 2i+1 side by side per head element, so that B of
@@ -36,6 +43,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -54,7 +62,8 @@ public:
       : b(b), f(f), loc(f.getLoc()), x{b, loc}, cfg(cfg), graph(graph), softmax(softmax), maskGraph(maskGraph),
         q(f.getArgument(0)), k(f.getArgument(1)), v(f.getArgument(2)), out(f.getArgument(3)),
         kTile(f.getWorkgroupAttributions()[0]), vPairs(f.getWorkgroupAttributions()[1]), f32(b.getF32Type()),
-        D(cfg.headSize), T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile) {}
+        D(cfg.headSize), T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile), S(cfg.keyGroups),
+        groupThreads(cfg.threads / cfg.keyGroups) {}
 
   mlir::LogicalResult build() {
     makeElementalEmitters();
@@ -68,10 +77,20 @@ public:
     Value zero = x.fconst(f32, 0.0);
     for (int64_t i = 0; i < D / kMmaCols * 4; ++i)
       init.push_back(zero);
-    auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), keyTiles(), x.c(1), init);
+    // Each key group walks every keyGroups-th tile of the block's.
+    tiles = keyTiles();
+    Value rounds = x.div(x.add(tiles, S - 1), S);
+    auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), rounds, x.c(1), init);
     if (mlir::failed(buildTileStep(loop)))
       return mlir::failure();
-    writeOutput(loop);
+    llvm::SmallVector<Value> state(loop.getResults().begin(), loop.getResults().end());
+    // Each row's sum over its four lanes.
+    for (int r = 0; r < 2; ++r)
+      state[2 + r] = sumOverLanes(x, state[2 + r], kLanesPerRow);
+    if (S > 1)
+      combineGroups(state);
+    else
+      writeOutput(state);
     if (elemental->failed())
       return mlir::failure();
     if (anchor->use_empty())
@@ -92,10 +111,14 @@ private:
       mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
   }
 
-  // The block's head and query tile; the warp's 16 rows; the lane's group
-  // g (its two rows, g and g+8) and place t in it.
+  // The block's head and query tile; the warp's key group and 16 rows; the
+  // lane's group g (its two rows, g and g+8) and place t in it.
   void placeWarp() {
     tid = threadIdX(b, loc);
+    keyGroup = x.div(tid, groupThreads);
+    groupTid = x.rem(tid, groupThreads);
+    kRowBase = x.mul(keyGroup, BK);
+    vRowBase = x.mul(keyGroup, BK / 2);
     Value block = blockIdX(b, loc);
     head = x.div(block, cfg.queryTiles);
     // Query tiles with the most keys first, so the longest blocks start first.
@@ -103,9 +126,10 @@ private:
     Value lane = x.rem(tid, 32);
     group = x.div(lane, kLanesPerRow);
     inGroup = x.rem(lane, kLanesPerRow);
-    Value warpRow = x.add(x.mul(queryTile, cfg.rowsPerBlock), x.mul(x.div(tid, 32), kMmaRows));
+    Value warpInGroup = x.div(groupTid, 32);
     for (int r = 0; r < 2; ++r) {
-      Value row = x.add(x.add(warpRow, group), r * 8);
+      rowsInBlock.push_back(x.add(x.add(x.mul(warpInGroup, kMmaRows), group), r * 8));
+      Value row = x.add(x.mul(queryTile, cfg.rowsPerBlock), rowsInBlock.back());
       rows.push_back(row);
       rowValid.push_back(T % cfg.rowsPerBlock != 0 ? x.lt(row, T) : Value());
       queries.push_back(T % cfg.rowsPerBlock != 0 ? x.min(row, T - 1) : row);
@@ -170,34 +194,51 @@ private:
     return tiles;
   }
 
-  // The tile's K rows as stored, and its V rows as pairs of keys; keys
-  // past the end read the last one (their scores are masked).
+  // The tile's K rows as stored, and its V rows as pairs of keys, by the
+  // threads of the key group, into the group's part of the buffers; keys
+  // past the end read the last one (their scores are masked). A pair row
+  // is built in registers: the same `width` elements of keys 2p and 2p+1,
+  // interleaved, stored as two vectors.
   void stage(Value firstKey) {
-    for (int kv = 0; kv < 2; ++kv) {
-      int64_t width = kv == 0 ? cfg.widthK : cfg.widthV;
-      int64_t vectorsPerRow = D / width, vectors = BK * vectorsPerRow;
-      for (int64_t start = 0; start < vectors; start += cfg.threads) {
-        Value linear = x.add(tid, start);
-        Value valid = (start + cfg.threads > vectors) ? x.lt(linear, vectors) : Value();
-        x.guarded(valid, [&] {
-          Value r = x.div(linear, vectorsPerRow);
-          Value col = x.mul(x.rem(linear, vectorsPerRow), width);
-          Value key = x.add(firstKey, r);
-          if (TK % BK != 0)
-            key = x.min(key, TK - 1);
-          Value value = x.load(kv == 0 ? k : v, {head, key, col}, width, width > 1, cfg.storageBytes);
-          if (kv == 0) {
-            x.store(value, kTile, {r, col}, width, width > 1, cfg.storageBytes);
-            return;
-          }
-          // V[key][col + u] -> pairs[key / 2][2 (col + u) + key % 2]
-          Value pairRow = x.div(r, 2), parity = x.rem(r, 2);
-          for (int64_t u = 0; u < width; ++u) {
-            Value at = x.add(x.mul(x.add(col, u), 2), parity);
-            mlir::memref::StoreOp::create(b, loc, x.extract(value, u), vPairs, mlir::ValueRange{pairRow, at});
-          }
-        });
+    auto clampedKey = [&](Value key) { return TK % BK != 0 ? x.min(key, TK - 1) : key; };
+    cooperatively(BK * (D / cfg.widthK), [&](Value linear) {
+      int64_t vectorsPerRow = D / cfg.widthK;
+      Value r = x.div(linear, vectorsPerRow);
+      Value col = x.mul(x.rem(linear, vectorsPerRow), cfg.widthK);
+      Value value =
+          x.load(k, {head, clampedKey(x.add(firstKey, r)), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
+      x.store(value, kTile, {x.add(kRowBase, r), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
+    });
+    int64_t width = cfg.widthV;
+    cooperatively(BK / 2 * (D / width), [&](Value linear) {
+      int64_t vectorsPerRow = D / width;
+      Value pair = x.div(linear, vectorsPerRow);
+      Value col = x.mul(x.rem(linear, vectorsPerRow), width);
+      Value key = x.add(firstKey, x.mul(pair, 2));
+      Value even = x.load(v, {head, clampedKey(key), col}, width, width > 1, cfg.storageBytes);
+      Value odd = x.load(v, {head, clampedKey(x.add(key, 1)), col}, width, width > 1, cfg.storageBytes);
+      llvm::SmallVector<int64_t> interleave;
+      for (int64_t u = 0; u < width; ++u)
+        interleave.append({u, width + u});
+      Value pairs = mlir::vector::ShuffleOp::create(b, loc, even, odd, interleave);
+      for (int64_t half = 0; half < 2; ++half) {
+        llvm::SmallVector<int64_t> part;
+        for (int64_t u = 0; u < width; ++u)
+          part.push_back(half * width + u);
+        Value chunk = mlir::vector::ShuffleOp::create(b, loc, pairs, pairs, part);
+        x.store(chunk, vPairs, {x.add(vRowBase, pair), x.add(x.mul(col, 2), half * width)}, width, width > 1,
+                cfg.storageBytes);
       }
+    });
+  }
+
+  // `body(linear)` for linear = 0 .. count-1, dealt over the key group's
+  // threads.
+  void cooperatively(int64_t count, const std::function<void(Value)> &body) {
+    for (int64_t start = 0; start < count; start += groupThreads) {
+      Value linear = x.add(groupTid, start);
+      Value valid = (start + groupThreads > count) ? x.lt(linear, count) : Value();
+      x.guarded(valid, [&] { body(linear); });
     }
   }
 
@@ -207,13 +248,50 @@ private:
     elemental->pushScope();
     if (mask)
       mask->pushScope();
-    auto carried = loop.getRegionIterArgs();
+    llvm::SmallVector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().end());
+    // This group's tile of the round, if the block has one left for it.
+    Value tile = S > 1 ? x.add(x.mul(loop.getInductionVar(), S), keyGroup) : loop.getInductionVar();
+    Value active =
+        S > 1 ? b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, tile, tiles) : Value();
+    Value firstKey = x.mul(tile, BK);
+    mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
+    x.guarded(active, [&] { stage(firstKey); });
+    mlir::gpu::BarrierOp::create(b, loc);
+    if (!active) {
+      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey);
+      if (mlir::failed(yielded))
+        return mlir::failure();
+      mlir::scf::YieldOp::create(b, loc, *yielded);
+      return popScopes();
+    }
+    auto branch = mlir::scf::IfOp::create(b, loc, mlir::ValueRange(carried).getTypes(), active, /*withElse=*/true);
+    {
+      mlir::OpBuilder::InsertionGuard inBranch(b);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey);
+      if (mlir::failed(yielded))
+        return mlir::failure();
+      mlir::scf::YieldOp::create(b, loc, *yielded);
+      b.setInsertionPointToStart(&branch.getElseRegion().front());
+      mlir::scf::YieldOp::create(b, loc, carried);
+    }
+    mlir::scf::YieldOp::create(b, loc, branch.getResults());
+    return popScopes();
+  }
+
+  mlir::LogicalResult popScopes() {
+    elemental->popScope();
+    if (mask)
+      mask->popScope();
+    return mlir::success();
+  }
+
+  // One tile of this group's: scores, the online softmax's step, the
+  // output's accumulators. What the loop yields: the rows' max, their
+  // per-lane sums, the accumulators.
+  mlir::FailureOr<llvm::SmallVector<Value>> foldTile(llvm::ArrayRef<Value> carried, Value firstKey) {
     Value rowMax[2] = {carried[0], carried[1]};
     Value rowSum[2] = {carried[2], carried[3]};
-    Value firstKey = x.mul(loop.getInductionVar(), BK);
-    mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
-    stage(firstKey);
-    mlir::gpu::BarrierOp::create(b, loc);
 
     // S = Q K^T, slice by slice of 8 keys.
     int64_t slices = BK / kMmaCols;
@@ -221,7 +299,7 @@ private:
     Value zero = x.fconst(f32, 0.0);
     for (int64_t n = 0; n < slices; ++n) {
       scores[n].assign(4, zero);
-      Value keyRow = x.add(group, n * kMmaCols);
+      Value keyRow = x.add(x.add(kRowBase, group), n * kMmaCols);
       for (int64_t s = 0; s < D / kMmaDepth; ++s) {
         Value col = x.add(x.mul(inGroup, 2), s * kMmaDepth);
         Value b0 = loadPair(kTile, {keyRow, col}, true);
@@ -240,8 +318,8 @@ private:
         Value key = x.add(x.add(firstKey, x.mul(inGroup, 2)), n * kMmaCols + i % 2);
         bool mayOverrun = TK % BK != 0;
         Value readKey = mayOverrun ? x.min(key, TK - 1) : key;
-        Value logit = evaluatePrologue(*elemental, mask ? &*mask : nullptr, maskGraph, graph, softmax, head,
-                                       queries[r], readKey, scores[n][i]);
+        Value logit = evaluatePrologue(*elemental, mask ? &*mask : nullptr, maskGraph, graph, softmax, head, queries[r],
+                                       readKey, scores[n][i]);
         if (!logit)
           return mlir::failure();
         if (mayOverrun)
@@ -281,45 +359,104 @@ private:
     // O = O * correction + P V.
     llvm::SmallVector<std::array<Value, 4>> probabilities;
     for (int64_t j = 0; j < BK / kMmaDepth; ++j)
-      probabilities.push_back({pairOf(weights[2 * j][0], weights[2 * j][1]),
-                               pairOf(weights[2 * j][2], weights[2 * j][3]),
-                               pairOf(weights[2 * j + 1][0], weights[2 * j + 1][1]),
-                               pairOf(weights[2 * j + 1][2], weights[2 * j + 1][3])});
+      probabilities.push_back(
+          {pairOf(weights[2 * j][0], weights[2 * j][1]), pairOf(weights[2 * j][2], weights[2 * j][3]),
+           pairOf(weights[2 * j + 1][0], weights[2 * j + 1][1]), pairOf(weights[2 * j + 1][2], weights[2 * j + 1][3])});
     for (int64_t n = 0; n < D / kMmaCols; ++n) {
       llvm::SmallVector<Value> acc;
       for (int64_t i = 0; i < 4; ++i)
         acc.push_back(mlir::arith::MulFOp::create(b, loc, carried[4 + n * 4 + i], correction[i / 2]));
       Value col = x.mul(x.add(group, n * kMmaCols), 2);
       for (int64_t j = 0; j < BK / kMmaDepth; ++j) {
-        Value b0 = loadPair(vPairs, {x.add(inGroup, j * 8), col}, true);
-        Value b1 = loadPair(vPairs, {x.add(inGroup, j * 8 + 4), col}, true);
+        Value pairRow = x.add(vRowBase, inGroup);
+        Value b0 = loadPair(vPairs, {x.add(pairRow, j * 8), col}, true);
+        Value b1 = loadPair(vPairs, {x.add(pairRow, j * 8 + 4), col}, true);
         mma(probabilities[j], {b0, b1}, acc);
       }
       yielded.append(acc.begin(), acc.end());
     }
-    elemental->popScope();
-    if (mask)
-      mask->popScope();
-    mlir::scf::YieldOp::create(b, loc, yielded);
-    return mlir::success();
+    return yielded;
   }
 
-  // Each row's output O / l (the traced division), l summed over the
-  // row's four lanes; rounded to the output's type, two elements a store.
-  void writeOutput(mlir::scf::ForOp loop) {
-    Value sums[2] = {sumOverLanes(x, loop.getResult(2), kLanesPerRow),
-                     sumOverLanes(x, loop.getResult(3), kLanesPerRow)};
+  // Each row's output O / l (the traced division), rounded to the
+  // output's type, two elements a store. `state`: the rows' max, sums and
+  // accumulators.
+  void writeOutput(llvm::ArrayRef<Value> state) {
+    Value sums[2] = {state[2], state[3]};
     bool vectorOk = cfg.widthO >= 2;
     for (int r = 0; r < 2; ++r) {
       x.guarded(T % cfg.rowsPerBlock != 0 ? rowValid[r] : Value(), [&] {
         for (int64_t n = 0; n < D / kMmaCols; ++n) {
           Value pair = x.vzero(f32, 2);
           for (int64_t i = 0; i < 2; ++i) {
-            Value value = mlir::arith::DivFOp::create(b, loc, loop.getResult(4 + n * 4 + r * 2 + i), sums[r]);
+            Value value = mlir::arith::DivFOp::create(b, loc, state[4 + n * 4 + r * 2 + i], sums[r]);
             pair = mlir::vector::InsertOp::create(b, loc, value, pair, i);
           }
           Value col = x.add(x.mul(inGroup, 2), n * kMmaCols);
           x.store(x.convert(pair, cfg.outElement), out, {head, rows[r], col}, 2, vectorOk, cfg.outBytes);
+        }
+      });
+    }
+  }
+
+  // The key groups' partials combined in turn through shared memory (a
+  // barrier between turns): group 0 writes its rows' max, sum and
+  // accumulators; each later group rescales the stored ones and its own to
+  // their common max, adds them, and writes them back; the last writes the
+  // output.
+  //   M = max(m, m'),  l = l e^(m - M) + l' e^(m' - M),  O likewise
+  // Group 0 has the block's first tile, whose first key no row masks, so
+  // M is finite from its turn on (and a group with no tiles adds zeros).
+  void combineGroups(llvm::SmallVector<Value> state) {
+    Value partials = f.getWorkgroupAttributions()[2];
+    Value negInf = x.fconst(f32, -std::numeric_limits<double>::infinity());
+    // Each lane keeps its own copy of its rows' max and sum (columns D + 2t
+    // and D + 2t + 1), so no lane reads what another writes in its turn.
+    Value maxColumn = x.add(x.mul(inGroup, 2), D), sumColumn = x.add(maxColumn, 1);
+    for (int64_t turn = 0; turn < S; ++turn) {
+      mlir::gpu::BarrierOp::create(b, loc);
+      Value mine = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, keyGroup, x.c(turn));
+      x.guarded(mine, [&] {
+        llvm::SmallVector<Value> combined = state;
+        if (turn > 0) {
+          for (int r = 0; r < 2; ++r) {
+            Value storedMax =
+                mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{rowsInBlock[r], maxColumn});
+            Value storedSum =
+                mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{rowsInBlock[r], sumColumn});
+            Value common = mlir::arith::MaximumFOp::create(b, loc, state[r], storedMax);
+            Value allMasked = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, common, negInf);
+            common = mlir::arith::SelectOp::create(b, loc, allMasked, x.fconst(f32, 0.0), common);
+            Value own = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, state[r], common));
+            Value stored = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, storedMax, common));
+            combined[r] = mlir::arith::MaximumFOp::create(b, loc, state[r], storedMax);
+            combined[2 + r] =
+                mlir::arith::AddFOp::create(b, loc, mlir::arith::MulFOp::create(b, loc, state[2 + r], own),
+                                            mlir::arith::MulFOp::create(b, loc, storedSum, stored));
+            for (int64_t n = 0; n < D / kMmaCols; ++n) {
+              for (int64_t i = 0; i < 2; ++i) {
+                int64_t slot = 4 + n * 4 + r * 2 + i;
+                Value col = x.add(x.add(x.mul(inGroup, 2), n * kMmaCols), i);
+                Value value = mlir::memref::LoadOp::create(b, loc, partials, mlir::ValueRange{rowsInBlock[r], col});
+                combined[slot] =
+                    mlir::arith::AddFOp::create(b, loc, mlir::arith::MulFOp::create(b, loc, state[slot], own),
+                                                mlir::arith::MulFOp::create(b, loc, value, stored));
+              }
+            }
+          }
+        }
+        if (turn == S - 1) {
+          writeOutput(combined);
+          return;
+        }
+        for (int r = 0; r < 2; ++r) {
+          for (int64_t n = 0; n < D / kMmaCols; ++n)
+            for (int64_t i = 0; i < 2; ++i)
+              mlir::memref::StoreOp::create(
+                  b, loc, combined[4 + n * 4 + r * 2 + i], partials,
+                  mlir::ValueRange{rowsInBlock[r], x.add(x.add(x.mul(inGroup, 2), n * kMmaCols), i)});
+          mlir::memref::StoreOp::create(b, loc, combined[r], partials, mlir::ValueRange{rowsInBlock[r], maxColumn});
+          mlir::memref::StoreOp::create(b, loc, combined[2 + r], partials, mlir::ValueRange{rowsInBlock[r], sumColumn});
         }
       });
     }
@@ -335,11 +472,11 @@ private:
   const FusionGraph *maskGraph;
   Value q, k, v, out, kTile, vPairs;
   mlir::Type f32;
-  const int64_t D, T, TK, BK;
+  const int64_t D, T, TK, BK, S, groupThreads;
   mlir::Operation *anchor = nullptr;
   std::optional<ElementalEmitter> elemental, mask;
-  Value tid, head, queryTile, group, inGroup;
-  llvm::SmallVector<Value, 2> rows, rowValid, queries;
+  Value tid, head, queryTile, group, inGroup, keyGroup, groupTid, kRowBase, vRowBase, tiles;
+  llvm::SmallVector<Value, 2> rows, rowsInBlock, rowValid, queries;
   llvm::SmallVector<std::array<Value, 4>> queryFragments;
 };
 

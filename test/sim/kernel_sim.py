@@ -581,6 +581,9 @@ def execute(op, args, thread):
         return [args[0]] * vector_width(op.result_type)
     if name == "vector.extract":
         return args[0][position(op)]
+    if name == "vector.shuffle":
+        both = list(args[0]) + list(args[1])
+        return [both[int(i)] for i in re.search(r"mask = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
     if name == "vector.insert":
         v = list(args[1])
         v[position(op)] = args[0]
