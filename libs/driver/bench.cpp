@@ -153,6 +153,73 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
   }
 }
 
+// Batched decoding, per mode and batch size: every sequence's prompt of
+// request.decodePrompt tokens (random, one per sequence) prefilled into its
+// slot, then batched decode steps timed alone, each sequence at its own
+// position (they start kDecodeTokens apart, as prompts of different
+// lengths would be): the median step and the tokens per second it gives
+// (batch * 1000 / step ms), and that rate against the first batch size's.
+void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
+                          const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator) {
+  if (request.batches.empty())
+    return;
+  const int64_t promptTokens = request.decodePrompt;
+  // Each step moves every sequence one position on; the positions cycle
+  // through kDecodeTokens of them, the first at the prompt's end.
+  if (config.nCtx < promptTokens + 2 * kDecodeTokens) {
+    std::cout << fmt::format(
+        "\nBatched decoding: skipped: a prompt of {} tokens and {} more exceed the context of {}\n", promptTokens,
+        2 * kDecodeTokens, config.nCtx);
+    return;
+  }
+  Target target = request.model.run.compile.target;
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
+  std::cout << fmt::format("\nBatched decoding: each sequence after a prompt of {} tokens, one step for all of them "
+                           "(median ms{})\n",
+                           promptTokens, target == Target::Gpu ? ", GPU time" : "");
+  std::cout << fmt::format("{:<9} {:>6} {:>10} {:>10} {:>12} {:>12}\n", "mode", "batch", "step", "step min", "tokens/s",
+                           fmt::format("vs batch {}", request.batches.front()));
+  for (Gpt2Mode mode : request.modes) {
+    Gpt2RunOptions options = request.model.run;
+    options.mode = mode;
+    std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(config, onTarget, options);
+    double firstRate = 0;
+    for (int64_t batch : request.batches) {
+      runner->prepareBatch(batch);
+      std::vector<int32_t> tokens(static_cast<size_t>(batch)), positions(static_cast<size_t>(batch));
+      for (int64_t slot = 0; slot < batch; ++slot) {
+        std::vector<int32_t> prompt(static_cast<size_t>(promptTokens));
+        for (int32_t &id : prompt)
+          id = token(generator);
+        runner->prefillSlot(batch, slot, prompt);
+        positions[slot] = static_cast<int32_t>(promptTokens + slot % kDecodeTokens);
+      }
+      auto step = [&] {
+        for (int64_t slot = 0; slot < batch; ++slot) {
+          tokens[slot] = token(generator);
+          positions[slot] =
+              static_cast<int32_t>(promptTokens + (positions[slot] + 1 - promptTokens) % (2 * kDecodeTokens));
+        }
+        runner->decodeBatch(tokens, positions);
+      };
+      // Runs the program directly, then captures it.
+      for (int i = 0; i < 2 + request.warmup; ++i)
+        step();
+      std::vector<double> steps;
+      for (int i = 0; i < request.repeat; ++i)
+        steps.push_back(timeOnTarget(target, step));
+      double stepMs = median(steps);
+      double rate = stepMs > 0 ? static_cast<double>(batch) * 1000.0 / stepMs : 0.0;
+      if (firstRate == 0)
+        firstRate = rate;
+      std::cout << fmt::format("{:<9} {:>6} {:>10.3f} {:>10.3f} {:>12.0f} {:>11.1f}x\n", modeName(mode), batch, stepMs,
+                               *std::min_element(steps.begin(), steps.end()), rate,
+                               firstRate > 0 ? rate / firstRate : 0.0)
+                << std::flush;
+    }
+  }
+}
+
 // Flag values bench gpt2 refuses before anything loads.
 void checkBenchRequest(const BenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0)
@@ -161,6 +228,9 @@ void checkBenchRequest(const BenchRequest &request) {
     fail("--csv writes the --profile table: give --profile too");
   if (request.decodePrompt < 1)
     fail("--decode-prompt must be at least 1 token, not {}", request.decodePrompt);
+  for (int64_t batch : request.batches)
+    if (batch < 1)
+      fail("--batches must be at least 1 sequence each, not {}", batch);
 }
 
 // The first line: the model, the target, and how forwards are timed.
@@ -382,6 +452,7 @@ void benchGpt2(const BenchRequest &request) {
   std::vector<ShapeReport> reports = benchForwards(request, config, onTarget, generator, kernelRows);
   printForwardAgainstKernels(reports);
   benchDecoding(request, config, onTarget, generator, kernelRows);
+  benchBatchedDecoding(request, config, onTarget, generator);
   printCompileStages(reports, gpu);
   if (request.profile)
     printKernelProfile(kernelRows, ceilings, request.csv);

@@ -7,7 +7,9 @@
 // median is reported with the launches per forward, the sum of the kernels'
 // own times, the arena's bytes and the peak device memory. Then, per mode,
 // KV-cache decoding: the prefill of a 10-token prompt, one decode step, and
-// 10 tokens after the prompt end to end. With `profile`,
+// 10 tokens after the prompt end to end; then batched decoding: one
+// decode step of each batch size in `batches`, every sequence after its
+// own prompt, in tokens per second. With `profile`,
 // one row per kernel: calls, time, bytes moved and the ratio to the copy
 // floor measured in the same run (and `csv` writes the rows for the
 // roofline chart).
@@ -30,6 +32,8 @@ struct BenchRequest {
   bool profile = false;      // one row per kernel, against the copy floor
   std::string csv;           // with profile: the rows as CSV (for make roofline)
   int64_t decodePrompt = 10; // tokens prefilled before the decode steps are timed
+  // Sequences per batched decode step timed (empty: no batched table).
+  std::vector<int64_t> batches = {1, 8, 32, 64};
 };
 
 void benchGpt2(const BenchRequest &request);

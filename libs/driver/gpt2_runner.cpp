@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace mlpipe {
@@ -153,6 +154,53 @@ public:
 
   int64_t cachedTokens() const final { return cachedTokens_; }
 
+  ForwardResult prefillSlot(int64_t batch, int64_t slot, const std::vector<int32_t> &prompt) final {
+    if (slot < 0 || slot >= batch)
+      fail("slot {} is outside a batch of {} sequences", slot, batch);
+    ForwardResult result = prefill(prompt, /*everyRow=*/false, /*capture=*/false);
+    // Each (layer, keys or values) part of the cache, [H, n_ctx, D], goes
+    // to the slot's H rows of the same part of the batched cache.
+    auto start = std::chrono::steady_clock::now();
+    const char *from = static_cast<const char *>(kvCache().data());
+    char *to = static_cast<char *>(batchedCache(batch).data());
+    size_t partBytes =
+        static_cast<size_t>(byteSize({config_.nHead, config_.nCtx, config_.nEmbd / config_.nHead}, options_.dtype));
+    TargetStream::Scope current(stream_);
+    for (int64_t part = 0; part < 2 * config_.nLayer; ++part) {
+      char *slotPart = to + (part * batch + slot) * partBytes;
+      if (options_.compile.target == Target::Gpu)
+        gpu::copyOnDevice(slotPart, from + part * partBytes, partBytes);
+      else
+        std::memcpy(slotPart, from + part * partBytes, partBytes);
+    }
+    timing_.prefillMs += millisecondsSince(start);
+    return result;
+  }
+
+  ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions) final {
+    int64_t batch = static_cast<int64_t>(tokens.size());
+    if (batch == 0 || positions.size() != tokens.size())
+      fail("a batched decode step needs one position per token, and at least one token");
+    for (size_t sequence = 0; sequence < positions.size(); ++sequence)
+      if (positions[sequence] < 0 || positions[sequence] >= config_.nCtx)
+        fail("sequence {} of the batch is at position {}, outside the model's context of {}", sequence,
+             positions[sequence], config_.nCtx);
+    Compiled &module = compiled(Gpt2Phase::Decode, batch, batch);
+    auto start = std::chrono::steady_clock::now();
+    batchedCache(batch); // allocated (zeroed) if no slot was prefilled
+    {
+      // The positions go up on the stream, ahead of the calls that read them.
+      TargetStream::Scope current(stream_);
+      batchedPositions_->upload(positions.data(), positions.size() * sizeof(int32_t));
+    }
+    ForwardResult result = execute(module, tokens, /*everyRow=*/true, /*capture=*/false);
+    timing_.batchDecodeMs += millisecondsSince(start);
+    ++timing_.batchDecodeSteps;
+    return result;
+  }
+
+  void prepareBatch(int64_t batch) final { compiled(Gpt2Phase::Decode, batch, batch); }
+
 protected:
   // Where a program's cache inputs are bound (null where it has none).
   struct CacheBinding {
@@ -164,7 +212,8 @@ protected:
 
   struct Compiled {
     Gpt2Phase phase = Gpt2Phase::Forward;
-    int64_t length = 0; // token positions the program runs (1 for a decode step)
+    int64_t length = 0; // token positions the program runs (1 for a decode step, the batch for a batched one)
+    int64_t batch = 0;  // a batched decode step's sequences; 0 for every other program
     Executable executable;
     std::map<std::string, TargetBuffer> activations; // by name, per program
     CallReplay replay;
@@ -203,11 +252,16 @@ protected:
     else
       uploadIds(module, tokens, module.length);
     CacheBinding cache;
-    if (module.phase != Gpt2Phase::Forward) {
+    if (module.batch > 0) {
+      cache.cache = static_cast<char *>(batchedCache(module.batch).data());
+      cache.layerBytes =
+          static_cast<size_t>(byteSize(batchedKvCacheShape(config_, module.batch), options_.dtype) / config_.nLayer);
+      cache.position = batchedPositions_->data();
+    } else if (module.phase != Gpt2Phase::Forward) {
       cache.cache = static_cast<char *>(kvCache().data());
       cache.layerBytes = static_cast<size_t>(byteSize(kvCacheShape(config_), options_.dtype) / config_.nLayer);
     }
-    if (module.phase == Gpt2Phase::Decode)
+    if (module.phase == Gpt2Phase::Decode && module.batch == 0)
       cache.position = positionBuffer().data();
     typename Compiled::PlanKey planFor{capture, isStaged, cache};
     if (module.plannedFor != planFor) {
@@ -248,7 +302,8 @@ protected:
   // through page-locked memory (DecodeStaging): a decode step on the GPU
   // that returns only the logits.
   bool staged(const Compiled &module, bool capture, bool everyRow) const {
-    return module.phase == Gpt2Phase::Decode && options_.compile.target == Target::Gpu && !capture && !everyRow;
+    return module.phase == Gpt2Phase::Decode && module.batch == 0 && options_.compile.target == Target::Gpu &&
+           !capture && !everyRow;
   }
 
   DecodeStaging *decodeStaging() {
@@ -270,6 +325,29 @@ protected:
     return *kvCache_;
   }
 
+  // The batched cache for `batch` sequences (and their positions), zeroed
+  // as kvCache() is; one of another batch size is freed first.
+  TargetBuffer &batchedCache(int64_t batch) {
+    if (!batchedCache_ || batchedCacheBatch_ != batch) {
+      batchedCache_.reset();
+      batchedPositions_.reset();
+      size_t bytes = static_cast<size_t>(byteSize(batchedKvCacheShape(config_, batch), options_.dtype));
+      batchedCache_.emplace(options_.compile.target, bytes, options_.execution.memory);
+      // Zeroed in place: 64 sequences of 124M in f32 take 4.8 GB, too many
+      // to stage zeros for on the host. Every element is 2 or 4 bytes.
+      if (options_.compile.target == Target::Gpu) {
+        TargetStream::Scope current(stream_);
+        mgpuMemset16(batchedCache_->data(), 0, bytes / 2, gpu::currentStream());
+      } else {
+        std::memset(batchedCache_->data(), 0, bytes);
+      }
+      batchedPositions_.emplace(options_.compile.target, static_cast<size_t>(batch) * sizeof(int32_t),
+                                options_.execution.memory);
+      batchedCacheBatch_ = batch;
+    }
+    return *batchedCache_;
+  }
+
   TargetBuffer &positionBuffer() {
     if (!position_)
       position_.emplace(options_.compile.target, sizeof(int32_t), options_.execution.memory);
@@ -280,15 +358,20 @@ protected:
     return phase == Gpt2Phase::Prefill ? "prefill" : phase == Gpt2Phase::Decode ? "decode" : "forward";
   }
 
-  Compiled &compiled(Gpt2Phase phase, int64_t length) {
-    auto found = modules_.find({phase, length});
+  // The program of `phase` for `length` positions, or with a `batch` the
+  // batched decode step of that many sequences (length = batch).
+  Compiled &compiled(Gpt2Phase phase, int64_t length, int64_t batch = 0) {
+    auto found = modules_.find({phase, length, batch});
     if (found != modules_.end())
       return found->second;
     auto start = std::chrono::steady_clock::now();
     CompileTimings stages;
-    fe::Program program = traceGpt2(config_, options_.mode, length, options_.dtype, phase);
+    fe::Program program = batch > 0 ? traceGpt2BatchedDecode(config_, options_.mode, batch, options_.dtype)
+                                    : traceGpt2(config_, options_.mode, length, options_.dtype, phase);
     stages.traceMs += millisecondsSince(start);
-    std::string phasePart = phase == Gpt2Phase::Forward ? "" : std::string(phaseName(phase)) + "-";
+    std::string phasePart = batch > 0                     ? fmt::format("decode-batch{}-", batch)
+                            : phase == Gpt2Phase::Forward ? ""
+                                                          : std::string(phaseName(phase)) + "-";
     std::string dtypePart = options_.dtype == DType::f32 ? "" : std::string("-") + dtypeName(options_.dtype);
     std::string name =
         fmt::format("gpt2-{}-{}{}-L{}C{}H{}V{}{}", options_.mode == Gpt2Mode::Fused ? "fused" : "sublayer", phasePart,
@@ -300,11 +383,13 @@ protected:
     timing_.stages.add(stages);
     timing_.compileMs += millisecondsSince(start);
     timing_.compiledLengths.push_back(length);
-    timing_.compiledPrograms.push_back(phase == Gpt2Phase::Forward   ? std::to_string(length)
+    timing_.compiledPrograms.push_back(batch > 0                     ? fmt::format("decode batch {}", batch)
+                                       : phase == Gpt2Phase::Forward ? std::to_string(length)
                                        : phase == Gpt2Phase::Prefill ? fmt::format("prefill {}", length)
                                                                      : std::string("decode"));
     return modules_
-        .emplace(std::make_pair(phase, length), Compiled{phase, length, std::move(executable), {}, {}, 0, {}, {}, {}})
+        .emplace(std::make_tuple(phase, length, batch),
+                 Compiled{phase, length, batch, std::move(executable), {}, {}, 0, {}, {}, {}})
         .first->second;
   }
 
@@ -370,9 +455,14 @@ protected:
   Gpt2RunOptions options_;
   std::shared_ptr<const TargetWeights> weights_;
   TargetStream stream_;
-  std::map<std::pair<Gpt2Phase, int64_t>, Compiled> modules_;
-  std::optional<TargetBuffer> kvCache_;  // [L, 2, H, n_ctx, D] in the storage type
-  std::optional<TargetBuffer> position_; // decode's position, rank-0 i32
+  std::map<std::tuple<Gpt2Phase, int64_t, int64_t>, Compiled> modules_; // by phase, length and batch
+  std::optional<TargetBuffer> kvCache_;                                 // [L, 2, H, n_ctx, D] in the storage type
+  std::optional<TargetBuffer> position_;                                // decode's position, rank-0 i32
+  // Batched decoding: the cache of batchedKvCacheShape() for
+  // batchedCacheBatch_ sequences, and their positions ([batch] i32).
+  std::optional<TargetBuffer> batchedCache_;
+  std::optional<TargetBuffer> batchedPositions_;
+  int64_t batchedCacheBatch_ = 0;
   // Destroyed before the modules whose graphs copy with it: they are never
   // launched after.
   std::optional<PinnedHost> decodeStaging_;
@@ -391,7 +481,7 @@ protected:
     if (cache.cache)
       bound["kv_cache"] = cache.cache;
     if (cache.position)
-      bound["position"] = cache.position;
+      bound[module.batch > 0 ? "positions" : "position"] = cache.position;
     return {call(module, "gpt2", bound, "")};
   }
 
@@ -425,8 +515,9 @@ protected:
         steps.push_back({nullptr, {}, kept + index * residualBytes, x, residualBytes});
     };
     std::map<std::string, void *> embedBound = {{"ids", ids(module, length)}, {"x:out", x}};
+    const char *positionName = module.batch > 0 ? "positions" : "position";
     if (cache.position)
-      embedBound["position"] = cache.position;
+      embedBound[positionName] = cache.position;
     steps.push_back(call(module, "embed", embedBound, ""));
     keep(0);
     for (int64_t block = 0; block < config_.nLayer; ++block) {
@@ -435,7 +526,7 @@ protected:
       if (cache.cache)
         attendBound["kv_cache"] = cache.cache + block * cache.layerBytes;
       if (cache.position)
-        attendBound["position"] = cache.position;
+        attendBound[positionName] = cache.position;
       steps.push_back(call(module, "attend", attendBound, prefix));
       steps.push_back(call(module, "feedforward", {{"x", y}, {"x:out", x}}, prefix));
       keep(block + 1);

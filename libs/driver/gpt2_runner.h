@@ -25,6 +25,14 @@
 // calls, so one compiled decode program (one CUDA graph) serves every step.
 // Positions past the prompt that padding wrote are masked until a decode
 // step overwrites them.
+//
+// Batched decoding (generate --prompts) uses a second cache, of
+// batchedKvCacheShape() for the batch (allocated when a batch size is first
+// used, replacing one of another size): prefillSlot() prefills one prompt
+// alone, as prefill() does, and copies its keys and values into its
+// sequence's slot; each decodeBatch() then runs the batched decode program
+// once for every slot, each token at its own position (a [batch] i32
+// input), so the weights are read once per step for the whole batch.
 #pragma once
 
 #include "driver/compile.h"
@@ -69,6 +77,8 @@ struct Gpt2Timing {
   int64_t prefillTokens = 0; // prompt tokens prefilled (without padding)
   double decodeMs = 0;       // decodeStep() calls, host wall clock
   int decodeSteps = 0;
+  double batchDecodeMs = 0; // decodeBatch() calls, host wall clock
+  int batchDecodeSteps = 0;
   CompileTimings stages; // compileMs by stage, summed over the lengths compiled
   int graphCaptures = 0; // CUDA graphs captured (one per length, unless buffers changed)
 };
@@ -121,6 +131,18 @@ public:
   virtual ForwardResult decodeStep(int32_t token, bool capture) = 0;
   // The positions the cache holds: the prompt and every decoded token.
   virtual int64_t cachedTokens() const = 0;
+  // Batched decoding, `batch` sequences each in a slot of its own: runs
+  // `prompt` alone as prefill() does (its logits returned as prefill's),
+  // then copies its keys and values into slot `slot` of the batched cache;
+  // the slot's next token goes at position prompt.size().
+  virtual ForwardResult prefillSlot(int64_t batch, int64_t slot, const std::vector<int32_t> &prompt) = 0;
+  // One decode step of a batch of tokens.size() sequences: token b at
+  // positions[b] in slot b (its key and value written there, attending over
+  // its slot up to it): the logits [batch, vocab]. Refuses a position
+  // outside the context.
+  virtual ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions) = 0;
+  // Compiles the batched decode program for `batch` sequences now.
+  virtual void prepareBatch(int64_t batch) = 0;
   // Compiles the module for this many tokens now (benchmarks keep compile
   // time out of their numbers this way).
   virtual void prepare(int64_t tokens) = 0;

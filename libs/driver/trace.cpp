@@ -44,8 +44,8 @@ void checkFlagsApply(const TraceRequest &request, bool gpt2) {
     const KernelOptions &kernel = request.kernel;
     if (!kernel.shapes.empty())
       fail("gpt2 takes --seq and --config, not --shape");
-    if (kernel.batch != 0 || kernel.transposeA || kernel.transposeB || kernel.epilogue != "none")
-      fail("--batch, --transpose-a, --transpose-b and --epilogue apply to matmul, not gpt2");
+    if (kernel.transposeA || kernel.transposeB || kernel.epilogue != "none")
+      fail("--transpose-a, --transpose-b and --epilogue apply to matmul, not gpt2");
     return;
   }
   std::vector<std::string> given;
@@ -91,6 +91,16 @@ fe::Program traceProgram(const TraceRequest &request) {
       fail("--seq must be at least 1, not {}", seq);
     if (phase == Gpt2Phase::Decode)
       seq = 1;
+    int64_t batch = request.kernel.batch;
+    if (batch != 0) {
+      if (phase != Gpt2Phase::Decode)
+        fail("gpt2 takes --batch in the decode phase only (a batched decode step), not in {}",
+             phase == Gpt2Phase::Forward ? "forward" : "prefill");
+      if (request.seq)
+        fail("a batched decode step takes one token per sequence: give --batch, not --seq");
+      return traceGpt2BatchedDecode(resolveGpt2Config(request.config.value_or("124M")), mode, batch,
+                                    request.kernel.dtype);
+    }
     return traceGpt2(resolveGpt2Config(request.config.value_or("124M")), mode, seq, request.kernel.dtype, phase);
   }
   if (isUnitKernel(request.program)) {

@@ -74,10 +74,16 @@ struct KvCache {
   Tensor cache;               // in-out: [L, 2, H, n_ctx, D] (fused) or one layer's [2, H, n_ctx, D]
   std::vector<int64_t> layer; // {l} into a whole-model cache, {} for one layer's
   Tensor position;            // decode: where the token goes (rank-0 i32)
+  // Batched decoding: the sequences (0 for one sequence), and where each
+  // one's token goes ([batch] i32); the cache holds a slot per sequence.
+  int64_t batch = 0;
+  Tensor positions;
 };
 
-Tensor embed(Tensor ids, Tensor wte, Tensor wpe, Tensor position = {}) {
+Tensor embed(Tensor ids, Tensor wte, Tensor wpe, Tensor position = {}, Tensor positions = {}) {
   int64_t length = ids.dim(0);
+  if (positions.id() >= 0) // one token per sequence, each at its own position
+    return take(wte, ids) + take(wpe, positions);
   if (position.id() < 0)
     return take(wte, ids) + ids.graph().slice(wpe, 0, 0, length);
   // One token at a run-time position: its row of wpe, gathered.
@@ -110,7 +116,30 @@ void writeCache(KvCache &kv, Tensor qkv, int64_t heads) {
   }
 }
 
-// The block's cached keys (kv = 0) or values (kv = 1): [H, n_ctx, D].
+// Batched decoding: writes each sequence's key and value (row b of qkv
+// [B, 3C], its last 2C columns) into its slot at the layer, at its own
+// position: one block [2, H, 1, D] per sequence, at heads b * H and the
+// position positions[b].
+void writeBatchedCache(KvCache &kv, Tensor qkv, int64_t heads) {
+  Graph &g = qkv.graph();
+  int64_t width = qkv.dim(1) / 3, headWidth = width / heads;
+  int64_t positionAxis = static_cast<int64_t>(kv.layer.size()) + 2;
+  Tensor keysAndValues = reshape(g.slice(qkv, 1, width, 2 * width), {kv.batch, 2, heads, headWidth});
+  Shape block(kv.layer.size(), 1);
+  block.insert(block.end(), {2, heads, 1, headWidth});
+  if (block == kv.cache.shape())
+    fail("batched decoding needs a context of more than one position");
+  for (int64_t sequence = 0; sequence < kv.batch; ++sequence) {
+    Tensor row = reshape(g.slice(keysAndValues, 0, sequence, 1), block); // [1, 2, H, D] as [.., 2, H, 1, D]
+    Tensor position = reshape(g.slice(kv.positions, 0, sequence, 1), {});
+    std::vector<int64_t> offsets = kv.layer;
+    offsets.insert(offsets.end(), {0, sequence * heads, 0, 0});
+    kv.cache = g.insert(kv.cache, row, offsets, positionAxis, position);
+  }
+}
+
+// The block's cached keys (kv = 0) or values (kv = 1): [H, n_ctx, D]
+// ([B * H, n_ctx, D] in batched decoding).
 Tensor readCache(const KvCache &kv, int64_t which, const Gpt2Config &config) {
   // Selects, not slices and reshapes: a reshape next to a matmul would be
   // folded into it by elementwise fusion, making it a generic contraction.
@@ -139,9 +168,15 @@ Tensor attend(Tensor x, std::map<std::string, Tensor> &p, const Gpt2Config &conf
     std::vector<Tensor> qkv = split(qkvAll, 3, -1);
     if (kv.phase != Gpt2Phase::Forward) {
       Graph::Scope cacheScope(g, "cache");
-      writeCache(kv, qkvAll, config.nHead);
+      if (kv.batch > 0)
+        writeBatchedCache(kv, qkvAll, config.nHead);
+      else
+        writeCache(kv, qkvAll, config.nHead);
     }
-    if (kv.phase == Gpt2Phase::Decode)
+    if (kv.batch > 0)
+      heads = nn::batchedAttentionOverCache(qkv[0], readCache(kv, 0, config), readCache(kv, 1, config), kv.positions,
+                                            config.nHead);
+    else if (kv.phase == Gpt2Phase::Decode)
       heads =
           nn::attentionOverCache(qkv[0], readCache(kv, 0, config), readCache(kv, 1, config), kv.position, config.nHead);
     else
@@ -179,16 +214,21 @@ Tensor project(Tensor x, Tensor lnWeight, Tensor lnBias, Tensor wte, const Gpt2C
 }
 
 // The whole model in one graph; with `probes`, the embedding and every
-// block's residual are named for the reference.
-void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes, Gpt2Phase phase) {
+// block's residual are named for the reference. With a `batch`, a batched
+// decode step of that many sequences (`length` is then the batch).
+void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes, Gpt2Phase phase, int64_t batch = 0) {
   Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
   KvCache kv;
   kv.phase = phase;
-  if (phase == Gpt2Phase::Decode)
+  kv.batch = batch;
+  if (batch > 0)
+    kv.positions = g.indexInput("positions", {batch}, config.nCtx);
+  else if (phase == Gpt2Phase::Decode)
     kv.position = g.indexInput("position", {}, config.nCtx);
   Tensor cacheInput;
   if (phase != Gpt2Phase::Forward)
-    kv.cache = cacheInput = g.inoutInput("kv_cache", kvCacheShape(config));
+    kv.cache = cacheInput =
+        g.inoutInput("kv_cache", batch > 0 ? batchedKvCacheShape(config, batch) : kvCacheShape(config));
   Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
   Tensor wpe = g.input("wpe.weight", {config.nCtx, config.nEmbd});
   std::vector<std::map<std::string, Tensor>> blocks;
@@ -200,7 +240,7 @@ void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes,
   Tensor x;
   {
     Graph::Scope scope(g, "embed");
-    x = embed(ids, wte, wpe, kv.position);
+    x = embed(ids, wte, wpe, kv.position, kv.positions);
   }
   if (probes)
     g.probe("embedding", x);
@@ -216,18 +256,23 @@ void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes,
     g.update(cacheInput, kv.cache);
 }
 
-void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, DType dtype, Gpt2Phase phase) {
+// With a `batch`, a batched decode step of that many sequences (`length`
+// is then the batch).
+void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, DType dtype, Gpt2Phase phase,
+                    int64_t batch = 0) {
   Shape residual{length, config.nEmbd};
   {
     Graph &g = program.addFunction("embed", dtype);
     Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
-    Tensor position;
-    if (phase == Gpt2Phase::Decode)
+    Tensor position, positions;
+    if (batch > 0)
+      positions = g.indexInput("positions", {batch}, config.nCtx);
+    else if (phase == Gpt2Phase::Decode)
       position = g.indexInput("position", {}, config.nCtx);
     Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
     Tensor wpe = g.input("wpe.weight", {config.nCtx, config.nEmbd});
     Graph::Scope scope(g, "embed");
-    g.output("x", embed(ids, wte, wpe, position));
+    g.output("x", embed(ids, wte, wpe, position, positions));
   }
   std::vector<ParameterSpec> all = blockParameters(config);
   {
@@ -235,11 +280,14 @@ void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, 
     Tensor x = g.input("x", residual);
     KvCache kv;
     kv.phase = phase;
-    if (phase == Gpt2Phase::Decode)
+    kv.batch = batch;
+    if (batch > 0)
+      kv.positions = g.indexInput("positions", {batch}, config.nCtx);
+    else if (phase == Gpt2Phase::Decode)
       kv.position = g.indexInput("position", {}, config.nCtx);
     Tensor cacheInput;
     if (phase != Gpt2Phase::Forward) {
-      Shape layerCache = kvCacheShape(config);
+      Shape layerCache = batch > 0 ? batchedKvCacheShape(config, batch) : kvCacheShape(config);
       layerCache.erase(layerCache.begin());
       kv.cache = cacheInput = g.inoutInput("kv_cache", layerCache);
     }
@@ -291,6 +339,22 @@ Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType
     buildFused(program.addFunction("gpt2", dtype), config, length, /*probes=*/false, phase);
   else
     buildSublayers(program, config, length, dtype, phase);
+  return program;
+}
+
+Shape batchedKvCacheShape(const Gpt2Config &config, int64_t batch) {
+  return {config.nLayer, 2, batch * config.nHead, config.nCtx, config.nEmbd / config.nHead};
+}
+
+Program traceGpt2BatchedDecode(const Gpt2Config &config, Gpt2Mode mode, int64_t batch, DType dtype) {
+  config.validate();
+  if (batch < 1)
+    fail("a batched decode step needs at least one sequence, not {}", batch);
+  Program program;
+  if (mode == Gpt2Mode::Fused)
+    buildFused(program.addFunction("gpt2", dtype), config, batch, /*probes=*/false, Gpt2Phase::Decode, batch);
+  else
+    buildSublayers(program, config, batch, dtype, Gpt2Phase::Decode, batch);
   return program;
 }
 

@@ -55,6 +55,19 @@ Shape kvCacheShape(const Gpt2Config &config);      // [layers, 2, heads, n_ctx, 
 fe::Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, DType dtype = DType::f32,
                       Gpt2Phase phase = Gpt2Phase::Forward);
 
+// Batched decoding: one decode step of `batch` sequences at once, each at
+// its own position in a cache slot of its own (generate --prompts). The
+// inputs "ids" and "positions" are [batch] i32: sequence b's token and
+// where it goes; the logits are [batch, vocab]. The in-out "kv_cache" is
+// batchedKvCacheShape() (fused) or one layer's [2, batch * heads, n_ctx,
+// head_dim] (sublayer's attend): sequence b's slot is rows b * heads to
+// (b + 1) * heads - 1 of the heads axis, so that every sequence's heads
+// are one batch of the attention's products. Each row's key and value are
+// written at its own position and each row attends over its own slot up
+// to it; the weights are read once for the whole batch.
+Shape batchedKvCacheShape(const Gpt2Config &config, int64_t batch); // [layers, 2, batch * heads, n_ctx, head_dim]
+fe::Program traceGpt2BatchedDecode(const Gpt2Config &config, Gpt2Mode mode, int64_t batch, DType dtype = DType::f32);
+
 // The fused graph with probes "embedding" and "blocks.N.residual", for the
 // reference.
 fe::Program traceGpt2Reference(const Gpt2Config &config, int64_t length);

@@ -121,4 +121,42 @@ Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position,
   return mergeHeads(out);
 }
 
+Tensor batchedAttentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor positions, int64_t heads) {
+  if (q.rank() != 2 || heads <= 0 || q.dim(1) % heads != 0 || keys.rank() != 3 || keys.shape() != values.shape() ||
+      keys.dim(0) != q.dim(0) * heads || keys.dim(2) * heads != q.dim(1))
+    fail("batched attention over a cache needs q [B, C] and keys, values [B * heads, n_ctx, C/heads]");
+  if (positions.rank() != 1 || positions.dim(0) != q.dim(0) || positions.dtype() != DType::i32)
+    fail("batched attention over a cache needs one i32 position per query");
+  Graph &g = q.graph();
+  int64_t batch = q.dim(0), rows = keys.dim(0), context = keys.dim(1), headWidth = keys.dim(2);
+  double scale = 1.0 / std::sqrt(static_cast<double>(headWidth));
+  Tensor qh, scores, weights, out;
+  {
+    Graph::Scope scope(g, "heads");
+    qh = reshape(q, {rows, 1, headWidth}); // [B * H, 1, D]: sequence b's heads in rows b * H ...
+  }
+  {
+    Graph::Scope scope(g, "scores");
+    DType scoresDtype = scoresType(q.dtype());
+    // The mask of every row: the masked score where the key is after the
+    // row's sequence's position, else 0 (positionMask's values, per row).
+    Tensor rowPositions = reshape(g.broadcast(positions, {batch, heads}, {0}), {rows});
+    Shape scoresShape{rows, 1, context};
+    Tensor after =
+        g.compare(fe::CompareFn::Gt, g.iota(scoresShape, DType::i32, 2), g.broadcast(rowPositions, scoresShape, {0}));
+    Tensor mask = g.select(after, g.constant(maskedScore(scoresDtype), scoresDtype), g.constant(0.0, scoresDtype));
+    scores = g.matmul(qh, swapLastAxes(keys), scoresDtype) * scale + mask; // [B * H, 1, n_ctx]
+  }
+  {
+    Graph::Scope scope(g, "softmax");
+    weights = astype(softmax(scores), q.dtype());
+  }
+  {
+    Graph::Scope scope(g, "values");
+    out = matmul(weights, values); // [B * H, 1, D]
+  }
+  Graph::Scope scope(g, "merge_heads");
+  return reshape(out, {batch, heads * headWidth});
+}
+
 } // namespace mlpipe::nn

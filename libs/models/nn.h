@@ -38,5 +38,12 @@ Tensor splitHeads(Tensor x, int64_t heads);
 // values [H, n_ctx, C/H] holding it and every earlier position: attention
 // over the cache with the positions after it masked; returns [1, C].
 Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position, int64_t heads);
+// Batched decoding: B queries [B, C], query b at its own run-time position
+// positions[b] (positions: [B] i32), against cached keys and values
+// [B * H, n_ctx, C/H] whose rows b * H ... (b + 1) * H - 1 are sequence
+// b's heads: each row attends over its own sequence's cache up to its own
+// position; returns [B, C]. The same arithmetic as attentionOverCache per
+// row, the B * H heads being one batch of the products.
+Tensor batchedAttentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor positions, int64_t heads);
 
 } // namespace mlpipe::nn

@@ -8,7 +8,7 @@ one fails.
 --gpu runs those that need one. Each runs with bash (pipefail) in the
 scratch directory, after the files the examples name (x.npy, y.npy,
 expected.npy, model.hlo and its inputs in run/, gpt2/model.safetensors with
-its config.json) have been made there; examples run in the order printed,
+its config.json, prompts.txt) have been made there; examples run in the order printed,
 so one may use what an earlier one wrote (run's gelu.mlir); with --gpu, the
 examples that write a file run too, for the GPU examples after them.
 """
@@ -84,6 +84,9 @@ def prepare(scratch, testdata):
                     os.path.join(scratch, "gpt2", "model.safetensors")], check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(scratch, "gpt2", "config.json"), "w") as config:
         config.write(TINY_CONFIG)
+    # generate --prompts reads one prompt a line.
+    with open(os.path.join(scratch, "prompts.txt"), "w") as prompts:
+        prompts.write("Hello\nThe meaning of life is\nOnce upon a time\n")
 
 
 def main():

@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
              "  bench --config 124M --modes fused --seq 1024 --profile --csv profile.csv   # then: make roofline\n"
              "  bench --config 124M --seq 1024 --matmul generated\n"
              "  bench --config 124M --seq 16 --decode-prompt 1000        # decode steps late in the KV cache\n"
+             "  bench --config 124M --seq 16 --batches 1,8,32,64         # batched decoding, tokens/s per batch\n"
              "  bench kernels                                  # gelu softmax layernorm transpose colsum matmul, "
              "reference shapes\n"
              "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
@@ -35,6 +36,10 @@ int main(int argc, char **argv) {
   app.add_option("--csv", request.csv, "With --profile: write the per-kernel rows to this CSV file");
   app.add_option("--decode-prompt", request.decodePrompt,
                  "Tokens of the prompt the KV-cache decoding table prefills before its steps")
+      ->capture_default_str();
+  app.add_option("--batches", request.batches,
+                 "Sequences per batched decode step in the batched-decoding table, each at its own position")
+      ->delimiter(',')
       ->capture_default_str();
   mlpipe::addModelOptions(app, request.model, flags, /*withMode=*/false);
 

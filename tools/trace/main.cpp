@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
              "  trace attention --shape 128x256 --heads 4 --dtype f64 -o attention.mlir\n"
              "  trace gpt2 --mode fused --config 124M --seq 16 | fuse | bufferize | outline | lower-nvvm\n"
              "  trace gpt2 --mode decode --config tiny       # one token against the KV cache\n"
+             "  trace gpt2 --mode decode --batch 4 --config tiny   # 4 sequences, each at its own position\n"
              "  trace model.hlo | fuse | bufferize | lower-cpu > model.cpu.mlir\n"
              "  trace --list-ops                              # the HLO ops trace reads, with their limits");
   mlpipe::TraceRequest request;
@@ -32,7 +33,10 @@ int main(int argc, char **argv) {
   app.add_option("--dtype", dtype, "Float storage type (bf16 and f16 are computed in f32)")
       ->check(CLI::IsMember({"f32", "f64", "bf16", "f16"}))
       ->capture_default_str();
-  app.add_option("--batch", request.kernel.batch, "matmul: batch size (a batched matmul)")->check(mlpipe::kPositive);
+  app.add_option("--batch", request.kernel.batch,
+                 "matmul: batch size (a batched matmul); gpt2 decode: sequences decoded at once, each at its own "
+                 "position in a KV cache slot of its own")
+      ->check(mlpipe::kPositive);
   app.add_option("--heads", request.kernel.heads, "attention: number of heads")->capture_default_str();
   app.add_flag("--transpose-a", request.kernel.transposeA, "matmul: a stored transposed ([K, M]), read as a view");
   app.add_flag("--transpose-b", request.kernel.transposeB, "matmul: b stored transposed ([N, K]), read as a view");

@@ -136,6 +136,18 @@ BOOST_AUTO_TEST_CASE(decoding_fills_the_context_and_matches_forwards) {
   testing::checkDecodeNeedsAPrefill(optionsFor(Gpt2Mode::Fused, true));
 }
 
+// Batched decoding on the GPU, both modes, f32 and 16 bits: each sequence
+// as it decodes alone (kv_cache_checks.h).
+BOOST_AUTO_TEST_CASE(batched_decoding_matches_single_sequences) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    for (Gpt2Mode mode : {Gpt2Mode::Sublayer, Gpt2Mode::Fused})
+      BOOST_TEST_CONTEXT(dtypeName(dtype) << (mode == Gpt2Mode::Fused ? " fused" : " sublayer")) {
+        Gpt2RunOptions options = optionsFor(mode, /*graphs=*/true);
+        options.dtype = dtype;
+        testing::checkBatchedDecodingMatchesSingleSequences(options);
+      }
+}
+
 // 16-bit storage on the GPU: the cache, the activations and the logits in
 // bf16 or f16, matmuls on tensor cores.
 BOOST_AUTO_TEST_CASE(decoding_in_16_bits_matches_forwards) {

@@ -4,11 +4,13 @@
 // fills within a few steps.
 #pragma once
 
+#include "driver/generate.h"
 #include "driver/gpt2_runner.h"
 #include "driver/verify_gpt2.h"
 #include "support/compare.h"
 #include "test_support.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -97,6 +99,88 @@ inline void checkDecodingFillsTheContext(const Gpt2RunOptions &options) {
     decodePrograms += program == "decode";
   BOOST_TEST(decodePrograms == 1);
   BOOST_TEST(runner->timing().decodeSteps == 5 + 7);
+}
+
+// Batched decoding against one sequence at a time: prompts of fresh random
+// lengths (one of a single token) and tokens, each prefilled alone into its
+// slot, then decode steps for the whole batch at once, each sequence at
+// its own position, up to the end of the context for the longest; every
+// step's logits of every sequence agree with the same sequence decoded
+// alone (greedily), and so do the greedy tokens, token for token. One
+// batched program serves every step; a position outside the context is
+// refused in a sentence.
+inline void checkBatchedDecodingMatchesSingleSequences(const Gpt2RunOptions &options) {
+  const Gpt2Weights &weights = shortContextWeights();
+  const Gpt2Config &config = weights.config();
+  const int64_t batch = 4, steps = 3;
+  std::uniform_int_distribution<int64_t> length(1, config.nCtx - steps);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t sequence = 0; sequence < batch; ++sequence)
+    prompts.push_back(randomTokens(sequence == 0 ? 1 : length(rng()), config.vocabSize));
+  prompts.back() = randomTokens(config.nCtx - steps, config.vocabSize); // its last step fills the context
+  double tolerance = cacheAgreement(options.dtype);
+
+  // Each sequence alone: the prefill's logits, then each decode step's.
+  std::vector<std::vector<HostTensor>> alone(batch);
+  std::vector<std::vector<int32_t>> aloneTokens(batch);
+  {
+    std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, options);
+    for (int64_t sequence = 0; sequence < batch; ++sequence) {
+      std::vector<int32_t> tokens = prompts[sequence];
+      ForwardResult result = runner->prefill(tokens, /*everyRow=*/false, /*capture=*/false);
+      for (int64_t step = 0;; ++step) {
+        alone[sequence].push_back(result.logits);
+        tokens.push_back(greedyToken(result.logits, 0));
+        if (step == steps)
+          break;
+        result = runner->decodeStep(tokens.back(), /*capture=*/false);
+      }
+      aloneTokens[sequence] = tokens;
+    }
+  }
+
+  // The batch, fed each sequence's own tokens (so that a near tie cannot
+  // make the sequences part): the same logits at every step, and the same
+  // greedy token unless the top two logits are a near tie.
+  auto checkToken = [&](const HostTensor &logits, int64_t row, int64_t sequence, size_t index) {
+    int32_t expected = aloneTokens[sequence][index], actual = greedyToken(logits, row);
+    if (actual == expected)
+      return;
+    const float *values = logits.as<float>() + row * config.vocabSize;
+    BOOST_TEST(std::abs(values[actual] - values[expected]) <= tolerance,
+               "sequence " << sequence << " picks token " << actual << ", alone " << expected << ", not a near tie");
+  };
+  std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, options);
+  for (int64_t sequence = 0; sequence < batch; ++sequence) {
+    ForwardResult result = runner->prefillSlot(batch, sequence, prompts[sequence]);
+    checkClose(result.logits, alone[sequence][0], "prefill logits of sequence " + std::to_string(sequence), tolerance);
+    checkToken(result.logits, 0, sequence, prompts[sequence].size());
+  }
+  for (int64_t step = 1; step <= steps; ++step) {
+    std::vector<int32_t> next, positions;
+    for (int64_t sequence = 0; sequence < batch; ++sequence) {
+      size_t position = prompts[sequence].size() + static_cast<size_t>(step) - 1;
+      next.push_back(aloneTokens[sequence][position]);
+      positions.push_back(static_cast<int32_t>(position));
+    }
+    ForwardResult result = runner->decodeBatch(next, positions);
+    BOOST_REQUIRE(result.logits.shape() == (Shape{batch, config.vocabSize}));
+    for (int64_t sequence = 0; sequence < batch; ++sequence) {
+      BOOST_TEST_CONTEXT("sequence " << sequence << " (a prompt of " << prompts[sequence].size() << "), step "
+                                     << step) {
+        checkClose(rowOf(result.logits, sequence), alone[sequence][step], "batched decode logits", tolerance);
+        checkToken(result.logits, sequence, sequence, positions[sequence] + 1);
+      }
+    }
+  }
+  int batchedPrograms = 0;
+  for (const std::string &program : runner->timing().compiledPrograms)
+    batchedPrograms += program == "decode batch 4";
+  BOOST_TEST(batchedPrograms == 1);
+  BOOST_TEST(runner->timing().batchDecodeSteps == steps);
+  BOOST_TEST(messageOf([&] {
+               runner->decodeBatch({1, 2}, {3, 8});
+             }) == "sequence 1 of the batch is at position 8, outside the model's context of 8");
 }
 
 inline void checkDecodeNeedsAPrefill(const Gpt2RunOptions &options) {

@@ -54,6 +54,23 @@ BOOST_AUTO_TEST_CASE(decoding_in_f16_matches_forwards_fused) {
   testing::checkDecodingFillsTheContext(cpuOptions(Gpt2Mode::Fused, DType::f16));
 }
 
+// Batched decoding: each sequence as it decodes alone (kv_cache_checks.h).
+BOOST_AUTO_TEST_CASE(batched_decoding_matches_single_sequences_sublayer) {
+  testing::checkBatchedDecodingMatchesSingleSequences(cpuOptions(Gpt2Mode::Sublayer));
+}
+
+BOOST_AUTO_TEST_CASE(batched_decoding_matches_single_sequences_fused) {
+  testing::checkBatchedDecodingMatchesSingleSequences(cpuOptions(Gpt2Mode::Fused));
+}
+
+BOOST_AUTO_TEST_CASE(batched_decoding_in_bf16_matches_single_sequences_fused) {
+  testing::checkBatchedDecodingMatchesSingleSequences(cpuOptions(Gpt2Mode::Fused, DType::bf16));
+}
+
+BOOST_AUTO_TEST_CASE(batched_decoding_in_f16_matches_single_sequences_sublayer) {
+  testing::checkBatchedDecodingMatchesSingleSequences(cpuOptions(Gpt2Mode::Sublayer, DType::f16));
+}
+
 // Weights uploaded in one storage type serve no runner of another.
 BOOST_AUTO_TEST_CASE(weights_uploaded_in_f32_do_not_serve_a_bf16_runner) {
   auto uploaded = TargetWeights::upload(testing::shortContextWeights(), Target::Cpu);
