@@ -306,6 +306,12 @@ bool ElementalEmitter::vectorizable(mlir::Value memref, int width) const {
   if (!view || view->shape.empty() || view->dynamicOffset || view->strides.back() != 1 || view->offset % width != 0)
     return false;
   auto type = mlir::cast<mlir::MemRefType>(memref.getType());
+  // LLVM packs a vector of i1 into bits (vector<4xi1> is one byte), but a
+  // memref of i1 holds a byte per element: a vector access would read the
+  // bits of the group's first byte and write the group's bits into it.
+  // Such elements move one at a time, whatever the group's width.
+  if (type.getElementType().getIntOrFloatBitWidth() % 8 != 0)
+    return false;
   // A group set by 16-bit data (8 elements) moves its f32 companions as 32
   // bytes, which the backend splits into two 16-byte accesses; wider goes
   // element by element.

@@ -22,6 +22,12 @@ block, and data races: in shared memory between two barriers (a read and a
 write, or two writes, of one address by different threads), and in global
 memory within a launch (atomic adds excepted). Values are Python floats
 (float64), so a wrong index shows as a large error, not as rounding.
+Memory is laid out as LLVM lays it out where that differs from an
+element's slot: a vector of i1 is packed into bits (vector<4xi1> loads and
+stores one byte), while a memref of i1 holds a byte per element. Float
+comparisons keep IEEE's ordered and unordered predicates apart, so NaN
+inputs compare as on the GPU; integers are compared with the signedness
+and width their op says.
 
 Kept small on purpose: it knows the ops mlpipe's matmul emitter builds, and
 those of the loop kernels outline makes of fills.
@@ -44,7 +50,7 @@ class SimError(Exception):
 
 
 class Op:
-    __slots__ = ("name", "results", "operands", "attrs", "result_type", "regions", "line")
+    __slots__ = ("name", "results", "operands", "attrs", "result_type", "signature", "regions", "line")
 
     def __init__(self, name, results, operands, line):
         self.name = name
@@ -52,6 +58,7 @@ class Op:
         self.operands = operands
         self.attrs = ""
         self.result_type = ""
+        self.signature = ""  # the types, '(operands) -> results'
         self.regions = []
         self.line = line
 
@@ -118,6 +125,7 @@ def finish_op(op, rest):
     op.attrs += rest[:at] if at >= 0 else rest
     arrow = signature.rfind("-> ")
     op.result_type = signature[arrow + 3:].strip() if arrow >= 0 else ""
+    op.signature = signature.strip()
 
 
 def parse(text):
@@ -318,30 +326,60 @@ def attr_int(op, key):
     return int(m.group(1))
 
 
+def scalar_value(text, type_):
+    """One element of an attribute: true/false, an integer, a float, or a
+    float's bits in hex (as MLIR prints NaNs and infinities)."""
+    text = text.strip()
+    if text in ("true", "false"):
+        return int(text == "true")
+    if type_ in ("f32", "f64", "bf16", "f16"):
+        if text.startswith("0x"):
+            import struct
+            bits = int(text, 16)
+            if type_ == "f32":
+                return struct.unpack("<f", struct.pack("<I", bits))[0]
+            if type_ == "bf16":
+                return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+            if type_ == "f16":
+                return struct.unpack("<e", struct.pack("<H", bits))[0]
+            return struct.unpack("<d", struct.pack("<Q", bits))[0]
+        return float(text)
+    return int(text)
+
+
 def constant_value(op):
     m = re.search(r"value = (.*?)(?: : ([\w<>]+))?\}>", op.attrs)
     text = m.group(1)
     if text.startswith("dense<"):
         inner = re.match(r"dense<([^>]*)>", text).group(1)
         width = vector_width(op.result_type)
+        element = re.search(r"x(\w+)>", op.result_type).group(1)
         if inner.startswith("["):
-            return [float(v) for v in inner.strip("[]").split(",")]
-        return [float(inner)] * width
-    if text in ("true", "false"):
-        return text == "true"
-    if op.result_type in ("f32", "f64", "bf16", "f16"):
-        if text.startswith("0x"):
-            import struct
-            bits = int(text, 16)
-            if op.result_type == "f32":
-                return struct.unpack("<f", struct.pack("<I", bits))[0]
-            if op.result_type == "bf16":
-                return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
-            if op.result_type == "f16":
-                return struct.unpack("<e", struct.pack("<H", bits))[0]
-            return struct.unpack("<d", struct.pack("<Q", bits))[0]
-        return float(text)
-    return int(text)
+            return [scalar_value(v, element) for v in inner.strip("[]").split(",")]
+        return [scalar_value(inner, element)] * width
+    return scalar_value(text, op.result_type)
+
+
+# memref.global constants of the module run, by name: (type, elements).
+GLOBALS = {}
+
+
+def collect_globals(block):
+    for op in block.ops:
+        if op.name == "memref.global":
+            name = re.search(r'sym_name = "([\w]+)"', op.attrs).group(1)
+            type_ = re.search(r"type = (memref<[^>]*>)", op.attrs).group(1)
+            element = re.match(r"memref<(?:\d+x)*(\w+)>", type_).group(1)
+            inner = re.search(r"initial_value = dense<(\[[^\]]*\]|[^>]*)>", op.attrs).group(1)
+            sizes = parse_memref(type_)[0]
+            if inner.startswith("["):
+                values = [scalar_value(v, element) for v in inner.strip("[]").split(",")]
+            else:
+                values = [scalar_value(inner, element)] * math.prod(sizes)
+            GLOBALS[name] = (type_, values)
+        for region in op.regions:
+            for inner_block in region:
+                collect_globals(inner_block)
 
 
 CMP = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3: lambda a, b: a <= b,
@@ -349,15 +387,64 @@ CMP = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3:
        8: lambda a, b: a > b, 9: lambda a, b: a >= b}
 
 
-# arith.cmpf predicates (ordered and unordered alike: the inputs are never NaN).
-CMPF = {0: lambda a, b: False, 1: lambda a, b: a == b, 2: lambda a, b: a > b, 3: lambda a, b: a >= b,
-        4: lambda a, b: a < b, 5: lambda a, b: a <= b, 6: lambda a, b: a != b, 7: lambda a, b: True,
-        8: lambda a, b: a == b, 9: lambda a, b: a > b, 10: lambda a, b: a >= b, 11: lambda a, b: a < b,
-        12: lambda a, b: a <= b, 13: lambda a, b: a != b, 14: lambda a, b: False, 15: lambda a, b: True}
+# arith.cmpf predicates: an ordered one is false where either side is NaN,
+# an unordered one true.
+def _ordered(test):
+    return lambda a, b: a == a and b == b and test(a, b)
+
+
+def _unordered(test):
+    return lambda a, b: a != a or b != b or test(a, b)
+
+
+CMPF = {0: lambda a, b: False, 1: _ordered(lambda a, b: a == b), 2: _ordered(lambda a, b: a > b),
+        3: _ordered(lambda a, b: a >= b), 4: _ordered(lambda a, b: a < b), 5: _ordered(lambda a, b: a <= b),
+        6: _ordered(lambda a, b: a != b), 7: _ordered(lambda a, b: True), 8: _unordered(lambda a, b: a == b),
+        9: _unordered(lambda a, b: a > b), 10: _unordered(lambda a, b: a >= b), 11: _unordered(lambda a, b: a < b),
+        12: _unordered(lambda a, b: a <= b), 13: _unordered(lambda a, b: a != b),
+        14: _unordered(lambda a, b: False), 15: lambda a, b: True}
+
+
+def operand_bits(op):
+    """The width of an integer op's first operand (index: 64)."""
+    m = re.match(r"\((i(\d+)|index)", op.signature)
+    return 64 if not m or m.group(1) == "index" else int(m.group(2))
+
+
+# Integers are Python ints, and bit operations can leave a negative one as
+# its two's complement (-1 as 2^64 - 1, from halves joined after a shuffle):
+# comparisons read them as the op says.
+def as_signed(value, bits):
+    if isinstance(value, bool) or bits == 1:
+        return int(value) & 1
+    value = int(value) & ((1 << bits) - 1)
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def as_unsigned(value, bits):
+    return int(value) & ((1 << bits) - 1)
 
 
 def position(op):
     return int(re.search(r"static_position = array<i64: (\d+)>", op.attrs).group(1))
+
+
+def bit_packed_access(thread, memref, base, width, value, op):
+    """A vector of i1 in memory as LLVM lays it out: packed, eight elements
+    to a byte (vector<4xi1> is one byte), where a memref of i1 holds a byte
+    per element. A load reads the bits of the bytes from `base` on; a store
+    writes the group's bits into them."""
+    count = (width + 7) // 8
+    out = []
+    for k in range(count):
+        a = base + k
+        access(thread, memref, a, op, "write" if value is not None else "read")
+        if value is not None:
+            memref.buf.data[a] = sum(int(bool(value[j])) << (j - 8 * k) for j in range(8 * k, min(width, 8 * k + 8)))
+        else:
+            byte = int(memref.buf.data[a])
+            out.extend((byte >> (j - 8 * k)) & 1 for j in range(8 * k, min(width, 8 * k + 8)))
+    return None if value is not None else out
 
 
 def check_alignment(op, memref, address):
@@ -537,12 +624,16 @@ def execute(op, args, thread):
         return [x / y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] / args[1]
     if name == "arith.maximumf":
         a, b = args
+        if a == 0 and b == 0:  # +0 above -0
+            return a if math.copysign(1.0, a) > 0 else b
         return a if a != a else (b if b != b else max(a, b))  # NaN propagates
     if name == "arith.maxnumf":
         a, b = args
         return b if a != a else (a if b != b else max(a, b))  # NaN loses
     if name == "arith.bitcast":
         import struct
+        if op.signature.startswith("(i") and op.signature.split(") -> ")[0][1:] == op.result_type:
+            return args[0]  # integer to the same integer type
         if op.result_type == "i64":
             return struct.unpack("<Q", struct.pack("<d", args[0]))[0]
         if op.result_type == "f64":
@@ -569,8 +660,14 @@ def execute(op, args, thread):
         return float(args[0])
     if name == "arith.cmpf":
         return CMPF[attr_int(op, "predicate")](args[0], args[1])
-    if name in ("arith.minimumf", "arith.minnumf"):
-        return min(args[0], args[1])
+    if name == "arith.minimumf":
+        a, b = args
+        if a == 0 and b == 0:  # -0 below +0
+            return a if math.copysign(1.0, a) < 0 else b
+        return a if a != a else (b if b != b else min(a, b))  # NaN propagates
+    if name == "arith.minnumf":
+        a, b = args
+        return b if a != a else (a if b != b else min(a, b))  # NaN loses
     if name == "math.rsqrt":
         return 1.0 / math.sqrt(args[0])
     if name == "math.sqrt":
@@ -586,16 +683,32 @@ def execute(op, args, thread):
         if x != x:
             return x  # NaN stays NaN
         return 0.0 if x < -700 else (math.inf if x > 700 else math.exp(x))
+    if name == "memref.get_global":
+        type_, values = GLOBALS[re.search(r"name = @([\w]+)", op.attrs).group(1)]
+        sizes, strides, offset, element_bytes, _ = parse_memref(type_)
+        buf = Buffer(len(values), "global")
+        buf.data = list(values)
+        return MemRef(buf, offset, sizes, strides, element_bytes)
+    if name == "affine.apply":
+        # affine_map<(d0, ...)[s0, ...] -> (expr)>: the operands are the
+        # dimensions, then the symbols.
+        m = re.search(r"affine_map<\(([^)]*)\)(?:\[([^\]]*)\])? -> \(([^>]*)\)>", op.attrs)
+        names = [d.strip() for d in m.group(1).split(",") if d.strip()]
+        names += [d.strip() for d in (m.group(2) or "").split(",") if d.strip()]
+        expr = re.sub(r"\b([ds]\d+)\b", lambda v: "v[%d]" % names.index(v.group(1)), m.group(3))
+        expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
+        return eval(expr, {"v": args})
     if name == "linalg.index":
         return thread.index[attr_int(op, "dim")]
     if name in ("arith.divui", "arith.divsi"):
         return args[0] // args[1]
     if name in ("arith.remui", "arith.remsi"):
         return args[0] % args[1]
-    if name in ("arith.minsi", "arith.minui"):
-        return min(args[0], args[1])
-    if name in ("arith.maxsi", "arith.maxui"):
-        return max(args[0], args[1])
+    if name in ("arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui"):
+        bits = operand_bits(op)
+        wrap = as_signed if name.endswith("si") else as_unsigned
+        a, b = wrap(args[0], bits), wrap(args[1], bits)
+        return min(a, b) if "min" in name else max(a, b)
     if name == "arith.andi":
         return args[0] & args[1]
     if name == "arith.ori":
@@ -603,7 +716,9 @@ def execute(op, args, thread):
     if name == "arith.xori":
         return args[0] ^ args[1]
     if name == "arith.cmpi":
-        return CMP[attr_int(op, "predicate")](args[0], args[1])
+        predicate, bits = attr_int(op, "predicate"), operand_bits(op)
+        wrap = as_signed if 2 <= predicate <= 5 else as_unsigned
+        return CMP[predicate](wrap(args[0], bits), wrap(args[1], bits))
     if name == "arith.select":
         return args[1] if args[0] else args[2]
     if name == "math.tanh":
@@ -656,6 +771,8 @@ def execute(op, args, thread):
         check_alignment(op, memref, base)
         if memref.strides[-1] != 1:
             raise SimError("line %d: %s along a dimension of stride %d" % (op.line, name, memref.strides[-1]))
+        if re.search(r"vector<\d+xi1>", op.signature):
+            return bit_packed_access(thread, memref, base, width, value, op)
         out = []
         for j in range(width):
             a = base + j
@@ -964,6 +1081,8 @@ def gelu_tanh(x):
 def run_module(text, seed, epilogue, stats, entry=None):
     root = parse(text)
     module = root.ops[0]
+    GLOBALS.clear()
+    collect_globals(module.regions[0][0])
     functions = {re.search(r'sym_name = "([\w]+)"', op.attrs).group(1): op
                  for op in module.regions[0][0].ops if op.name == "func.func" and op.regions and op.regions[0]}
     # The entry: the one public function (fusion functions are private).
@@ -991,7 +1110,11 @@ def run_module(text, seed, epilogue, stats, entry=None):
         extent = offset + sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
         label = names[position_] if position_ < len(names) else name
         buf = Buffer(extent, label)
-        if re.search(r"[x<]i(32|64)>", type_):
+        if re.search(r"[x<]i1>", type_):
+            # Predicates: a byte each in memory, 0 or 1.
+            for i in range(len(buf.data)):
+                buf.data[i] = rng.randrange(2)
+        elif re.search(r"[x<]i(32|64)>", type_):
             # Token ids and positions: small integers, valid for any table.
             for i in range(len(buf.data)):
                 drawn = rng.randrange(0, INTEGER_INPUT_LIMIT)
@@ -1044,6 +1167,7 @@ def apply_test_epilogue(op, env, body, names, c):
 
 
 def main():
+    global INTEGER_INPUT_LIMIT
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", required=True, help="the module before the pass (generic form)")
     parser.add_argument("--actual", required=True, help="the module after the pass (generic form)")
@@ -1051,9 +1175,12 @@ def main():
     parser.add_argument("--epilogue", default="", help="bias-gelu-residual: the pass's test epilogue")
     parser.add_argument("--rtol", type=float, default=1e-9)
     parser.add_argument("--function", help="the public function to run, where there are several")
+    parser.add_argument("--integer-limit", type=int, default=INTEGER_INPUT_LIMIT,
+                        help="integer arguments are drawn from [0, LIMIT) (indices into a small operand)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="an integer argument (by its mlpipe.name) given this value, not drawn")
     options = parser.parse_args()
+    INTEGER_INPUT_LIMIT = options.integer_limit
     for setting in options.set:
         name, _, value = setting.partition("=")
         if not name or not re.fullmatch(r"-?\d+", value):
@@ -1071,8 +1198,13 @@ def main():
         return 1
     worst = 0.0
     for e, a in zip(expected, actual):
-        scale = max([1.0] + [abs(v) for v in e.data])
+        scale = max([1.0] + [abs(v) for v in e.data if math.isfinite(v)])
         for i, (x, y) in enumerate(zip(e.data, a.data)):
+            if x != x or y != y or math.isinf(x) or math.isinf(y):  # NaN matches NaN, infinities themselves
+                if not (x != x and y != y or x == y):
+                    print("kernel_sim: FAIL: %s[%d] is %r, expected %r" % (e.name, i, y, x))
+                    return 1
+                continue
             if not (abs(x - y) <= options.rtol * scale):
                 print("kernel_sim: FAIL: %s[%d] is %r, expected %r" % (e.name, i, y, x))
                 return 1

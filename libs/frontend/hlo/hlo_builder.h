@@ -191,7 +191,8 @@ private:
 
   Tensor gatherSlices(const Instruction &ins, Tensor operand, Tensor indices);
   int scatterCombiner(const Instruction &ins, DType dtype) const;
-  Tensor scatter(const Instruction &ins, const std::vector<const Value *> &operands);
+  std::vector<int> scatterCombiners(const Instruction &ins, const std::vector<DType> &dtypes) const;
+  Value scatter(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Windowed reductions (hlo_ops_reduce_window.cpp) ----
 

@@ -94,9 +94,9 @@ const std::vector<SupportedOp> &supportedOps() {
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "
                  "as argmax or argmin (values and indices, a tie to the smaller index)"},
       {"reduce-window", "one input; the reduce's reducers, any window, stride, padding and base or window dilation"},
-      {"scatter", "one operand; any dimension numbers and batching dims; add, multiply, maximum, minimum, and, or or "
-                  "assign (the last duplicate wins); windows not wholly inside skipped; at most 2^24 operand x "
-                  "update elements"},
+      {"scatter", "one or more operands, each combined on its own; any dimension numbers and batching dims; add, "
+                  "multiply, maximum, minimum, and, or or assign (the last duplicate wins); windows not wholly inside "
+                  "skipped; at most 2^24 operand x update elements"},
       {"sort", "one or more operands along one axis of at most 1024; a comparator of keys by LT or GT, numerically "
                "(NaN greatest) or in TOTALORDER, lexicographic over several; stable"},
       {"scan", "a running add, multiply, maximum or minimum as a reduce-window; any other region unrolled, at most "

@@ -33,7 +33,7 @@ std::optional<Value> Builder::buildReduceDotGather(const Instruction &ins, const
     return tensorValue(gather(ins, operand(0), operand(1)));
   }
   if (op == "scatter")
-    return tensorValue(scatter(ins, operands));
+    return scatter(ins, operands);
   return std::nullopt;
 }
 

@@ -7,6 +7,11 @@ For each program NAME this writes, into the folder given (default: this one):
   NAME/in<i>.npy  the inputs it was run on, in parameter order
   NAME/out<i>.npy JAX's outputs for them, in result order
 
+Every program is jitted with keep_unused=True, so its module takes every
+argument in0, in1, ... names, even one the function does not read (the
+embedding gradient's table): without it jit drops such parameters and the
+module's parameters no longer line up with the saved inputs.
+
 Run it where JAX sees a GPU:  python3 testdata/hlo/jax/generate.py [DIR]
 """
 import os
@@ -183,12 +188,13 @@ def main():
     print("jax", jax.__version__, "on", jax.devices()[0].device_kind)
     for name, (fn, make_args) in PROGRAMS.items():
         args = make_args()
-        lowered = jax.jit(fn).lower(*args)
+        jitted = jax.jit(fn, keep_unused=True)
+        lowered = jitted.lower(*args)
         with open(os.path.join(out_dir, name + ".hlo"), "w") as f:
             f.write(lowered.as_text(dialect="hlo"))
         with open(os.path.join(out_dir, name + ".opt.hlo"), "w") as f:
             f.write(lowered.compile().as_text())
-        results = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
+        results = jax.tree_util.tree_leaves(jitted(*args))
         data_dir = os.path.join(out_dir, name)
         os.makedirs(data_dir, exist_ok=True)
         for i, a in enumerate(args):
