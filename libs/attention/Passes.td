@@ -60,17 +60,14 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     on), a head size a multiple of 16 up to 128 and at least 16 query rows,
     the kernel puts both products on tensor cores instead, at every length
     (option `tensor-cores`): a warp per 16 query rows holding Q as mma
-    fragments, K's and V's tiles in padded rows of shared memory read by
-    ldmatrix (V's transposed), the scores' accumulator fragments reused as
-    the probabilities' operand fragments; where the grid has few warps, a
-    block's key tiles are dealt to groups of warps whose partials are
-    combined at the end:
+    fragments, K's tile in padded rows and V's as pairs of keys in shared
+    memory, the scores' accumulator fragments reused as the probabilities'
+    operand fragments:
     ```mlir
     gpu.func @attention_attention(%q: memref<2x40x64xbf16, ...>, ...)
         workgroup(%kt : memref<48x72xbf16, #gpu.address_space<workgroup>>,
-                  %vt : memref<48x72xbf16, #gpu.address_space<workgroup>>) kernel {
+                  %vp : memref<24x144xbf16, #gpu.address_space<workgroup>>) kernel {
       ... scf.for over key tiles:
-        %k = nvgpu.ldmatrix %kt[%row, %col] {numTiles = 4 : i32, transpose = false} : ... -> vector<4x2xbf16>
         %s = nvvm.mma.sync A[%q0, %q1, %q2, %q3] B[%k0, %k1] C[%c0, %c1, %c2, %c3]
                {multiplicandAPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>, ...}
                : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>

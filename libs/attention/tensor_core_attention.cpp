@@ -24,10 +24,11 @@
 // with its own part of shared memory, and the groups' max, sum and output
 // are combined in turn through shared memory at the end.
 //
-// Shared memory: K and V as stored, [keys, D + pad]. Their B fragments
-// come by ldmatrix, four 8x8 matrices an instruction: K's as stored (key
-// 8n+g, elements 2t, 2t+1), V's transposed (keys 2t, 2t+1 at element g).
-// The pad puts each ldmatrix phase's eight 16-byte rows in 32 banks.
+// Shared memory: K as [keys, D + pad] (B of S reads key 8n+g, elements 2t,
+// 2t+1: one 32-bit load); V as pairs of keys [keys / 2, 2 D + pad], the
+// values of keys 2i and 2i+1 side by side per head element, so that B of
+// O (keys 2t, 2t+1 at element g) is one 32-bit load too. The pads put the
+// 32 lanes' loads in 32 different banks.
 #include "attention/attention_kernel.h"
 #include "attention/kernel_builder.h"
 #include "attention/split_combine.h"

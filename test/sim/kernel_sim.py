@@ -9,8 +9,8 @@ fusion functions it calls) runs linalg.fill, linalg.transpose,
 linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by interpreting the kernels' ops
-(arith, math, memref, vector, scf, gpu; nvgpu.ldmatrix and nvvm.mma.sync
-across a warp's lanes) for every thread of every block.
+(arith, math, memref, vector, scf, gpu; nvvm.mma.sync across a warp's
+lanes) for every thread of every block.
 The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
