@@ -88,10 +88,12 @@ constexpr int64_t kTensorCoreWarpsPerSm = 16;
 constexpr int64_t kMaxKeyGroups = 4;
 constexpr int64_t kGroupKeysPerTile = 32;
 constexpr int64_t kTensorCoreMaxHeadSize = 128;
-// The K and V tiles' row length in shared memory, in 32-bit words: 4 past
-// a multiple of 32, so that the eight 16-byte rows each ldmatrix phase
-// reads start 4 banks apart and cover all 32.
-constexpr int64_t kTileRowBankOffsetWords = 4;
+// Shared-memory row pads, in 32-bit words: the K tile's row length is 4
+// words past a multiple of 32 (lanes g = 0..7 read rows g at word t =
+// 0..3: banks 4g + t), the V pairs' 8 words past one (lanes read rows t at
+// word g: banks 8t + g).
+constexpr int64_t kKeyRowBankOffsetWords = 4;
+constexpr int64_t kValuePairRowBankOffsetWords = 8;
 
 int64_t paddedWords(int64_t words, int64_t offset) {
   constexpr int64_t kBanks = 32;
@@ -519,9 +521,10 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
     cfg.keyGroups *= 2;
   cfg.keysPerTile = std::min(cfg.keyGroups > 1 ? kGroupKeysPerTile : kTensorCoreKeysPerTile, roundedKeys);
   int64_t elementsPerWord = 4 / cfg.storageBytes;
-  cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kTileRowBankOffsetWords) * elementsPerWord;
+  cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
+  cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;
   auto sharedBytes = [&] {
-    int64_t tiles = 2 * cfg.keyGroups * cfg.keysPerTile * cfg.kTileRow;
+    int64_t tiles = cfg.keyGroups * (cfg.keysPerTile * cfg.kTileRow + cfg.keysPerTile / 2 * cfg.vPairRow);
     int64_t partials =
         cfg.keyGroups > 1 ? cfg.rowsPerBlock * (cfg.headSize + 2 * kLanesPerMmaRow) * cfg.elementBytes : 0;
     return tiles * cfg.storageBytes + partials;
@@ -551,7 +554,7 @@ llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir:
   if (!cfg.tensorCores)
     return {tile(cfg.keysPerTile, cfg.headSize, cfg.storage), tile(cfg.keysPerTile, cfg.headSize, cfg.storage)};
   llvm::SmallVector<mlir::MemRefType, 3> buffers{tile(cfg.keyGroups * cfg.keysPerTile, cfg.kTileRow, cfg.storage),
-                                                 tile(cfg.keyGroups * cfg.keysPerTile, cfg.kTileRow, cfg.storage)};
+                                                 tile(cfg.keyGroups * cfg.keysPerTile / 2, cfg.vPairRow, cfg.storage)};
   if (cfg.keyGroups > 1)
     buffers.push_back(tile(cfg.rowsPerBlock, cfg.headSize + 2 * kLanesPerMmaRow, cfg.element));
   return buffers;

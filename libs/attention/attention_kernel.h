@@ -72,10 +72,10 @@ struct Config {
   llvm::SmallVector<int64_t> cacheKeyInputArguments;
   // On tensor cores (tensor_core_attention.cpp): both products on
   // mma.sync, a warp per 16 query rows, no split keys and no cache write.
-  // Elements per row of the K and V tiles in shared memory (padded so that
-  // a warp's ldmatrix phases hit 32 banks).
+  // Elements per row of the K tile and of the V tile's pairs of keys in
+  // shared memory (padded so that a warp's fragment loads hit 32 banks).
   bool tensorCores = false;
-  int64_t kTileRow = 0;
+  int64_t kTileRow = 0, vPairRow = 0;
   // Groups of warps over which a block's key tiles are dealt (tile i to
   // group i mod keyGroups), each group's warps covering all the block's
   // rows; their partial max, sum and output combined through shared memory
@@ -103,7 +103,8 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why);
 
 // The buffers the kernel keeps in shared memory: the tiles of K's and V's
-// rows (on tensor cores padded, a tile per key group), and with several key groups their partials ([rows, D +
+// rows, or on tensor cores K's padded rows and V's pairs of keys (a tile
+// per key group), and with several key groups their partials ([rows, D +
 // 8] f32: the output, then each of a row's four lanes' max and sum).
 llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir::MLIRContext *context);
 

@@ -39,7 +39,6 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -47,7 +46,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <tuple>
 
 namespace mlpipe::emitters::fused_attention {
 
@@ -63,7 +61,7 @@ public:
                  const Softmax &softmax, const FusionGraph *maskGraph)
       : b(b), f(f), loc(f.getLoc()), x{b, loc}, cfg(cfg), graph(graph), softmax(softmax), maskGraph(maskGraph),
         q(f.getArgument(0)), k(f.getArgument(1)), v(f.getArgument(2)), out(f.getArgument(3)),
-        kTile(f.getWorkgroupAttributions()[0]), vTile(f.getWorkgroupAttributions()[1]), f32(b.getF32Type()),
+        kTile(f.getWorkgroupAttributions()[0]), vPairs(f.getWorkgroupAttributions()[1]), f32(b.getF32Type()),
         D(cfg.headSize), T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile), S(cfg.keyGroups),
         groupThreads(cfg.threads / cfg.keyGroups) {}
 
@@ -119,12 +117,13 @@ private:
     tid = threadIdX(b, loc);
     keyGroup = x.div(tid, groupThreads);
     groupTid = x.rem(tid, groupThreads);
-    rowBase = x.mul(keyGroup, BK);
+    kRowBase = x.mul(keyGroup, BK);
+    vRowBase = x.mul(keyGroup, BK / 2);
     Value block = blockIdX(b, loc);
     head = x.div(block, cfg.queryTiles);
     // Query tiles with the most keys first, so the longest blocks start first.
     queryTile = b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.rem(block, cfg.queryTiles));
-    lane = x.rem(tid, 32);
+    Value lane = x.rem(tid, 32);
     group = x.div(lane, kLanesPerRow);
     inGroup = x.rem(lane, kLanesPerRow);
     Value warpInGroup = x.div(groupTid, 32);
@@ -151,22 +150,6 @@ private:
   }
   Value loadPair(Value memref, llvm::SmallVector<Value> index, bool vectorOk) {
     return operand(x.load(memref, std::move(index), 2, vectorOk, cfg.storageBytes));
-  }
-
-  // `count` (2 or 4) 8x8 matrices of 16-bit elements from shared memory,
-  // lanes 8i .. 8i+7 giving the rows of matrix i (`rowOf(lane)` and
-  // `columnOf(lane)`: 8 elements from there); each as one 32-bit register
-  // a lane: as stored (lane l: row l/4, elements 2(l%4), +1) or transposed
-  // (elements 2(l%4), +1 of column l/4), which is mma's B fragment of
-  // rows of K and of V alike.
-  llvm::SmallVector<Value, 4> loadMatrices(Value tile, int64_t count, Value row, Value column, bool transpose) {
-    auto type = mlir::VectorType::get({count, 2}, cfg.storage);
-    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, tile, mlir::ValueRange{row, column},
-                                                     b.getBoolAttr(transpose), b.getI32IntegerAttr(count));
-    llvm::SmallVector<Value, 4> registers;
-    for (int64_t i = 0; i < count; ++i)
-      registers.push_back(operand(x.extract(matrices, i)));
-    return registers;
   }
 
   // D += A B on one m16n8k16 tile; `c` the four f32 of C, in place.
@@ -211,22 +194,42 @@ private:
     return tiles;
   }
 
-  // The tile's K and V rows as stored, by the threads of the key group,
-  // into the group's rows of the buffers; keys past the end read the last
-  // one (their scores are masked).
+  // The tile's K rows as stored, and its V rows as pairs of keys, by the
+  // threads of the key group, into the group's part of the buffers; keys
+  // past the end read the last one (their scores are masked). A pair row
+  // is built in registers: the same `width` elements of keys 2p and 2p+1,
+  // interleaved, stored as two vectors.
   void stage(Value firstKey) {
-    for (auto [source, tile, width] : {std::tuple{k, kTile, cfg.widthK}, std::tuple{v, vTile, cfg.widthV}}) {
+    auto clampedKey = [&](Value key) { return TK % BK != 0 ? x.min(key, TK - 1) : key; };
+    cooperatively(BK * (D / cfg.widthK), [&](Value linear) {
+      int64_t vectorsPerRow = D / cfg.widthK;
+      Value r = x.div(linear, vectorsPerRow);
+      Value col = x.mul(x.rem(linear, vectorsPerRow), cfg.widthK);
+      Value value =
+          x.load(k, {head, clampedKey(x.add(firstKey, r)), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
+      x.store(value, kTile, {x.add(kRowBase, r), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
+    });
+    int64_t width = cfg.widthV;
+    cooperatively(BK / 2 * (D / width), [&](Value linear) {
       int64_t vectorsPerRow = D / width;
-      cooperatively(BK * vectorsPerRow, [&, source = source, tile = tile, width = width](Value linear) {
-        Value r = x.div(linear, vectorsPerRow);
-        Value col = x.mul(x.rem(linear, vectorsPerRow), width);
-        Value key = x.add(firstKey, r);
-        if (TK % BK != 0)
-          key = x.min(key, TK - 1);
-        Value value = x.load(source, {head, key, col}, width, width > 1, cfg.storageBytes);
-        x.store(value, tile, {x.add(rowBase, r), col}, width, width > 1, cfg.storageBytes);
-      });
-    }
+      Value pair = x.div(linear, vectorsPerRow);
+      Value col = x.mul(x.rem(linear, vectorsPerRow), width);
+      Value key = x.add(firstKey, x.mul(pair, 2));
+      Value even = x.load(v, {head, clampedKey(key), col}, width, width > 1, cfg.storageBytes);
+      Value odd = x.load(v, {head, clampedKey(x.add(key, 1)), col}, width, width > 1, cfg.storageBytes);
+      llvm::SmallVector<int64_t> interleave;
+      for (int64_t u = 0; u < width; ++u)
+        interleave.append({u, width + u});
+      Value pairs = mlir::vector::ShuffleOp::create(b, loc, even, odd, interleave);
+      for (int64_t half = 0; half < 2; ++half) {
+        llvm::SmallVector<int64_t> part;
+        for (int64_t u = 0; u < width; ++u)
+          part.push_back(half * width + u);
+        Value chunk = mlir::vector::ShuffleOp::create(b, loc, pairs, pairs, part);
+        x.store(chunk, vPairs, {x.add(vRowBase, pair), x.add(x.mul(col, 2), half * width)}, width, width > 1,
+                cfg.storageBytes);
+      }
+    });
   }
 
   // `body(linear)` for linear = 0 .. count-1, dealt over the key group's
@@ -294,20 +297,14 @@ private:
     int64_t slices = BK / kMmaCols;
     llvm::SmallVector<llvm::SmallVector<Value>> scores(slices);
     Value zero = x.fconst(f32, 0.0);
-    // K's B fragments by ldmatrix, two 16-element steps at a time: lane l
-    // points at key row 8n + l % 8 and head elements 8 (l / 8) on.
-    Value keyRowOfLane = x.add(rowBase, x.rem(lane, 8)), columnOfLane = x.mul(x.div(lane, 8), 8);
-    int64_t steps = D / kMmaDepth;
     for (int64_t n = 0; n < slices; ++n) {
       scores[n].assign(4, zero);
-      for (int64_t s = 0; s < steps; s += 2) {
-        int64_t count = s + 1 < steps ? 4 : 2;
-        Value row = x.add(keyRowOfLane, n * kMmaCols);
-        Value column = x.add(count == 4 ? columnOfLane : x.rem(columnOfLane, 16), s * kMmaDepth);
-        llvm::SmallVector<Value, 4> fragments = loadMatrices(kTile, count, row, column, /*transpose=*/false);
-        mma(queryFragments[s], {fragments[0], fragments[1]}, scores[n]);
-        if (count == 4)
-          mma(queryFragments[s + 1], {fragments[2], fragments[3]}, scores[n]);
+      Value keyRow = x.add(x.add(kRowBase, group), n * kMmaCols);
+      for (int64_t s = 0; s < D / kMmaDepth; ++s) {
+        Value col = x.add(x.mul(inGroup, 2), s * kMmaDepth);
+        Value b0 = loadPair(kTile, {keyRow, col}, true);
+        Value b1 = loadPair(kTile, {keyRow, x.add(col, 8)}, true);
+        mma(queryFragments[s], {b0, b1}, scores[n]);
       }
     }
 
@@ -369,17 +366,12 @@ private:
       llvm::SmallVector<Value> acc;
       for (int64_t i = 0; i < 4; ++i)
         acc.push_back(mlir::arith::MulFOp::create(b, loc, carried[4 + n * 4 + i], correction[i / 2]));
-      // V's B fragments by ldmatrix, transposed, two 16-key steps at a
-      // time: lane l points at key row 16j + l (16j + l % 16 for one step)
-      // and head elements 8n on.
-      int64_t keySteps = BK / kMmaDepth;
-      for (int64_t j = 0; j < keySteps; j += 2) {
-        int64_t count = j + 1 < keySteps ? 4 : 2;
-        Value row = x.add(x.add(rowBase, count == 4 ? lane : x.rem(lane, 16)), j * kMmaDepth);
-        llvm::SmallVector<Value, 4> fragments = loadMatrices(vTile, count, row, x.c(n * kMmaCols), /*transpose=*/true);
-        mma(probabilities[j], {fragments[0], fragments[1]}, acc);
-        if (count == 4)
-          mma(probabilities[j + 1], {fragments[2], fragments[3]}, acc);
+      Value col = x.mul(x.add(group, n * kMmaCols), 2);
+      for (int64_t j = 0; j < BK / kMmaDepth; ++j) {
+        Value pairRow = x.add(vRowBase, inGroup);
+        Value b0 = loadPair(vPairs, {x.add(pairRow, j * 8), col}, true);
+        Value b1 = loadPair(vPairs, {x.add(pairRow, j * 8 + 4), col}, true);
+        mma(probabilities[j], {b0, b1}, acc);
       }
       yielded.append(acc.begin(), acc.end());
     }
@@ -478,12 +470,12 @@ private:
   const FusionGraph &graph;
   const Softmax &softmax;
   const FusionGraph *maskGraph;
-  Value q, k, v, out, kTile, vTile;
+  Value q, k, v, out, kTile, vPairs;
   mlir::Type f32;
   const int64_t D, T, TK, BK, S, groupThreads;
   mlir::Operation *anchor = nullptr;
   std::optional<ElementalEmitter> elemental, mask;
-  Value tid, lane, head, queryTile, group, inGroup, keyGroup, groupTid, rowBase, tiles;
+  Value tid, head, queryTile, group, inGroup, keyGroup, groupTid, kRowBase, vRowBase, tiles;
   llvm::SmallVector<Value, 2> rows, rowsInBlock, rowValid, queries;
   llvm::SmallVector<std::array<Value, 4>> queryFragments;
 };

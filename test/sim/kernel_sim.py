@@ -518,10 +518,6 @@ def run_block(block, env, thread):
             if len(op.results) > 1:
                 env[op.results[1]] = True
             continue
-        if name == "nvgpu.ldmatrix":
-            # A warp's load of 8x8 matrices: the launcher answers from every lane's row address.
-            env[op.results[0]] = yield (op, "ldmatrix", args)
-            continue
         if name == "nvvm.mma.sync":
             # A warp's matrix product: the launcher answers from every lane's fragments.
             env[op.results[0]] = yield (op, "mma", args)
@@ -537,37 +533,6 @@ def run_block(block, env, thread):
         if op.results:
             env[op.results[0]] = results
     return []
-
-
-def warp_ldmatrix(op, lanes, threads):
-    """ldmatrix: `numTiles` 8x8 matrices of 16-bit elements, lanes 8i .. 8i+7
-    giving the addresses of matrix i's rows (8 consecutive elements each).
-    Lane l receives from each matrix two elements: row l/4, columns 2(l%4),
-    +1; or, transposed, rows 2(l%4), +1 of column l/4."""
-    count = attr_int(op, "numTiles")
-    transpose = "transpose = true" in op.attrs
-    matrices = []
-    for i in range(count):
-        rows = []
-        for r in range(8):
-            args = lanes[8 * i + r]
-            memref, index = args[0], list(args[1:])
-            row = []
-            for e in range(8):
-                at = index[:-1] + [index[-1] + e]
-                address = memref.address(at, op)
-                access(threads[8 * i + r], memref, address, op, "read")
-                row.append(memref.buf.data[address])
-            rows.append(row)
-        matrices.append(rows)
-    results = []
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        if transpose:
-            results.append([[m[2 * t][g], m[2 * t + 1][g]] for m in matrices])
-        else:
-            results.append([[m[g][2 * t], m[g][2 * t + 1]] for m in matrices])
-    return results
 
 
 def warp_mma(op, lanes):
@@ -869,18 +834,17 @@ def launch(module_ops, op, args, stats):
                     # Shared memory starts uninitialised: NaN shows any read before a write.
                     buf.data = [float("nan")] * len(buf.data)
                     env[name] = MemRef(buf, 0, sizes, strides, element_bytes)
-                threads, threads_of = [], []
+                threads = []
                 for tz in range(block[2]):
                     for ty in range(block[1]):
                         for tx in range(block[0]):
                             t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log)
                             threads.append(run_block(body, dict(env), t))
-                            threads_of.append(t)
                 stats["threads"] += len(threads)
-                run_threads(threads, (bx, by, bz), stats, shared_log, global_log, threads_of)
+                run_threads(threads, (bx, by, bz), stats, shared_log, global_log)
 
 
-def run_threads(threads, block_id, stats, shared_log, global_log, threads_of):
+def run_threads(threads, block_id, stats, shared_log, global_log):
     """Runs a block's threads: each warp (32 consecutive threads) on its own
     up to a shuffle, which every live thread of the warp must reach together
     (it answers from the warp's lanes), or a barrier, which every thread of
@@ -901,15 +865,6 @@ def run_threads(threads, block_id, stats, shared_log, global_log, threads_of):
                         stops[t] = None
                         live.discard(t)
                 shuffles = [stops[t] for t in running if isinstance(stops[t], tuple)]
-                if shuffles and shuffles[0][1] == "ldmatrix":
-                    first = shuffles[0]
-                    if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
-                            len(running) != 32:
-                        raise SimError("line %d: not every lane of a warp reaches the ldmatrix" % first[0].line)
-                    results = warp_ldmatrix(first[0], [stops[t][2] for t in running], [threads_of[t] for t in running])
-                    for t, result in zip(running, results):
-                        answers[t] = result
-                    continue
                 if shuffles and shuffles[0][1] == "mma":
                     first = shuffles[0]
                     if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
