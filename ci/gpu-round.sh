@@ -74,13 +74,15 @@ if want verify; then
   step verify.kernels.f16 verify all --target gpu --dtype f16
   step verify.kernels.bf16.generated verify all --target gpu --dtype bf16 --matmul generated
   step verify.kernels.bf16.sm_75 verify all --target gpu --dtype bf16 --chip sm_75 --format isa
-  # Less the known GPU gaps (test/gpu/hlo_verify.test says which), then
-  # those alone, expected to fail until fixed.
-  hlo_modules=$(ls testdata/hlo/*.hlo | grep -v -e /sort_edges.hlo -e /scatter_types.hlo)
-  step verify.hlo.sm_90 verify $hlo_modules --target gpu --chip sm_90
-  step verify.hlo.sm_75 verify $hlo_modules --target gpu --chip sm_75 --format isa
+  step verify.hlo.sm_90 verify testdata/hlo/*.hlo --target gpu --chip sm_90
+  step verify.hlo.sm_75 verify testdata/hlo/*.hlo --target gpu --chip sm_75 --format isa
   step verify.hlo.jax.sm_90 verify testdata/hlo/jax/*.hlo --target gpu --chip sm_90
-  step verify.hlo.known-gaps verify testdata/hlo/sort_edges.hlo testdata/hlo/scatter_types.hlo --target gpu
+  # The programs with pred masks (once wrong on the GPU: pred moved as i1
+  # vectors), on more seeds.
+  for seed in 1 2 3 4 5; do
+    step verify.hlo.pred.$seed verify testdata/hlo/sort_edges.hlo testdata/hlo/scatter_types.hlo \
+      testdata/hlo/scatter_variadic.hlo --target gpu --seed $seed
+  done
   # The fused attention kernel at GPT-2's shape and at a cut-short last tile.
   step verify.attention.1024 verify attention --shape 1024x768 --heads 12 --target gpu
   step verify.attention.1000 verify attention --shape 1000x384 --heads 6 --target gpu
