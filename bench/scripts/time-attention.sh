@@ -5,7 +5,10 @@
 # kernels (scores GEMM on cuBLASLt, softmax row reduction, values GEMM)
 # that the pass leaves with tensor-cores=false max-keys=1; then the
 # tensor-core kernel's own time under ncu at GPT-2's shapes, as TFLOP/s on
-# the causal FLOPs (4 T (T+1) / 2 D per head).
+# the causal FLOPs (4 T (T+1) / 2 D per head). Builds packed with
+# bench/scripts/compare-builds.sh --pack NAME BUILD_DIR LIBRARY... each add a
+# column: the tensor-core kernel as that build compiles it, timed in the
+# same run (and under ncu beside this build's).
 #   source .device/setup.sh && bench/scripts/time-attention.sh [T...]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -15,7 +18,19 @@ read -r -a lengths <<<"${lengths[*]}"
 heads=12 width=768 repeat=200
 sed 's/mlpipe-fused-attention{chip={chip}}/mlpipe-fused-attention{chip={chip} tensor-cores=false max-keys=1}/' \
   pipelines/outline.pipeline >"$out/three-kernels.pipeline"
-printf '%-6s %-5s %14s %16s %9s %22s\n' dtype T "tensor ms" "three-kernel ms" ratio "program TFLOP/s causal"
+builds=()
+for dir in .device/builds/*/; do
+  [[ -d $dir ]] && builds+=("$(basename "$dir")")
+done
+# in_build NAME COMMAND...: COMMAND with that packed build's libraries first.
+in_build() {
+  local name=$1
+  shift
+  LD_LIBRARY_PATH=$root/.device/builds/$name/lib:$LD_LIBRARY_PATH MLPIPE_CACHE_DIR=$out/cache.$name "$@"
+}
+printf '%-6s %-5s %14s %16s %9s %22s' dtype T "tensor ms" "three-kernel ms" ratio "program TFLOP/s causal"
+for name in "${builds[@]}"; do printf ' %16s' "$name ms"; done
+printf '\n'
 for dtype in bf16 f16; do
   for T in "${lengths[@]}"; do
     data=$out/data.$dtype.$T
@@ -29,7 +44,19 @@ for dtype in bf16 f16; do
     # shellcheck disable=SC2086
     three=$(run "$out/three.$dtype.$T.mlir" $qkv --repeat $repeat | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')
     awk -v d=$dtype -v T="$T" -v a="$tensor" -v b="$three" -v h=$heads -v D=$((width / heads)) 'BEGIN {
-      printf "%-6s %-5s %14s %16s %8.2fx %22.1f\n", d, T, a, b, a / b, 4 * T * (T + 1) / 2 * D * h / (a / 1000) / 1e12 }' 
+      printf "%-6s %-5s %14s %16s %8.2fx %22.1f", d, T, a, b, a / b, 4 * T * (T + 1) / 2 * D * h / (a / 1000) / 1e12 }'
+    for name in "${builds[@]}"; do
+      in_build "$name" outline "$out/a.$dtype.$T.mlir" | in_build "$name" lower-nvvm -o "$out/$name.$dtype.$T.mlir"
+      # shellcheck disable=SC2086
+      printf ' %16s' "$(run "$out/$name.$dtype.$T.mlir" $qkv --repeat $repeat | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
+      # The same fragments however they are loaded: the same bits out.
+      # shellcheck disable=SC2086
+      run "$out/tensor.$dtype.$T.mlir" $qkv --output y=@"$out/y.tensor.npy" >/dev/null
+      # shellcheck disable=SC2086
+      run "$out/$name.$dtype.$T.mlir" $qkv --output y=@"$out/y.$name.npy" >/dev/null
+      cmp -s "$out/y.tensor.npy" "$out/y.$name.npy" && printf ' (same y)' || printf ' (y DIFFERS)'
+    done
+    echo
   done
 done
 # The kernel alone, from the profiler (GPU time of each launch).
@@ -39,7 +66,10 @@ if command -v ncu >/dev/null; then
     data=$out/data.$dtype.$T
     qkv="--input q=@$data/attention/q.npy --input k=@$data/attention/k.npy --input v=@$data/attention/v.npy"
     # shellcheck disable=SC2086
-    ncu --clock-control none --metrics gpu__time_duration.sum -k regex:attention \
-      run "$out/tensor.$dtype.$T.mlir" $qkv --repeat 5 2>&1 | grep -E "attention|gpu__time_duration" | tail -4
+    for module in tensor "${builds[@]}"; do
+      echo "$module, $dtype, T=$T:"
+      ncu --clock-control none --metrics gpu__time_duration.sum -k regex:attention \
+        run "$out/$module.$dtype.$T.mlir" $qkv --repeat 5 2>&1 | grep -E "attention|gpu__time_duration" | tail -4
+    done
   done
 fi
