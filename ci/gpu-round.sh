@@ -4,8 +4,9 @@
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
 # PART is any of units lit verify sanitize gpt2 sixteen attention rows decode timings
 # (default: all but decode), so a round can be split over calls. Full logs
-# are packed into logs.tgz (and the profile CSV beside it) in $OUT (the
-# device tool's output folder) or /tmp/mlpipe-round. Each step is stopped
+# are written as each step ends to logs/ (and the profile CSV beside it)
+# in $OUT (the device tool's output folder) or /tmp/mlpipe-round, so a
+# round stopped early keeps the steps it finished. Each step is stopped
 # after MLPIPE_STEP_SECONDS (600).
 set -u
 for part in "$@"; do
@@ -21,7 +22,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 final=${OUT:-/tmp/mlpipe-round}
 work=$(mktemp -d)
-logs=$work/logs
+logs=$final/logs
 mkdir -p "$logs" "$final"
 parts=" ${*:-units lit verify sanitize gpt2 sixteen attention rows timings} "
 want() { [[ $parts == *" $1 "* ]]; }
@@ -315,5 +316,4 @@ sed -n '/^product /,$p' "$logs/timings.matmuls.log" 2>/dev/null
 echo
 printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 [[ -f $logs/profile.csv ]] && cp "$logs/profile.csv" "$final/"
-tar czf "$final/logs.tgz" -C "$work" logs
 rm -rf "$work"
