@@ -478,8 +478,12 @@ protected:
     int64_t length = module.length;
     void *logits = activation(module, "logits", {length, config_.vocabSize}, options_.dtype).data();
     std::map<std::string, void *> bound = {{"ids", ids(module, length)}, {"logits:out", logits}};
-    if (cache.cache)
+    if (cache.cache && module.batch > 0) {
+      for (int64_t layer = 0; layer < config_.nLayer; ++layer)
+        bound[batchedLayerCacheName(layer)] = cache.cache + layer * cache.layerBytes;
+    } else if (cache.cache) {
       bound["kv_cache"] = cache.cache;
+    }
     if (cache.position)
       bound[module.batch > 0 ? "positions" : "position"] = cache.position;
     return {call(module, "gpt2", bound, "")};

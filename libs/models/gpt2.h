@@ -58,14 +58,18 @@ fe::Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, D
 // Batched decoding: one decode step of `batch` sequences at once, each at
 // its own position in a cache slot of its own (generate --prompts). The
 // inputs "ids" and "positions" are [batch] i32: sequence b's token and
-// where it goes; the logits are [batch, vocab]. The in-out "kv_cache" is
-// batchedKvCacheShape() (fused) or one layer's [2, batch * heads, n_ctx,
-// head_dim] (sublayer's attend): sequence b's slot is rows b * heads to
+// where it goes; the logits are [batch, vocab]. The cache is
+// batchedKvCacheShape(), taken a layer at a time: in-out inputs
+// "h.L.kv_cache" (fused) or "kv_cache" (sublayer's attend), each one
+// layer's [2, batch * heads, n_ctx, head_dim]: sequence b's slot is rows b * heads to
 // (b + 1) * heads - 1 of the heads axis, so that every sequence's heads
 // are one batch of the attention's products. Each row's key and value are
 // written at its own position and each row attends over its own slot up
 // to it; the weights are read once for the whole batch.
 Shape batchedKvCacheShape(const Gpt2Config &config, int64_t batch); // [layers, 2, batch * heads, n_ctx, head_dim]
+// The fused batched decode step's in-out input of one layer's part of
+// that cache, [2, batch * heads, n_ctx, head_dim]: "h.L.kv_cache".
+std::string batchedLayerCacheName(int64_t layer);
 fe::Program traceGpt2BatchedDecode(const Gpt2Config &config, Gpt2Mode mode, int64_t batch, DType dtype = DType::f32);
 
 // The fused graph with probes "embedding" and "blocks.N.residual", for the
