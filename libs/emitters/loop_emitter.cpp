@@ -22,8 +22,6 @@
 
 #include "llvm/Support/MathExtras.h"
 
-#include <cmath>
-
 namespace mlpipe::emitters {
 
 namespace {
@@ -37,13 +35,6 @@ constexpr int64_t kGroupsPerThread = 4;
 // A grid-stride loop needs only enough blocks to fill every SM this many
 // times over; more only adds scheduling.
 constexpr int64_t kWavesOfBlocks = 4;
-// A grid of more than one wave keeps its waves this full on average: 1.45
-// waves run as two, the SMs half idle in the second (bf16 gelu at
-// 3072x4096 on 132 SMs, 4 groups a thread: 1,536 blocks for 1,056
-// resident, 0.73 full). Below it, a thread takes fewer groups a step, for a
-// grid of more, fuller waves (2 groups: 3,072 blocks, 2.9 waves, 0.97 full,
-// as f32 has).
-constexpr double kMinWaveFill = 0.9;
 
 class LoopEmitter final : public FusionEmitter {
 public:
@@ -101,27 +92,14 @@ private:
     threads_ = std::min<int64_t>(kThreadsPerBlock, llvm::divideCeilSigned(groups_, device.warpSize) * device.warpSize);
     int64_t residentBlocks = device.smCount * std::max<int64_t>(1, device.maxThreadsPerSm / threads_);
     // Unroll only when there is work enough to give every resident thread
-    // all its groups, and only as far as the grid's waves stay full.
+    // all its groups.
     perThread_ = groups_ >= residentBlocks * threads_ * kGroupsPerThread ? kGroupsPerThread : 1;
-    while (perThread_ > 1 &&
-           waveFill(llvm::divideCeilSigned(groups_, threads_ * perThread_), residentBlocks) < kMinWaveFill)
-      perThread_ /= 2;
     blocks_ = std::min(llvm::divideCeilSigned(groups_, threads_ * perThread_), kWavesOfBlocks * residentBlocks);
     blocks_ = std::max<int64_t>(blocks_, 1);
     gridThreads_ = blocks_ * threads_;
     stride_ = gridThreads_ * perThread_;
     fullSteps_ = groups_ / stride_;
     leftoverStart_ = fullSteps_ * stride_;
-  }
-
-  // How full a grid's waves are on average, for a grid of more than one
-  // wave (a grid of one wave or less: 1). A grid past kWavesOfBlocks waves
-  // is a grid-stride loop over whole waves: full.
-  static double waveFill(int64_t blocks, int64_t residentBlocks) {
-    if (blocks <= residentBlocks || blocks >= kWavesOfBlocks * residentBlocks)
-      return 1.0;
-    double waves = static_cast<double>(blocks) / static_cast<double>(residentBlocks);
-    return waves / std::ceil(waves);
   }
 
   mlir::LogicalResult emitBody(ElementalEmitter &elemental) {
