@@ -2,9 +2,18 @@
 
 # mlpipe_library(NAME SOURCES... DEPENDS targets...)
 # One shared library per layer of libs/: the tools stay thin and share it.
+# A layer's sources compile as unity builds, MLPIPE_UNITY_BATCH_SIZE files to
+# a translation unit: most of a file's compile time goes to the headers it
+# includes and the templates they instantiate, which a batch pays for once.
+# Names private to a file (static, anonymous namespace) must therefore be
+# distinct across its layer. -DMLPIPE_UNITY_BUILD=OFF compiles file by file.
+option(MLPIPE_UNITY_BUILD "Compile each library's sources in batches (CMake unity builds)" ON)
+set(MLPIPE_UNITY_BATCH_SIZE 8 CACHE STRING "Source files per unity translation unit")
 function(mlpipe_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
   add_library(${name} SHARED ${ARG_SOURCES})
+  set_target_properties(${name} PROPERTIES UNITY_BUILD ${MLPIPE_UNITY_BUILD}
+    UNITY_BUILD_BATCH_SIZE ${MLPIPE_UNITY_BATCH_SIZE})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/libs)
   target_link_libraries(${name} PUBLIC ${ARG_DEPENDS})
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)

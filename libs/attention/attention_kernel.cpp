@@ -74,9 +74,7 @@ constexpr int64_t kMinKeyTilesPerSplit = 1;
 // the largest head whose accumulators (D / 2 f32 a lane) and Q fragments
 // (D / 4 registers) stay in registers beside the scores.
 constexpr int64_t kTensorCoreRowsPerBlock = 64;
-constexpr int64_t kMmaRows = 16;       // rows of one mma.sync m16n8k16, a warp's
-constexpr int64_t kMmaDepth = 16;      // its k: head sizes and key tiles are multiples
-constexpr int64_t kLanesPerMmaRow = 4; // lanes holding a row of its accumulator
+constexpr int64_t kLanesPerMmaRow = 4; // lanes holding a row of an mma's accumulator
 constexpr int64_t kTensorCoreKeysPerTile = 64;
 // A block's key tiles are walked one after another, so the longest block
 // (causal: the last query rows, every key) bounds the kernel. While the

@@ -32,6 +32,10 @@ constexpr int64_t kVectorBytes = 16;
 // Threads per block of the kernel that combines the splits (one thread
 // per output element).
 constexpr int64_t kCombineThreads = 256;
+// The shape of one mma.sync m16n8k16 the tensor-core kernel is built from:
+// its rows (a warp's query rows), columns and depth (head sizes and key
+// tiles are multiples of it).
+constexpr int64_t kMmaRows = 16, kMmaCols = 8, kMmaDepth = 16;
 
 struct Config {
   int64_t heads = 0, length = 0, headSize = 0; // length: query rows

@@ -51,8 +51,6 @@ namespace mlpipe::emitters::fused_attention {
 
 namespace {
 
-// One mma.sync: m16n8k16.
-constexpr int64_t kMmaRows = 16, kMmaCols = 8, kMmaDepth = 16;
 constexpr int64_t kLanesPerRow = 4; // lanes holding one row of a C fragment
 
 class TensorCoreBody {

@@ -16,10 +16,6 @@ namespace mlpipe {
 
 namespace {
 
-double millisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
 MlirModule lower(MlirModule module, const CompileOptions &options, const std::string &matmul, CompileTimings &timings) {
   StageOptions stage;
   stage.chip = options.chip;

@@ -2,6 +2,7 @@
 
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
+#include "support/statistics.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,10 +23,6 @@ namespace {
 // for the 2-16 cores of the machines mlpipe runs on; the conversion is
 // memory-bound past that.
 constexpr unsigned kWeightConversionThreads = 8;
-
-double millisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 // One step of a forward: a call of an entry, or a copy on the target (a
 // block's residual kept for the caller).

@@ -39,13 +39,6 @@ constexpr int64_t kMinRowsPerThread = 8;
 // Threads of the second kernel, one per column.
 constexpr int64_t kCombineThreads = 256;
 
-int64_t product(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t extent : shape)
-    n *= extent;
-  return n;
-}
-
 class ColumnReductionEmitter final : public FusionEmitter {
 public:
   using FusionEmitter::FusionEmitter;
@@ -168,9 +161,9 @@ private:
       else
         innerShape_.push_back(inputShape_[position]);
     }
-    outer_ = product(outerShape_);
-    rows_ = product(reducedShape_);
-    columns_ = product(innerShape_);
+    outer_ = elementCount(outerShape_);
+    rows_ = elementCount(reducedShape_);
+    columns_ = elementCount(innerShape_);
     keptShape_ = outerShape_;
     keptShape_.append(innerShape_.begin(), innerShape_.end());
     for (const FusionGraph::Output &output : graph_.outputs())

@@ -28,7 +28,7 @@ namespace {
 
 // 256 threads: eight warps to hide memory latency, and blocks small enough
 // that several fit on every SM.
-constexpr int64_t kThreadsPerBlock = 256;
+constexpr int64_t kLoopThreadsPerBlock = 256;
 // Groups each thread handles per step: enough independent 128-bit loads in
 // flight per thread to reach full bandwidth.
 constexpr int64_t kGroupsPerThread = 4;
@@ -89,7 +89,8 @@ private:
       width_ /= 2;
     groups_ = elements_ / width_;
     const DeviceDescription &device = *options_.device;
-    threads_ = std::min<int64_t>(kThreadsPerBlock, llvm::divideCeilSigned(groups_, device.warpSize) * device.warpSize);
+    threads_ =
+        std::min<int64_t>(kLoopThreadsPerBlock, llvm::divideCeilSigned(groups_, device.warpSize) * device.warpSize);
     int64_t residentBlocks = device.smCount * std::max<int64_t>(1, device.maxThreadsPerSm / threads_);
     // Unroll only when there is work enough to give every resident thread
     // all its groups.

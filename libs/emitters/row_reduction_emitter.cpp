@@ -66,13 +66,6 @@ int64_t nextPowerOfTwo(int64_t n) {
   return p;
 }
 
-int64_t product(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t extent : shape)
-    n *= extent;
-  return n;
-}
-
 class RowReductionEmitter final : public FusionEmitter {
 public:
   using FusionEmitter::FusionEmitter;
@@ -232,8 +225,8 @@ private:
     size_t kept = first.getNumParallelLoops();
     keptShape_.assign(inputShape_.begin(), inputShape_.begin() + kept);
     reducedShape_.assign(inputShape_.begin() + kept, inputShape_.end());
-    rows_ = product(keptShape_);
-    columns_ = product(reducedShape_);
+    rows_ = elementCount(keptShape_);
+    columns_ = elementCount(reducedShape_);
     // Row structure must agree across the reductions.
     for (int index : reductions_) {
       mlir::linalg::LinalgOp op = graph_.node(index).op;

@@ -42,8 +42,6 @@ Tensor arranged(Graph &graph, Tensor x, const std::vector<int64_t> &order) {
   return order == identity ? x : graph.transpose(x, order);
 }
 
-Tensor reshaped(Graph &graph, Tensor x, const Shape &shape) { return x.shape() == shape ? x : graph.reshape(x, shape); }
-
 // Step 2: the spatial axes of the [B, spatial..., C] input padded as the
 // window says (negative padding cuts), holes between dilated elements
 // included.

@@ -1171,6 +1171,7 @@ Tensor mean(Tensor x, int64_t axis, bool keepdims) { return sum(x, axis, keepdim
 
 Tensor matmul(Tensor a, Tensor b) { return a.graph().matmul(a, b); }
 Tensor reshape(Tensor x, Shape shape) { return x.graph().reshape(x, std::move(shape)); }
+Tensor reshaped(Graph &graph, Tensor x, const Shape &shape) { return x.shape() == shape ? x : graph.reshape(x, shape); }
 Tensor transpose(Tensor x, std::vector<int64_t> permutation) { return x.graph().transpose(x, std::move(permutation)); }
 
 Tensor swapLastAxes(Tensor x) {

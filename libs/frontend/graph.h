@@ -468,6 +468,9 @@ Tensor mean(Tensor x, int64_t axis, bool keepdims = false);
 
 Tensor matmul(Tensor a, Tensor b);
 Tensor reshape(Tensor x, Shape shape);
+// x reshaped to `shape` in `graph`, or x itself where it has that shape
+// already (no reshape node).
+Tensor reshaped(Graph &graph, Tensor x, const Shape &shape);
 Tensor transpose(Tensor x, std::vector<int64_t> permutation);
 // Swaps the last two axes (x.T for a matrix, x.transpose(0, 2, 1) for a batch).
 Tensor swapLastAxes(Tensor x);

@@ -124,8 +124,6 @@ std::vector<int64_t> rowMajorStrides(const Shape &shape) {
   return strides;
 }
 
-Tensor reshaped(Graph &graph, Tensor x, const Shape &shape) { return x.shape() == shape ? x : graph.reshape(x, shape); }
-
 // Where each element of a result of `shape` meets operand axis d: the
 // start along it (with `indexed` when it comes from the indices, to be
 // clamped or checked) and the offset in the slice; either may be absent.

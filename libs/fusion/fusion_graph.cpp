@@ -20,14 +20,14 @@ namespace {
 
 mlir::Value rootOf(mlir::Value value) { return rootBuffer(value); }
 
+} // namespace
+
 int64_t elementCount(llvm::ArrayRef<int64_t> shape) {
   int64_t count = 1;
   for (int64_t extent : shape)
     count *= extent;
   return count;
 }
-
-} // namespace
 
 bool isViewOp(mlir::Operation *op) {
   return op && (mlir::isa<mlir::ViewLikeOpInterface, mlir::memref::TransposeOp>(op));

@@ -119,5 +119,8 @@ std::optional<BufferView> layoutOf(mlir::Value memref, mlir::Value root);
 
 // The element strides of a row-major array of `shape`.
 llvm::SmallVector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
+// The elements of an array of `shape`: the product of its extents (1 for
+// the empty shape of a scalar).
+int64_t elementCount(llvm::ArrayRef<int64_t> shape);
 
 } // namespace mlpipe::emitters

@@ -439,8 +439,6 @@ void eraseReplaced(GemmPlan &plan, mlir::Value firstOutput) {
   }
 }
 
-bool isMatmul(mlir::Operation *op) { return mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(op); }
-
 bool isFusion(mlir::func::FuncOp function, llvm::StringRef kind) {
   auto attribute = function->getAttrOfType<mlir::StringAttr>(kFusionAttribute);
   return attribute && attribute.getValue() == kind;

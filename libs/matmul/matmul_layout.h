@@ -22,6 +22,9 @@
 
 namespace mlpipe {
 
+// Whether an op is a linalg.matmul or a linalg.batch_matmul.
+inline bool isMatmul(mlir::Operation *op) { return mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(op); }
+
 // How a library reads one matrix operand.
 struct MatrixLayout {
   bool transposed = false;      // stored as the transpose, read with the transpose flag

@@ -1,5 +1,6 @@
 // mlpipe-transposed-operand-views: matmul operands that are transposed copies become views.
 // Passes.td holds its description, with IR before and after.
+#include "matmul/matmul_layout.h"
 #include "matmul/passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,10 +23,8 @@ namespace mlpipe {
 
 namespace {
 
-bool isMatmul(mlir::Operation *op) { return mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(op); }
-
 // The buffer a view was carved from (through subview, expand_shape, ...).
-mlir::Value rootBuffer(mlir::Value value) {
+mlir::Value viewRoot(mlir::Value value) {
   while (auto view = value.getDefiningOp<mlir::ViewLikeOpInterface>())
     value = view.getViewSource();
   return value;
@@ -35,17 +34,17 @@ mlir::Value rootBuffer(mlir::Value value) {
 // cannot see into are assumed to write.
 bool mayWriteOrFree(mlir::Operation *op, mlir::Value root) {
   if (auto dealloc = mlir::dyn_cast<mlir::memref::DeallocOp>(op))
-    return rootBuffer(dealloc.getMemref()) == root;
+    return viewRoot(dealloc.getMemref()) == root;
   if (auto dps = mlir::dyn_cast<mlir::DestinationStyleOpInterface>(op)) {
     for (mlir::Value init : dps.getDpsInits())
-      if (rootBuffer(init) == root)
+      if (viewRoot(init) == root)
         return true;
     return false;
   }
   if (auto copy = mlir::dyn_cast<mlir::memref::CopyOp>(op))
-    return rootBuffer(copy.getTarget()) == root;
+    return viewRoot(copy.getTarget()) == root;
   if (auto store = mlir::dyn_cast<mlir::memref::StoreOp>(op))
-    return rootBuffer(store.getMemRef()) == root;
+    return viewRoot(store.getMemRef()) == root;
   if (mlir::isa<mlir::ViewLikeOpInterface, mlir::memref::AllocOp>(op) ||
       (op->getNumRegions() == 0 && mlir::isMemoryEffectFree(op)))
     return false;
@@ -78,7 +77,7 @@ struct TransposedOperandViewsPass : impl::TransposedOperandViewsPassBase<Transpo
       readers.push_back(uses.all[next++]);
     if (readers.empty() || uses.all.front()->isBeforeInBlock(transpose))
       return;
-    mlir::Value root = rootBuffer(transpose.getInput());
+    mlir::Value root = viewRoot(transpose.getInput());
     for (mlir::Operation *op = transpose->getNextNode(); op != readers.back(); op = op->getNextNode())
       if (mayWriteOrFree(op, root))
         return;
@@ -134,7 +133,7 @@ struct TransposedOperandViewsPass : impl::TransposedOperandViewsPassBase<Transpo
       }
       auto dps = mlir::dyn_cast<mlir::DestinationStyleOpInterface>(user);
       bool readsOnlyAsInput = isMatmul(user) && buffer == copy &&
-                              llvm::none_of(dps.getDpsInits(), [&](mlir::Value v) { return rootBuffer(v) == copy; });
+                              llvm::none_of(dps.getDpsInits(), [&](mlir::Value v) { return viewRoot(v) == copy; });
       if (readsOnlyAsInput)
         uses.directMatmulReads.insert(user);
       if (!llvm::is_contained(uses.all, user))
@@ -153,7 +152,7 @@ struct TransposedOperandViewsPass : impl::TransposedOperandViewsPassBase<Transpo
     auto bufferType = mlir::cast<mlir::MemRefType>(buffer.getType());
     bool writesIt = false;
     for (mlir::OpOperand &operand : op->getOpOperands()) {
-      if (rootBuffer(operand.get()) != buffer)
+      if (viewRoot(operand.get()) != buffer)
         continue;
       if (!linalgOp.isDpsInit(&operand) || linalgOp.payloadUsesValueFromOperand(&operand) ||
           !linalgOp.getMatchingIndexingMap(&operand).isPermutation())

@@ -7,6 +7,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/fatal_error.h"
 #include "runtime/mgpu_runtime.h"
+#include "runtime/runtime_internal.h"
 #include "support/error.h"
 
 #include <fmt/format.h>
@@ -41,12 +42,6 @@ constexpr uint64_t kMaxAlignment = 256;
 void *moduleStream() { return currentStream(); }
 
 CublasLibrary &library() { return CublasLibrary::get(); }
-
-CudaDriver &driver() {
-  CudaDriver &d = CudaDriver::get();
-  d.makeCurrent();
-  return d;
-}
 
 void checkCublas(cublasStatus_t status, const char *call, const GemmProblem &problem) {
   if (status != CUBLAS_STATUS_SUCCESS)

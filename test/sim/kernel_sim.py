@@ -34,6 +34,7 @@ those of the loop kernels outline makes of fills.
 """
 
 import argparse
+import functools
 import math
 import random
 import re
@@ -201,6 +202,7 @@ def parse_memref(type_):
     return sizes, strides, offset, element_bytes, bool(m.group(5))
 
 
+@functools.lru_cache(maxsize=None)
 def vector_width(type_):
     m = re.match(r"vector<(\d+)x", type_)
     return int(m.group(1)) if m else None
@@ -319,11 +321,20 @@ class GlobalLog:
 # ----------------------------------------------------------------------------
 
 
+# Ops run many times over (once per thread, per loop iteration), so what
+# they read from their attributes and types is parsed once per distinct
+# text: the helpers below are cached on the text they parse.
+@functools.lru_cache(maxsize=None)
+def attrs_int(attrs, key):
+    m = re.search(key + r" = (-?\d+)", attrs)
+    return int(m.group(1)) if m else None
+
+
 def attr_int(op, key):
-    m = re.search(key + r" = (-?\d+)", op.attrs)
-    if not m:
+    value = attrs_int(op.attrs, key)
+    if value is None:
         raise SimError("line %d: %s has no %s" % (op.line, op.name, key))
-    return int(m.group(1))
+    return value
 
 
 def scalar_value(text, type_):
@@ -348,16 +359,24 @@ def scalar_value(text, type_):
 
 
 def constant_value(op):
-    m = re.search(r"value = (.*?)(?: : ([\w<>]+))?\}>", op.attrs)
+    value = parsed_constant(op.attrs, op.result_type)
+    return list(value) if isinstance(value, list) else value
+
+
+@functools.lru_cache(maxsize=None)
+def parsed_constant(attrs, result_type):
+    """The value of an arith.constant with these attributes and result type
+    (a list for a vector; callers copy it)."""
+    m = re.search(r"value = (.*?)(?: : ([\w<>]+))?\}>", attrs)
     text = m.group(1)
     if text.startswith("dense<"):
         inner = re.match(r"dense<([^>]*)>", text).group(1)
-        width = vector_width(op.result_type)
-        element = re.search(r"x(\w+)>", op.result_type).group(1)
+        width = vector_width(result_type)
+        element = re.search(r"x(\w+)>", result_type).group(1)
         if inner.startswith("["):
             return [scalar_value(v, element) for v in inner.strip("[]").split(",")]
         return [scalar_value(inner, element)] * width
-    return scalar_value(text, op.result_type)
+    return scalar_value(text, result_type)
 
 
 # memref.global constants of the module run, by name: (type, elements).
@@ -407,7 +426,12 @@ CMPF = {0: lambda a, b: False, 1: _ordered(lambda a, b: a == b), 2: _ordered(lam
 
 def operand_bits(op):
     """The width of an integer op's first operand (index: 64)."""
-    m = re.match(r"\((i(\d+)|index)", op.signature)
+    return signature_operand_bits(op.signature)
+
+
+@functools.lru_cache(maxsize=None)
+def signature_operand_bits(signature):
+    m = re.match(r"\((i(\d+)|index)", signature)
     return 64 if not m or m.group(1) == "index" else int(m.group(2))
 
 
@@ -426,7 +450,12 @@ def as_unsigned(value, bits):
 
 
 def position(op):
-    return int(re.search(r"static_position = array<i64: (\d+)>", op.attrs).group(1))
+    return static_position(op.attrs)
+
+
+@functools.lru_cache(maxsize=None)
+def static_position(attrs):
+    return int(re.search(r"static_position = array<i64: (\d+)>", attrs).group(1))
 
 
 def bit_packed_access(thread, memref, base, width, value, op):
@@ -448,10 +477,16 @@ def bit_packed_access(thread, memref, base, width, value, op):
 
 
 def check_alignment(op, memref, address):
-    m = re.search(r"alignment = (\d+)", op.attrs)
-    if m and (address * memref.element_bytes) % int(m.group(1)) != 0:
-        raise SimError("line %d: %s at element %d of %s is not %s-byte aligned" %
-                       (op.line, op.name, address, memref.buf.name, m.group(1)))
+    alignment = attrs_alignment(op.attrs)
+    if alignment is not None and (address * memref.element_bytes) % alignment != 0:
+        raise SimError("line %d: %s at element %d of %s is not %d-byte aligned" %
+                       (op.line, op.name, address, memref.buf.name, alignment))
+
+
+@functools.lru_cache(maxsize=None)
+def attrs_alignment(attrs):
+    m = re.search(r"alignment = (\d+)", attrs)
+    return int(m.group(1)) if m else None
 
 
 class Thread:
@@ -576,7 +611,7 @@ def execute(op, args, thread):
             return tuple(args[0])
         raise SimError("line %d: the simulator knows llvm.bitcast of two 16-bit values to i32 only" % op.line)
     if name == "llvm.extractvalue":
-        return args[0][int(re.search(r"position = array<i64: (\d+)>", op.attrs).group(1))]
+        return args[0][extract_position(op.attrs)]
     if name == "arith.constant":
         return constant_value(op)
     if name in ("arith.addi", "arith.addf"):
@@ -657,12 +692,7 @@ def execute(op, args, thread):
     if name == "affine.apply":
         # affine_map<(d0, ...)[s0, ...] -> (expr)>: the operands are the
         # dimensions, then the symbols.
-        m = re.search(r"affine_map<\(([^)]*)\)(?:\[([^\]]*)\])? -> \(([^>]*)\)>", op.attrs)
-        names = [d.strip() for d in m.group(1).split(",") if d.strip()]
-        names += [d.strip() for d in (m.group(2) or "").split(",") if d.strip()]
-        expr = re.sub(r"\b([ds]\d+)\b", lambda v: "v[%d]" % names.index(v.group(1)), m.group(3))
-        expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
-        return eval(expr, {"v": args})
+        return eval(affine_apply_code(op.attrs), {"v": args})
     if name == "linalg.index":
         return thread.index[attr_int(op, "dim")]
     if name in ("arith.divui", "arith.divsi"):
@@ -698,7 +728,7 @@ def execute(op, args, thread):
         return args[0][position(op)]
     if name == "vector.shuffle":
         both = list(args[0]) + list(args[1])
-        return [both[int(i)] for i in re.search(r"mask = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        return [both[i] for i in shuffle_mask(op.attrs)]
     if name == "vector.insert":
         v = list(args[1])
         v[position(op)] = args[0]
@@ -736,7 +766,7 @@ def execute(op, args, thread):
         check_alignment(op, memref, base)
         if memref.strides[-1] != 1:
             raise SimError("line %d: %s along a dimension of stride %d" % (op.line, name, memref.strides[-1]))
-        if re.search(r"vector<\d+xi1>", op.signature):
+        if has_i1_vector(op.signature):
             return bit_packed_access(thread, memref, base, width, value, op)
         out = []
         for j in range(width):
@@ -803,10 +833,41 @@ def execute(op, args, thread):
             sizes, strides = [k[0] for k in kept], [k[1] for k in kept]
         return MemRef(src.buf, offset, sizes, strides, src.element_bytes)
     if name == "gpu.thread_id":
-        return thread.tid["xyz".index(re.search(r"dim (\w)", op.attrs).group(1))]
+        return thread.tid[gpu_dimension(op.attrs)]
     if name == "gpu.block_id":
-        return thread.bid["xyz".index(re.search(r"dim (\w)", op.attrs).group(1))]
+        return thread.bid[gpu_dimension(op.attrs)]
     raise SimError("line %d: the simulator does not know %s" % (op.line, name))
+
+
+@functools.lru_cache(maxsize=None)
+def extract_position(attrs):
+    return int(re.search(r"position = array<i64: (\d+)>", attrs).group(1))
+
+
+@functools.lru_cache(maxsize=None)
+def affine_apply_code(attrs):
+    """affine.apply's map compiled to Python over v, its operands."""
+    m = re.search(r"affine_map<\(([^)]*)\)(?:\[([^\]]*)\])? -> \(([^>]*)\)>", attrs)
+    names = [d.strip() for d in m.group(1).split(",") if d.strip()]
+    names += [d.strip() for d in (m.group(2) or "").split(",") if d.strip()]
+    expr = re.sub(r"\b([ds]\d+)\b", lambda v: "v[%d]" % names.index(v.group(1)), m.group(3))
+    expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
+    return compile(expr, "<affine.apply>", "eval")
+
+
+@functools.lru_cache(maxsize=None)
+def shuffle_mask(attrs):
+    return tuple(int(i) for i in re.search(r"mask = array<i64: ([\d, ]+)>", attrs).group(1).split(","))
+
+
+@functools.lru_cache(maxsize=None)
+def has_i1_vector(signature):
+    return re.search(r"vector<\d+xi1>", signature) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_dimension(attrs):
+    return "xyz".index(re.search(r"dim (\w)", attrs).group(1))
 
 
 def launch(module_ops, op, args, stats):
@@ -963,9 +1024,15 @@ class Indices:
 
 
 def eval_affine(expr, dims):
+    return eval(affine_expr_code(expr), {"dims": dims})
+
+
+@functools.lru_cache(maxsize=None)
+def affine_expr_code(expr):
+    """One result of an affine map compiled to Python over dims."""
     expr = re.sub(r"\bd(\d+)\b", lambda m: "dims[%s]" % m.group(1), expr)
     expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
-    return eval(expr, {"dims": dims})
+    return compile(expr, "<affine_map>", "eval")
 
 
 def parse_maps(op):
