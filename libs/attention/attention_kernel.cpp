@@ -86,6 +86,9 @@ constexpr int64_t kTensorCoreWarpsPerSm = 16;
 constexpr int64_t kMaxKeyGroups = 4;
 constexpr int64_t kGroupKeysPerTile = 32;
 constexpr int64_t kTensorCoreMaxHeadSize = 128;
+// Tiles in flight per key group (Config::tileStages): one, each tile's
+// loads between two barriers.
+constexpr int64_t kTensorCoreTileStages = 1;
 // Shared-memory row pads, in 32-bit words: the K tile's row length is 4
 // words past a multiple of 32 (lanes g = 0..7 read rows g at word t =
 // 0..3: banks 4g + t), the V pairs' 8 words past one (lanes read rows t at
@@ -499,7 +502,8 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 
 namespace {
 
-mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription &device, std::string &why) {
+mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription &device, std::string &why,
+                                           const TensorCoreOverrides &overrides) {
   cfg.tensorCores = true;
   cfg.lanes = 4; // a C fragment's row is held by four lanes, two elements each
   cfg.width = 2;
@@ -510,6 +514,11 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
     cfg.rowsPerBlock /= 2;
   while (cfg.rowsPerBlock > kMmaRows && cfg.rowsPerBlock / 2 >= cfg.length)
     cfg.rowsPerBlock /= 2;
+  if (overrides.rowsPerBlock > 0) {
+    if (overrides.rowsPerBlock % kMmaRows != 0)
+      return why = "tc-rows-per-block must be a multiple of 16", mlir::failure();
+    cfg.rowsPerBlock = overrides.rowsPerBlock;
+  }
   cfg.queryTiles = llvm::divideCeilSigned(cfg.length, cfg.rowsPerBlock);
   int64_t roundedKeys = llvm::divideCeilSigned(cfg.keys, kMmaDepth) * kMmaDepth;
   int64_t warps = cfg.heads * cfg.queryTiles * (cfg.rowsPerBlock / kMmaRows);
@@ -517,7 +526,21 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
   while (cfg.keyGroups < kMaxKeyGroups && warps * cfg.keyGroups < kTensorCoreWarpsPerSm * device.smCount &&
          2 * cfg.keyGroups * kGroupKeysPerTile <= roundedKeys)
     cfg.keyGroups *= 2;
+  if (overrides.keyGroups > 0) {
+    if (!llvm::isPowerOf2_64(overrides.keyGroups))
+      return why = "tc-key-groups must be a power of two", mlir::failure();
+    cfg.keyGroups = overrides.keyGroups;
+  }
   cfg.keysPerTile = std::min(cfg.keyGroups > 1 ? kGroupKeysPerTile : kTensorCoreKeysPerTile, roundedKeys);
+  if (overrides.keysPerTile > 0) {
+    if (overrides.keysPerTile % kMmaDepth != 0)
+      return why = "tc-keys-per-tile must be a multiple of 16", mlir::failure();
+    cfg.keysPerTile = overrides.keysPerTile;
+  }
+  cfg.tileStages = overrides.tileStages > 0 ? overrides.tileStages : kTensorCoreTileStages;
+  if (cfg.tileStages > 2)
+    return why = "tc-stages must be 1 or 2", mlir::failure();
+  cfg.blocksPerSm = overrides.blocksPerSm;
   int64_t elementsPerWord = 4 / cfg.storageBytes;
   cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
   cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;
@@ -535,6 +558,8 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
   if (sharedBytes() > device.sharedMemoryPerBlock)
     return why = "the K and V tiles do not fit shared memory", mlir::failure();
   cfg.threads = cfg.rowsPerBlock / kMmaRows * cfg.keyGroups * device.warpSize;
+  if (cfg.threads > device.maxThreadsPerBlock)
+    return why = "more threads than a block holds (" + std::to_string(cfg.threads) + ")", mlir::failure();
   cfg.keyTiles = llvm::divideCeilSigned(cfg.keys, cfg.keysPerTile);
   cfg.splits = 1;
   cfg.tilesPerSplit = cfg.keyTiles;
@@ -558,9 +583,10 @@ llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir:
   return buffers;
 }
 
-mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why) {
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,
+                                 const TensorCoreOverrides &overrides) {
   if (tensorCores)
-    return chooseTensorCoreLaunch(cfg, device, why);
+    return chooseTensorCoreLaunch(cfg, device, why, overrides);
   cfg.lanes = 1;
   // A query row alone per head (a decode step) is alone in its block,
   // whose other lanes would idle: it gets a whole warp's lanes (as many as

@@ -85,6 +85,21 @@ struct Config {
   // rows; their partial max, sum and output combined through shared memory
   // at the end.
   int64_t keyGroups = 1;
+  // Tiles in flight per key group: 1 loads a tile from global memory and
+  // stores it to shared memory between two barriers; 2 loads the group's
+  // next tile into registers before computing this one (its global
+  // latency hidden behind the tile's products), stored after the barrier.
+  int64_t tileStages = 1;
+  // Blocks that must fit an SM at once (ptxas bounds the registers to
+  // match), or 0 for ptxas's own choice.
+  int64_t blocksPerSm = 0;
+};
+
+// Choices of the tensor-core launch that the pass's options may fix
+// instead of the heuristics (0: the heuristic's): query rows per block,
+// key groups, keys per tile, tile stages, blocks per SM.
+struct TensorCoreOverrides {
+  int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, tileStages = 0, blocksPerSm = 0;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
@@ -104,7 +119,10 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 // The launch configuration, from the device description: lanes per query
 // row, query rows per block, keys per tile, splits of the keys; with
 // `tensorCores` (tensorCoresFit), warps of 16 rows and mma-sized tiles.
-mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why);
+// `overrides` fix what they give on tensor cores (checked: a multiple of
+// 16 rows, a power of two of groups, a multiple of 16 keys).
+mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,
+                                 const TensorCoreOverrides &overrides = {});
 
 // The buffers the kernel keeps in shared memory: the tiles of K's and V's
 // rows, or on tensor cores K's padded rows and V's pairs of keys (a tile

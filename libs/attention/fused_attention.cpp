@@ -143,7 +143,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why)))
+    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcStages, tcBlocksPerSm};
+    if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
 
     // (At the values call: every operand of the three calls is defined by then.)
@@ -331,23 +332,27 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         cfg.splits > 1 ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
                              " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel"
                        : "";
-    MLPIPE_DEBUG(kDebugEmitters,
-                 os << launch.name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
-                    << cfg.keys << " keys x " << cfg.headSize
-                    << (cfg.causal                  ? ", causal (tiles past the diagonal skipped)"
-                        : cfg.positionArgument >= 0 ? ", masked past a run-time position (tiles after it skipped)"
-                                                    : ", not causal (every tile)")
-                    << ", " << cfg.rowsPerBlock << " query rows per block, "
-                    << (cfg.tensorCores ? "on tensor cores (mma.sync m16n8k16, a warp per 16 rows)"
-                                        : std::to_string(cfg.lanes) + " lanes per row holding " +
-                                              std::to_string(cfg.chunks) + " chunks of " + std::to_string(cfg.width))
-                    << (cfg.keyGroups > 1 ? ", key tiles dealt to " + std::to_string(cfg.keyGroups) +
-                                                " groups of warps (kTensorCoreWarpsPerSm), combined in shared memory"
-                                          : "")
-                    << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory, vectors q " << cfg.widthQ
-                    << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO << ", "
-                    << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
-                    << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "") << "\n");
+    MLPIPE_DEBUG(
+        kDebugEmitters,
+        os << launch.name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
+           << cfg.keys << " keys x " << cfg.headSize
+           << (cfg.causal                  ? ", causal (tiles past the diagonal skipped)"
+               : cfg.positionArgument >= 0 ? ", masked past a run-time position (tiles after it skipped)"
+                                           : ", not causal (every tile)")
+           << ", " << cfg.rowsPerBlock << " query rows per block, "
+           << (cfg.tensorCores ? "on tensor cores (mma.sync m16n8k16, a warp per 16 rows)"
+                               : std::to_string(cfg.lanes) + " lanes per row holding " + std::to_string(cfg.chunks) +
+                                     " chunks of " + std::to_string(cfg.width))
+           << (cfg.keyGroups > 1 ? ", key tiles dealt to " + std::to_string(cfg.keyGroups) +
+                                       " groups of warps (kTensorCoreWarpsPerSm), combined in shared memory"
+                                 : "")
+           << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory"
+           << (cfg.tileStages > 1 ? " (the next one loaded into registers while this one is computed)" : "")
+           << (cfg.blocksPerSm > 0 ? ", registers bounded for " + std::to_string(cfg.blocksPerSm) + " blocks an SM"
+                                   : "")
+           << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
+           << ", " << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
+           << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "") << "\n");
   }
 
   // The launches at the values call, instead of the three calls (and of the

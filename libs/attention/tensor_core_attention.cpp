@@ -64,6 +64,8 @@ public:
         groupThreads(cfg.threads / cfg.keyGroups) {}
 
   mlir::LogicalResult build() {
+    if (cfg.blocksPerSm > 0)
+      f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(cfg.blocksPerSm)));
     makeElementalEmitters();
     placeWarp();
     loadQueryFragments();
@@ -78,10 +80,15 @@ public:
     // Each key group walks every keyGroups-th tile of the block's.
     tiles = keyTiles();
     Value rounds = x.div(x.add(tiles, S - 1), S);
+    stateCount = init.size();
+    // With two stages the loop carries the group's next tile, loaded: the
+    // first one before it.
+    if (cfg.tileStages > 1)
+      llvm::append_range(init, loadTile(x.mul(S > 1 ? keyGroup : x.c(0), BK)));
     auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), rounds, x.c(1), init);
     if (mlir::failed(buildTileStep(loop)))
       return mlir::failure();
-    llvm::SmallVector<Value> state(loop.getResults().begin(), loop.getResults().end());
+    llvm::SmallVector<Value> state(loop.getResults().begin(), loop.getResults().begin() + stateCount);
     // Each row's sum over its four lanes.
     for (int r = 0; r < 2; ++r)
       state[2 + r] = sumOverLanes(x, state[2 + r], kLanesPerRow);
@@ -194,49 +201,80 @@ private:
 
   // The tile's K rows as stored, and its V rows as pairs of keys, by the
   // threads of the key group, into the group's part of the buffers; keys
-  // past the end read the last one (their scores are masked). A pair row
-  // is built in registers: the same `width` elements of keys 2p and 2p+1,
-  // interleaved, stored as two vectors.
-  void stage(Value firstKey) {
-    auto clampedKey = [&](Value key) { return TK % BK != 0 ? x.min(key, TK - 1) : key; };
-    cooperatively(BK * (D / cfg.widthK), [&](Value linear) {
-      int64_t vectorsPerRow = D / cfg.widthK;
-      Value r = x.div(linear, vectorsPerRow);
-      Value col = x.mul(x.rem(linear, vectorsPerRow), cfg.widthK);
-      Value value =
-          x.load(k, {head, clampedKey(x.add(firstKey, r)), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
-      x.store(value, kTile, {x.add(kRowBase, r), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
+  // past the end read the last one (their scores are masked). In two
+  // halves: loadTile's global loads (a thread's K vectors, then its V
+  // vectors of keys 2p and 2p+1), storeTile's shared stores of them. A
+  // pair row is built in registers: the same `width` elements of keys 2p
+  // and 2p+1, interleaved, stored as two vectors. A thread past the
+  // tile's last vector loads that one again and stores nothing.
+  llvm::SmallVector<Value> loadTile(Value firstKey) {
+    llvm::SmallVector<Value> loaded;
+    auto key = [&](Value offset) {
+      Value at = x.add(firstKey, offset);
+      return TK % BK != 0 || cfg.tileStages > 1 ? x.min(at, TK - 1) : at;
+    };
+    int64_t kVectors = D / cfg.widthK;
+    cooperativeSlots(BK * kVectors, [&](Value linear, Value) {
+      Value r = x.div(linear, kVectors);
+      Value col = x.mul(x.rem(linear, kVectors), cfg.widthK);
+      loaded.push_back(x.load(k, {head, key(r), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes));
     });
-    int64_t width = cfg.widthV;
-    cooperatively(BK / 2 * (D / width), [&](Value linear) {
-      int64_t vectorsPerRow = D / width;
-      Value pair = x.div(linear, vectorsPerRow);
-      Value col = x.mul(x.rem(linear, vectorsPerRow), width);
-      Value key = x.add(firstKey, x.mul(pair, 2));
-      Value even = x.load(v, {head, clampedKey(key), col}, width, width > 1, cfg.storageBytes);
-      Value odd = x.load(v, {head, clampedKey(x.add(key, 1)), col}, width, width > 1, cfg.storageBytes);
-      llvm::SmallVector<int64_t> interleave;
-      for (int64_t u = 0; u < width; ++u)
-        interleave.append({u, width + u});
-      Value pairs = mlir::vector::ShuffleOp::create(b, loc, even, odd, interleave);
-      for (int64_t half = 0; half < 2; ++half) {
-        llvm::SmallVector<int64_t> part;
+    int64_t vVectors = D / cfg.widthV;
+    cooperativeSlots(BK / 2 * vVectors, [&](Value linear, Value) {
+      Value pair = x.div(linear, vVectors);
+      Value col = x.mul(x.rem(linear, vVectors), cfg.widthV);
+      Value even = x.mul(pair, 2);
+      loaded.push_back(x.load(v, {head, key(even), col}, cfg.widthV, cfg.widthV > 1, cfg.storageBytes));
+      loaded.push_back(x.load(v, {head, key(x.add(even, 1)), col}, cfg.widthV, cfg.widthV > 1, cfg.storageBytes));
+    });
+    return loaded;
+  }
+
+  void storeTile(llvm::ArrayRef<Value> loaded) {
+    size_t next = 0;
+    int64_t kVectors = D / cfg.widthK;
+    cooperativeSlots(BK * kVectors, [&](Value linear, Value valid) {
+      Value value = loaded[next++];
+      x.guarded(valid, [&] {
+        Value r = x.div(linear, kVectors);
+        Value col = x.mul(x.rem(linear, kVectors), cfg.widthK);
+        x.store(value, kTile, {x.add(kRowBase, r), col}, cfg.widthK, cfg.widthK > 1, cfg.storageBytes);
+      });
+    });
+    int64_t width = cfg.widthV, vVectors = D / width;
+    cooperativeSlots(BK / 2 * vVectors, [&](Value linear, Value valid) {
+      Value even = loaded[next++], odd = loaded[next++];
+      x.guarded(valid, [&] {
+        Value pair = x.div(linear, vVectors);
+        Value col = x.mul(x.rem(linear, vVectors), width);
+        llvm::SmallVector<int64_t> interleave;
         for (int64_t u = 0; u < width; ++u)
-          part.push_back(half * width + u);
-        Value chunk = mlir::vector::ShuffleOp::create(b, loc, pairs, pairs, part);
-        x.store(chunk, vPairs, {x.add(vRowBase, pair), x.add(x.mul(col, 2), half * width)}, width, width > 1,
-                cfg.storageBytes);
-      }
+          interleave.append({u, width + u});
+        Value pairs = mlir::vector::ShuffleOp::create(b, loc, even, odd, interleave);
+        for (int64_t half = 0; half < 2; ++half) {
+          llvm::SmallVector<int64_t> part;
+          for (int64_t u = 0; u < width; ++u)
+            part.push_back(half * width + u);
+          Value chunk = mlir::vector::ShuffleOp::create(b, loc, pairs, pairs, part);
+          x.store(chunk, vPairs, {x.add(vRowBase, pair), x.add(x.mul(col, 2), half * width)}, width, width > 1,
+                  cfg.storageBytes);
+        }
+      });
     });
   }
 
-  // `body(linear)` for linear = 0 .. count-1, dealt over the key group's
-  // threads.
-  void cooperatively(int64_t count, const std::function<void(Value)> &body) {
+  // `body(linear, valid)` for each of the key group's thread's slots of
+  // count: linear = groupTid, + groupThreads, ... clamped to count - 1,
+  // `valid` (null where every thread's slot is in range) whether it was.
+  void cooperativeSlots(int64_t count, const std::function<void(Value, Value)> &body) {
     for (int64_t start = 0; start < count; start += groupThreads) {
       Value linear = x.add(groupTid, start);
-      Value valid = (start + groupThreads > count) ? x.lt(linear, count) : Value();
-      x.guarded(valid, [&] { body(linear); });
+      Value valid;
+      if (start + groupThreads > count) {
+        valid = x.lt(linear, count);
+        linear = x.min(linear, count - 1);
+      }
+      body(linear, valid);
     }
   }
 
@@ -246,19 +284,27 @@ private:
     elemental->pushScope();
     if (mask)
       mask->pushScope();
-    llvm::SmallVector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().end());
+    auto iterArgs = loop.getRegionIterArgs();
+    llvm::SmallVector<Value> carried(iterArgs.begin(), iterArgs.begin() + stateCount);
+    llvm::SmallVector<Value> prefetched(iterArgs.begin() + stateCount, iterArgs.end());
     // This group's tile of the round, if the block has one left for it.
     Value tile = S > 1 ? x.add(x.mul(loop.getInductionVar(), S), keyGroup) : loop.getInductionVar();
     Value active =
         S > 1 ? b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, tile, tiles) : Value();
     Value firstKey = x.mul(tile, BK);
     mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
-    x.guarded(active, [&] { stage(firstKey); });
+    x.guarded(active, [&] { storeTile(cfg.tileStages > 1 ? prefetched : loadTile(firstKey)); });
     mlir::gpu::BarrierOp::create(b, loc);
+    // The group's next tile on its way while this one is computed (keys
+    // past the end read the last: the round after the last loads in vain).
+    llvm::SmallVector<Value> next;
+    if (cfg.tileStages > 1)
+      next = loadTile(x.mul(x.add(tile, S), BK));
     if (!active) {
       mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey);
       if (mlir::failed(yielded))
         return mlir::failure();
+      llvm::append_range(*yielded, next);
       mlir::scf::YieldOp::create(b, loc, *yielded);
       return popScopes();
     }
@@ -273,7 +319,9 @@ private:
       b.setInsertionPointToStart(&branch.getElseRegion().front());
       mlir::scf::YieldOp::create(b, loc, carried);
     }
-    mlir::scf::YieldOp::create(b, loc, branch.getResults());
+    llvm::SmallVector<Value> yielded(branch.getResults().begin(), branch.getResults().end());
+    llvm::append_range(yielded, next);
+    mlir::scf::YieldOp::create(b, loc, yielded);
     return popScopes();
   }
 
@@ -474,6 +522,7 @@ private:
   mlir::Operation *anchor = nullptr;
   std::optional<ElementalEmitter> elemental, mask;
   Value tid, head, queryTile, group, inGroup, keyGroup, groupTid, kRowBase, vRowBase, tiles;
+  size_t stateCount = 0; // the loop's carried rows' max, sums and accumulators (then, with two stages, a tile)
   llvm::SmallVector<Value, 2> rows, rowsInBlock, rowValid, queries;
   llvm::SmallVector<std::array<Value, 4>> queryFragments;
 };
