@@ -146,6 +146,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores: tiles in flight per key group, 1 or 2 (2: the next tile loaded into registers while this one is computed; 0: kTensorCoreTileStages)">,
     Option<"tcBlocksPerSm", "tc-blocks-per-sm", "int64_t", /*default=*/"0",
            "On tensor cores: blocks that must fit an SM at once, ptxas bounding the registers to match (0: ptxas's choice)">,
+    Option<"tcExp2", "tc-exp2", "bool", /*default=*/"false",
+           "On tensor cores: the softmax's weights exp(x - m) as exp2((x - m) log2 e)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",

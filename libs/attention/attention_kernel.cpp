@@ -541,6 +541,7 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
   if (cfg.tileStages > 2)
     return why = "tc-stages must be 1 or 2", mlir::failure();
   cfg.blocksPerSm = overrides.blocksPerSm;
+  cfg.exp2Weights = overrides.exp2Weights;
   int64_t elementsPerWord = 4 / cfg.storageBytes;
   cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
   cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;

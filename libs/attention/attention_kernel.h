@@ -93,6 +93,10 @@ struct Config {
   // Blocks that must fit an SM at once (ptxas bounds the registers to
   // match), or 0 for ptxas's own choice.
   int64_t blocksPerSm = 0;
+  // The softmax's weights exp(x - m) as exp2((x - m) log2 e): an ex2 and a
+  // multiply instead of libdevice's range-reduced expf, at a relative error
+  // near 1e-6 (the weights are rounded to 16 bits for P V after).
+  bool exp2Weights = false;
 };
 
 // Choices of the tensor-core launch that the pass's options may fix
@@ -100,6 +104,7 @@ struct Config {
 // key groups, keys per tile, tile stages, blocks per SM.
 struct TensorCoreOverrides {
   int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, tileStages = 0, blocksPerSm = 0;
+  bool exp2Weights = false;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],

@@ -143,7 +143,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcStages, tcBlocksPerSm};
+    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcStages, tcBlocksPerSm, tcExp2};
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
 

@@ -377,13 +377,14 @@ private:
     }
     // The online softmax's step: new maxima, the weights against them,
     // sums and accumulators rescaled.
-    Value correction[2], newMax[2];
+    Value correction[2], newMax[2], references[2];
     for (int r = 0; r < 2; ++r) {
       newMax[r] = mlir::arith::MaximumFOp::create(b, loc, rowMax[r], maxOverLanes(x, tileMax[r], kLanesPerRow));
       // Exponents against 0 while every key so far is -inf (exp(-inf - -inf) is NaN).
       Value allMasked = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, newMax[r], negInf);
       Value reference = mlir::arith::SelectOp::create(b, loc, allMasked, x.fconst(f32, 0.0), newMax[r]);
       elemental->define(softmax.max, {head, queries[r]}, reference);
+      references[r] = reference;
       correction[r] = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, rowMax[r], reference));
     }
     llvm::SmallVector<llvm::SmallVector<Value>> weights(slices);
@@ -394,7 +395,7 @@ private:
         int r = i / 2;
         llvm::SmallVector<Value> at{head, queries[r], keys[n][i]};
         elemental->define(softmax.prologue, at, logits[n][i]);
-        Value weight = elemental->node(softmax.exp, at);
+        Value weight = cfg.exp2Weights ? exp2Weight(logits[n][i], references[r]) : elemental->node(softmax.exp, at);
         if (!weight || elemental->failed())
           return mlir::failure();
         weights[n].push_back(weight);
@@ -422,6 +423,14 @@ private:
       yielded.append(acc.begin(), acc.end());
     }
     return yielded;
+  }
+
+  // exp(logit - reference) as exp2((logit - reference) log2 e)
+  // (Config::exp2Weights).
+  Value exp2Weight(Value logit, Value reference) {
+    Value difference = mlir::arith::SubFOp::create(b, loc, logit, reference);
+    Value scaled = mlir::arith::MulFOp::create(b, loc, difference, x.fconst(f32, 1.4426950408889634));
+    return mlir::math::Exp2Op::create(b, loc, scaled);
   }
 
   // Each row's output O / l (the traced division), rounded to the

@@ -683,6 +683,11 @@ def execute(op, args, thread):
         if x != x:
             return x  # NaN stays NaN
         return 0.0 if x < -700 else (math.inf if x > 700 else math.exp(x))
+    if name == "math.exp2":
+        x = args[0]
+        if x != x:
+            return x
+        return 0.0 if x < -1100 else (math.inf if x > 1100 else 2.0**x)
     if name == "memref.get_global":
         type_, values = GLOBALS[re.search(r"name = @([\w]+)", op.attrs).group(1)]
         sizes, strides, offset, element_bytes, _ = parse_memref(type_)
