@@ -9,6 +9,8 @@
 // ... of column tx, so every warp reads 32 neighbouring elements of one row
 // (coalesced); the eight partials of a column meet in a shared-memory tile
 // (32 + 1 columns wide: no bank conflicts) and one thread combines them.
+// With 16-bit inputs each thread owns two neighbouring columns (read as one
+// 32-bit vector; kBytesPerThreadRead), so a block covers 64.
 // When the columns alone give too few blocks to fill the GPU, the rows are
 // split into chunks: each block writes its partials to a workspace, and a
 // second kernel combines each column's partials and applies the epilogue.
@@ -38,6 +40,11 @@ constexpr int64_t kBlocksPerSm = 8;
 constexpr int64_t kMinRowsPerThread = 8;
 // Threads of the second kernel, one per column.
 constexpr int64_t kCombineThreads = 256;
+// Bytes of the input a thread reads at once: a warp's 32 reads cover a
+// 128-byte row segment, as 32 f32 columns do. Narrower elements (bf16,
+// f16) give each thread that many neighbouring columns, read as one
+// vector, so that a row costs as few load instructions as in f32.
+constexpr int64_t kBytesPerThreadRead = 4;
 
 class ColumnReductionEmitter final : public FusionEmitter {
 public:
@@ -48,7 +55,8 @@ public:
     if (mlir::failed(analyze(why)))
       return mlir::failure();
     const DeviceDescription &device = *options_.device;
-    int64_t columnTiles = llvm::divideCeilSigned(columns_, kColumns);
+    chooseColumnsPerThread();
+    int64_t columnTiles = llvm::divideCeilSigned(columns_, kColumns * columnsPerThread_);
     int64_t base = outer_ * columnTiles;
     int64_t wanted = llvm::divideCeilSigned(device.smCount * kBlocksPerSm, base);
     int64_t mostChunks = std::max<int64_t>(1, rows_ / (kRowsAtOnce * kMinRowsPerThread));
@@ -65,8 +73,8 @@ public:
     signature.name = kernelName(graph_) + (chunks_ > 1 ? "_partials" : "");
     signature.bytesMoved = fusionBytes(graph_);
     signature.blockSize = {static_cast<int32_t>(kColumns), static_cast<int32_t>(kRowsAtOnce), 1};
-    signature.workgroupBuffers.push_back(
-        mlir::MemRefType::get({kRowsAtOnce, kColumns + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
+    signature.workgroupBuffers.push_back(mlir::MemRefType::get({kRowsAtOnce, columnsPerThread_ * (kColumns + 1)},
+                                                               elementType, mlir::MemRefLayoutAttrInterface{}, space));
     if (chunks_ > 1)
       signature.arguments.push_back(workspaceType);
     auto first = buildFusionKernel(
@@ -90,9 +98,10 @@ public:
         return mlir::failure();
     }
     MLPIPE_DEBUG(kDebugEmitters, os << kernelName(graph_) << ": column reduction emitter, " << outer_ << " x " << rows_
-                                    << " rows x " << columns_ << " columns, tiles of " << kColumns
-                                    << " columns, rows in " << chunks_ << " chunks of " << rowsPerChunk_ << ", "
-                                    << blocks << " blocks x " << kColumns << "x" << kRowsAtOnce << " threads"
+                                    << " rows x " << columns_ << " columns, tiles of " << kColumns * columnsPerThread_
+                                    << " columns (" << columnsPerThread_ << " a thread, kBytesPerThreadRead), rows in "
+                                    << chunks_ << " chunks of " << rowsPerChunk_ << ", " << blocks << " blocks x "
+                                    << kColumns << "x" << kRowsAtOnce << " threads"
                                     << (chunks_ > 1 ? ", then a kernel combining the partials" : "") << " ("
                                     << device.smCount << " SMs)\n");
     mlir::OpBuilder host(call);
@@ -123,6 +132,25 @@ private:
     for (const FusionGraph::Output &output : graph_.outputs())
       bytes += bytesOf(graph_.function().getArgument(output.argument).getType());
     return bytes;
+  }
+
+  // Neighbouring columns per thread: kBytesPerThreadRead of the narrowest
+  // input elements (of 16 bits or more), where a row's innermost extent
+  // holds whole groups of them.
+  void chooseColumnsPerThread() {
+    int64_t bytes = kBytesPerThreadRead;
+    for (mlir::BlockArgument argument : graph_.function().getArguments()) {
+      auto memref = mlir::dyn_cast<mlir::MemRefType>(argument.getType());
+      if (!memref || !memref.getElementType().isIntOrFloat())
+        continue;
+      unsigned bits = memref.getElementType().getIntOrFloatBitWidth();
+      if (bits % 8 == 0 && bits >= 16)
+        bytes = std::min<int64_t>(bytes, bits / 8);
+    }
+    columnsPerThread_ = std::max<int64_t>(1, kBytesPerThreadRead / bytes);
+    int64_t innermost = innerShape_.empty() ? 1 : innerShape_.back();
+    while (columnsPerThread_ > 1 && innermost % columnsPerThread_ != 0)
+      columnsPerThread_ /= 2;
   }
 
   mlir::LogicalResult analyze(std::string &why) {
@@ -231,19 +259,22 @@ private:
     mlir::Value rest = mlir::arith::DivUIOp::create(b, loc, block, elemental.index(columnTiles_));
     mlir::Value chunk = mlir::arith::RemUIOp::create(b, loc, rest, elemental.index(chunks_));
     mlir::Value outer = mlir::arith::DivUIOp::create(b, loc, rest, elemental.index(chunks_));
-    mlir::Value column = elemental.add(elemental.mul(columnTile, kColumns), tx);
+    // The thread's first column: it owns columnsPerThread_ neighbours.
+    const int64_t perThread = columnsPerThread_;
+    mlir::Value column = elemental.add(elemental.mul(columnTile, kColumns * perThread), elemental.mul(tx, perThread));
     mlir::Value columnValid;
     mlir::Value columnClamped = column;
-    if (columns_ % kColumns) {
+    if (columns_ % (kColumns * perThread)) {
       columnValid =
           mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, column, elemental.index(columns_));
-      columnClamped = elemental.minIndex(column, columns_ - 1);
+      columnClamped = elemental.minIndex(column, columns_ - perThread);
     }
     // Rows ty, ty + 8, ... of this chunk.
     mlir::Value firstRow = elemental.add(elemental.mul(chunk, rowsPerChunk_), ty);
     int64_t steps = llvm::divideCeilSigned(rowsPerChunk_, kRowsAtOnce);
-    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1),
-                                         mlir::ValueRange{elemental.neutral(hero_)});
+    llvm::SmallVector<mlir::Value> neutrals(perThread, elemental.neutral(hero_));
+    auto loop =
+        mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1), neutrals);
     {
       mlir::OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
@@ -258,42 +289,59 @@ private:
       if (columnValid)
         valid = mlir::arith::AndIOp::create(b, loc, valid, columnValid);
       mlir::Value rowClamped = elemental.minIndex(row, rows_ - 1);
-      mlir::Value x = elemental.reductionInput(
-          hero_, loopIndexAt(elemental, inputIndex(elemental, outer, rowClamped, columnClamped)));
-      if (!x) {
-        elemental.popScope();
-        mlir::scf::YieldOp::create(b, loc, loop.getRegionIterArgs()[0]);
-        return mlir::success();
+      // The thread's columns as one group of innermost indices: their
+      // elements load as one vector.
+      llvm::SmallVector<mlir::Value> index = inputIndex(elemental, outer, rowClamped, columnClamped);
+      llvm::SmallVector<mlir::Value> lanes{index.back()};
+      if (perThread > 1)
+        lanes = elemental.laneGroup(index.back(), static_cast<int>(perThread));
+      llvm::SmallVector<mlir::Value> next;
+      for (int64_t u = 0; u < perThread; ++u) {
+        llvm::SmallVector<mlir::Value> laneIndex = index;
+        laneIndex.back() = lanes[u];
+        mlir::Value x = elemental.reductionInput(hero_, loopIndexAt(elemental, laneIndex));
+        if (!x) {
+          elemental.popScope();
+          mlir::scf::YieldOp::create(b, loc, loop.getRegionIterArgs());
+          return mlir::success();
+        }
+        x = mlir::arith::SelectOp::create(b, loc, valid, x, elemental.neutral(hero_));
+        next.push_back(elemental.combine(hero_, loop.getRegionIterArgs()[u], x));
       }
-      x = mlir::arith::SelectOp::create(b, loc, valid, x, elemental.neutral(hero_));
-      mlir::Value next = elemental.combine(hero_, loop.getRegionIterArgs()[0], x);
       elemental.popScope();
       mlir::scf::YieldOp::create(b, loc, next);
     }
-    // The eight partials of each column meet in shared memory.
-    mlir::memref::StoreOp::create(b, loc, loop.getResult(0), tile, mlir::ValueRange{ty, tx});
+    // The eight partials of each column meet in shared memory: column u of
+    // each thread in its own row segment of kColumns + 1 (no bank conflicts).
+    auto tileColumn = [&](int64_t u) { return elemental.add(tx, elemental.index(u * (kColumns + 1))); };
+    for (int64_t u = 0; u < perThread; ++u)
+      mlir::memref::StoreOp::create(b, loc, loop.getResult(u), tile, mlir::ValueRange{ty, tileColumn(u)});
     mlir::gpu::BarrierOp::create(b, loc);
     mlir::Value isFirst = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, ty, elemental.index(0));
     auto ifFirst = mlir::scf::IfOp::create(b, loc, isFirst, false);
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
-    elemental.pushScope();
-    mlir::Value total = elemental.neutral(hero_);
-    for (int64_t r = 0; r < kRowsAtOnce; ++r)
-      total = elemental.combine(hero_, total,
-                                mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tx}));
-    if (chunks_ == 1) {
-      finish(elemental, outer, columnClamped, total, columnValid);
-    } else {
-      mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
-      mlir::OpBuilder::InsertionGuard inner(b);
-      if (columnValid) {
-        auto ifValid = mlir::scf::IfOp::create(b, loc, columnValid, false);
-        b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+    for (int64_t u = 0; u < perThread; ++u) {
+      elemental.pushScope();
+      mlir::Value total = elemental.neutral(hero_);
+      for (int64_t r = 0; r < kRowsAtOnce; ++r)
+        total = elemental.combine(
+            hero_, total,
+            mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tileColumn(u)}));
+      mlir::Value thisColumn = u == 0 ? columnClamped : elemental.add(columnClamped, elemental.index(u));
+      if (chunks_ == 1) {
+        finish(elemental, outer, thisColumn, total, columnValid);
+      } else {
+        mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
+        mlir::OpBuilder::InsertionGuard inner(b);
+        if (columnValid) {
+          auto ifValid = mlir::scf::IfOp::create(b, loc, columnValid, false);
+          b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+        }
+        mlir::memref::StoreOp::create(b, loc, total, workspace, mlir::ValueRange{outer, chunk, thisColumn});
       }
-      mlir::memref::StoreOp::create(b, loc, total, workspace, mlir::ValueRange{outer, chunk, column});
+      elemental.popScope();
     }
-    elemental.popScope();
     return mlir::success();
   }
 
@@ -329,6 +377,7 @@ private:
   mlir::Type elementType_;
   llvm::SmallVector<int64_t> inputShape_, outerShape_, reducedShape_, innerShape_, keptShape_;
   int64_t outer_ = 1, rows_ = 1, columns_ = 1, chunks_ = 1, rowsPerChunk_ = 1, columnTiles_ = 1;
+  int64_t columnsPerThread_ = 1;
 };
 
 } // namespace
