@@ -14,6 +14,12 @@
 //   tile[ty + 8k][tx] = x(.., i0 + tx, .., o0 + ty + 8k)      k = 0..3
 //   gpu.barrier
 //   y(.., i0 + ty + 8k, .., o0 + tx) = epilogue(tile[tx][ty + 8k])
+//
+// With 16-bit data each thread moves two neighbours at once, read and
+// written as one 32-bit vector (kBytesPerThreadAccess), so a row costs as
+// few instructions as in f32: the tile is 64 x 64 (65 elements a row:
+// the transposed reads still hit 32 banks), thread tx reading inner
+// positions 2tx, 2tx + 1 and writing outer positions 2tx, 2tx + 1.
 #include "codegen/debug.h"
 #include "emitters/fusion_emitter.h"
 
@@ -33,6 +39,11 @@ namespace {
 constexpr int64_t kTile = 32;
 // Threads per tile column: each thread moves kTile / kRowsOfThreads elements.
 constexpr int64_t kRowsOfThreads = 8;
+// Bytes a thread reads or writes at once: 4, a warp's 32 accesses a
+// 128-byte row segment, as f32 elements give. Narrower elements (bf16,
+// f16) give each thread that many neighbours (and the tile as many times
+// kTile on a side).
+constexpr int64_t kBytesPerThreadAccess = 4;
 
 // The loop dimension an input index expression moves along with unit
 // stride (d_k in "d_k", "d_j * 64 + d_k", ...), if there is one.
@@ -81,8 +92,10 @@ public:
     if (!inner || *inner == outerDim_)
       return why = "no dimension the transposed input is contiguous along", mlir::failure();
     innerDim_ = *inner;
-    tilesOuter_ = llvm::divideCeilSigned(shape_[outerDim_], kTile);
-    tilesInner_ = llvm::divideCeilSigned(shape_[innerDim_], kTile);
+    chooseWidth();
+    side_ = kTile * width_;
+    tilesOuter_ = llvm::divideCeilSigned(shape_[outerDim_], side_);
+    tilesInner_ = llvm::divideCeilSigned(shape_[innerDim_], side_);
     for (unsigned d = 0; d < rank_; ++d)
       if (d != innerDim_ && d != outerDim_)
         otherShape_.push_back(shape_[d]);
@@ -98,14 +111,16 @@ public:
     signature.bytesMoved = fusionBytes(graph_);
     signature.blockSize = {static_cast<int32_t>(kTile), static_cast<int32_t>(kRowsOfThreads), 1};
     signature.workgroupBuffers.push_back(
-        mlir::MemRefType::get({kTile, kTile + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
+        mlir::MemRefType::get({side_, side_ + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
     auto kernel = buildFusionKernel(
         kernels, graph_, signature,
         [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitBody(elemental, kernel); }, why);
     if (mlir::failed(kernel))
       return mlir::failure();
     MLPIPE_DEBUG(kDebugEmitters, os << signature.name << ": transpose emitter, loops " << formatExtents(shape_)
-                                    << ", tiles of " << kTile << "x" << kTile << " over d" << innerDim_ << " (input "
+                                    << ", tiles of " << side_ << "x" << side_ << " (" << width_
+                                    << " elements a thread access, kBytesPerThreadAccess) over d" << innerDim_
+                                    << " (input "
                                     << "contiguous) and d" << outerDim_ << " (output contiguous), " << blocks
                                     << " blocks x " << kTile << "x" << kRowsOfThreads << " threads\n");
     mlir::OpBuilder host(call);
@@ -118,18 +133,37 @@ public:
   }
 
 private:
+  // Neighbours per thread access: kBytesPerThreadAccess of the narrowest
+  // element the fusion reads or writes (16 bits or more), where both
+  // tiled extents hold whole groups of them.
+  void chooseWidth() {
+    int64_t bytes = kBytesPerThreadAccess;
+    for (mlir::BlockArgument argument : graph_.function().getArguments()) {
+      auto memref = mlir::dyn_cast<mlir::MemRefType>(argument.getType());
+      if (!memref || !memref.getElementType().isIntOrFloat())
+        continue;
+      unsigned bits = memref.getElementType().getIntOrFloatBitWidth();
+      if (bits % 8 == 0 && bits >= 16)
+        bytes = std::min<int64_t>(bytes, bits / 8);
+    }
+    width_ = std::max<int64_t>(1, kBytesPerThreadAccess / bytes);
+    while (width_ > 1 && (shape_[innerDim_] % width_ != 0 || shape_[outerDim_] % width_ != 0))
+      width_ /= 2;
+  }
+
   // The loop index at (inner, outer) within this block's tile; out-of-range
   // positions are clamped (their loads stay in bounds; their stores are
-  // skipped).
+  // skipped): along `groupDim`, where the position is the first of width_
+  // neighbours, to the first of the last whole group.
   llvm::SmallVector<mlir::Value> loopIndex(ElementalEmitter &elemental, llvm::ArrayRef<mlir::Value> others,
-                                           mlir::Value inner, mlir::Value outer) {
+                                           mlir::Value inner, mlir::Value outer, unsigned groupDim) {
     llvm::SmallVector<mlir::Value> index(rank_);
     size_t next = 0;
     for (unsigned d = 0; d < rank_; ++d) {
       if (d == innerDim_)
-        index[d] = shape_[d] % kTile ? elemental.minIndex(inner, shape_[d] - 1) : inner;
+        index[d] = shape_[d] % side_ ? elemental.minIndex(inner, shape_[d] - (d == groupDim ? width_ : 1)) : inner;
       else if (d == outerDim_)
-        index[d] = shape_[d] % kTile ? elemental.minIndex(outer, shape_[d] - 1) : outer;
+        index[d] = shape_[d] % side_ ? elemental.minIndex(outer, shape_[d] - (d == groupDim ? width_ : 1)) : outer;
       else
         index[d] = others[next++];
     }
@@ -149,38 +183,52 @@ private:
     mlir::Value tileInner = mlir::arith::RemUIOp::create(b, loc, rest, elemental.index(tilesInner_));
     mlir::Value otherLinear = mlir::arith::DivUIOp::create(b, loc, rest, elemental.index(tilesInner_));
     llvm::SmallVector<mlir::Value> others = elemental.delinearize(otherLinear, otherShape_);
-    mlir::Value innerBase = elemental.mul(tileInner, kTile);
-    mlir::Value outerBase = elemental.mul(tileOuter, kTile);
+    mlir::Value innerBase = elemental.mul(tileInner, side_);
+    mlir::Value outerBase = elemental.mul(tileOuter, side_);
+    mlir::Value first = elemental.mul(tx, width_); // the thread's first neighbour along a tile row
+    const int64_t rowSteps = side_ / kRowsOfThreads;
 
     // Read along the input's contiguous dimension into the tile.
-    for (int64_t k = 0; k < kTile / kRowsOfThreads; ++k) {
+    for (int64_t k = 0; k < rowSteps; ++k) {
       mlir::Value row = elemental.add(ty, elemental.index(k * kRowsOfThreads));
-      mlir::Value inner = elemental.add(innerBase, tx);
+      mlir::Value inner = elemental.add(innerBase, first);
       mlir::Value outer = elemental.add(outerBase, row);
-      mlir::Value value = elemental.operand(hero_, *transposed_, loopIndex(elemental, others, inner, outer));
-      if (!value)
-        return mlir::success();
-      mlir::memref::StoreOp::create(b, loc, value, tile, mlir::ValueRange{row, tx});
+      llvm::SmallVector<mlir::Value> index = loopIndex(elemental, others, inner, outer, innerDim_);
+      llvm::SmallVector<mlir::Value> lanes = laneIndices(elemental, index, innerDim_);
+      for (int64_t u = 0; u < width_; ++u) {
+        index[innerDim_] = lanes[u];
+        mlir::Value value = elemental.operand(hero_, *transposed_, index);
+        if (!value)
+          return mlir::success();
+        mlir::memref::StoreOp::create(b, loc, value, tile,
+                                      mlir::ValueRange{row, elemental.add(first, elemental.index(u))});
+      }
     }
     mlir::gpu::BarrierOp::create(b, loc);
     // Write along the output's contiguous dimension from the tile.
     mlir::linalg::LinalgOp op = graph_.node(hero_).op;
-    for (int64_t k = 0; k < kTile / kRowsOfThreads; ++k) {
+    for (int64_t k = 0; k < rowSteps; ++k) {
       mlir::Value row = elemental.add(ty, elemental.index(k * kRowsOfThreads));
       mlir::Value inner = elemental.add(innerBase, row);
-      mlir::Value outer = elemental.add(outerBase, tx);
-      llvm::SmallVector<mlir::Value> index = loopIndex(elemental, others, inner, outer);
-      mlir::Value staged = mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{tx, row});
-      elemental.defineRead(hero_, *transposed_, elemental.applyMap(op.getMatchingIndexingMap(transposed_), index),
-                           staged);
-      llvm::SmallVector<std::pair<mlir::Value, mlir::Value>> stores;
-      for (const FusionGraph::Output &output : graph_.outputs())
-        stores.push_back({graph_.node(output.node).op.getDpsInits()[0], elemental.node(output.node, index)});
+      mlir::Value outer = elemental.add(outerBase, first);
+      llvm::SmallVector<mlir::Value> index = loopIndex(elemental, others, inner, outer, outerDim_);
+      llvm::SmallVector<mlir::Value> lanes = laneIndices(elemental, index, outerDim_);
+      llvm::SmallVector<llvm::SmallVector<mlir::Value>> values(graph_.outputs().size());
+      for (int64_t u = 0; u < width_; ++u) {
+        llvm::SmallVector<mlir::Value> laneIndex = index;
+        laneIndex[outerDim_] = lanes[u];
+        mlir::Value staged =
+            mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.add(first, elemental.index(u)), row});
+        elemental.defineRead(hero_, *transposed_, elemental.applyMap(op.getMatchingIndexingMap(transposed_), laneIndex),
+                             staged);
+        for (auto [i, output] : llvm::enumerate(graph_.outputs()))
+          values[i].push_back(elemental.node(output.node, laneIndex));
+      }
       if (elemental.failed())
         return mlir::success();
       mlir::Value inside;
       for (auto [dim, position] : {std::pair<unsigned, mlir::Value>{innerDim_, inner}, {outerDim_, outer}})
-        if (shape_[dim] % kTile) {
+        if (shape_[dim] % side_) {
           mlir::Value in = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, position,
                                                        elemental.index(shape_[dim]));
           inside = inside ? mlir::arith::AndIOp::create(b, loc, inside, in).getResult() : in;
@@ -191,11 +239,26 @@ private:
         b.setInsertionPoint(ifInside.thenBlock()->getTerminator());
       }
       elemental.pushScope();
-      for (auto [target, value] : stores)
-        elemental.store(target, index, value);
+      for (auto [output, laneValues] : llvm::zip(graph_.outputs(), values)) {
+        mlir::Value target = graph_.node(output.node).op.getDpsInits()[0];
+        if (width_ == 1)
+          elemental.store(target, index, laneValues.front());
+        else
+          elemental.storeGroup(target, index, laneValues);
+      }
       elemental.popScope();
     }
     return mlir::success();
+  }
+
+  // The index values of a thread's width_ neighbours along `dim` from
+  // `index` (registered as one group where there are several, so that
+  // their loads and stores along the innermost dimension are vectors).
+  llvm::SmallVector<mlir::Value> laneIndices(ElementalEmitter &elemental, llvm::ArrayRef<mlir::Value> index,
+                                             unsigned dim) {
+    if (width_ == 1)
+      return {index[dim]};
+    return elemental.laneGroup(index[dim], static_cast<int>(width_));
   }
 
   int hero_ = -1;
@@ -203,6 +266,7 @@ private:
   llvm::SmallVector<int64_t> shape_, otherShape_;
   unsigned rank_ = 0, innerDim_ = 0, outerDim_ = 0;
   int64_t tilesInner_ = 1, tilesOuter_ = 1;
+  int64_t width_ = 1, side_ = kTile; // neighbours a thread access; the tile's side, kTile * width_
 };
 
 } // namespace
