@@ -142,12 +142,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores: groups of warps a block's key tiles are dealt to, a power of two (0: the heuristic's, kTensorCoreWarpsPerSm)">,
     Option<"tcKeysPerTile", "tc-keys-per-tile", "int64_t", /*default=*/"0",
            "On tensor cores: keys per K and V tile, a multiple of 16 (0: the heuristic's)">,
-    Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
-           "On tensor cores: tiles in flight per key group, 1 or 2 (2: the next tile loaded into registers while this one is computed; 0: kTensorCoreTileStages)">,
     Option<"tcBlocksPerSm", "tc-blocks-per-sm", "int64_t", /*default=*/"0",
            "On tensor cores: blocks that must fit an SM at once, ptxas bounding the registers to match (0: ptxas's choice)">,
-    Option<"tcExp2", "tc-exp2", "bool", /*default=*/"false",
-           "On tensor cores: the softmax's weights exp(x - m) as exp2((x - m) log2 e)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",

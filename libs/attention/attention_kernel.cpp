@@ -86,9 +86,6 @@ constexpr int64_t kTensorCoreWarpsPerSm = 16;
 constexpr int64_t kMaxKeyGroups = 4;
 constexpr int64_t kGroupKeysPerTile = 32;
 constexpr int64_t kTensorCoreMaxHeadSize = 128;
-// Tiles in flight per key group (Config::tileStages): one, each tile's
-// loads between two barriers.
-constexpr int64_t kTensorCoreTileStages = 1;
 // Shared-memory row pads, in 32-bit words: the K tile's row length is 4
 // words past a multiple of 32 (lanes g = 0..7 read rows g at word t =
 // 0..3: banks 4g + t), the V pairs' 8 words past one (lanes read rows t at
@@ -537,11 +534,7 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
       return why = "tc-keys-per-tile must be a multiple of 16", mlir::failure();
     cfg.keysPerTile = overrides.keysPerTile;
   }
-  cfg.tileStages = overrides.tileStages > 0 ? overrides.tileStages : kTensorCoreTileStages;
-  if (cfg.tileStages > 2)
-    return why = "tc-stages must be 1 or 2", mlir::failure();
   cfg.blocksPerSm = overrides.blocksPerSm;
-  cfg.exp2Weights = overrides.exp2Weights;
   int64_t elementsPerWord = 4 / cfg.storageBytes;
   cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
   cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;

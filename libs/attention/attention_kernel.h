@@ -85,26 +85,16 @@ struct Config {
   // rows; their partial max, sum and output combined through shared memory
   // at the end.
   int64_t keyGroups = 1;
-  // Tiles in flight per key group: 1 loads a tile from global memory and
-  // stores it to shared memory between two barriers; 2 loads the group's
-  // next tile into registers before computing this one (its global
-  // latency hidden behind the tile's products), stored after the barrier.
-  int64_t tileStages = 1;
   // Blocks that must fit an SM at once (ptxas bounds the registers to
   // match), or 0 for ptxas's own choice.
   int64_t blocksPerSm = 0;
-  // The softmax's weights exp(x - m) as exp2((x - m) log2 e): an ex2 and a
-  // multiply instead of libdevice's range-reduced expf, at a relative error
-  // near 1e-6 (the weights are rounded to 16 bits for P V after).
-  bool exp2Weights = false;
 };
 
 // Choices of the tensor-core launch that the pass's options may fix
 // instead of the heuristics (0: the heuristic's): query rows per block,
-// key groups, keys per tile, tile stages, blocks per SM.
+// key groups, keys per tile, blocks per SM.
 struct TensorCoreOverrides {
-  int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, tileStages = 0, blocksPerSm = 0;
-  bool exp2Weights = false;
+  int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, blocksPerSm = 0;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],

@@ -143,7 +143,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcStages, tcBlocksPerSm, tcExp2};
+    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcBlocksPerSm};
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
 
@@ -347,7 +347,6 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                        " groups of warps (kTensorCoreWarpsPerSm), combined in shared memory"
                                  : "")
            << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory"
-           << (cfg.tileStages > 1 ? " (the next one loaded into registers while this one is computed)" : "")
            << (cfg.blocksPerSm > 0 ? ", registers bounded for " + std::to_string(cfg.blocksPerSm) + " blocks an SM"
                                    : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
