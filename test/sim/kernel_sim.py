@@ -1010,14 +1010,25 @@ def linalg_reference(op, args, outer=None):
     if name not in ("linalg.matmul", "linalg.batch_matmul"):
         raise SimError("line %d: the simulator has no reference for %s" % (op.line, name))
     a, b, c = args
-    batched = name == "linalg.batch_matmul"
+    depth = a.sizes[-1]
+    # Along k, A's and B's elements lie a stride apart: the first of each is
+    # checked against its view's bounds, and A's k stays inside A's. Should
+    # k run past B's rows, every element is checked, to name the first out
+    # of bounds. Sums run in k's order, as before.
+    strided = depth > 0 and depth <= b.sizes[-2]
     for index in all_indices(c.sizes):
         *batch, i, j = index
         total = c.buf.data[c.address(index, op)]
-        for k in range(a.sizes[-1]):
-            total += a.buf.data[a.address(batch + [i, k], op)] * b.buf.data[b.address(batch + [k, j], op)]
+        if strided:
+            a_at, a_step = a.address(batch + [i, 0], op), a.strides[-1]
+            b_at, b_step = b.address(batch + [0, j], op), b.strides[-2]
+            a_data, b_data = a.buf.data, b.buf.data
+            for k in range(depth):
+                total += a_data[a_at + k * a_step] * b_data[b_at + k * b_step]
+        else:
+            for k in range(depth):
+                total += a.buf.data[a.address(batch + [i, k], op)] * b.buf.data[b.address(batch + [k, j], op)]
         c.buf.data[c.address(index, op)] = total
-    del batched
 
 
 class Indices:
@@ -1028,16 +1039,17 @@ class Indices:
         self.index = index
 
 
-def eval_affine(expr, dims):
-    return eval(affine_expr_code(expr), {"dims": dims})
+def affine_python(expr):
+    """One result of an affine map as Python over dims."""
+    expr = re.sub(r"\bd(\d+)\b", lambda m: "dims[%s]" % m.group(1), expr)
+    return expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
 
 
 @functools.lru_cache(maxsize=None)
-def affine_expr_code(expr):
-    """One result of an affine map compiled to Python over dims."""
-    expr = re.sub(r"\bd(\d+)\b", lambda m: "dims[%s]" % m.group(1), expr)
-    expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
-    return compile(expr, "<affine_map>", "eval")
+def affine_map_code(results):
+    """All the results of an affine map (a tuple of them) compiled to one
+    Python list over dims: one eval an element, not one a result."""
+    return compile("[%s]" % ", ".join("(%s)" % affine_python(e) for e in results), "<affine_map>", "eval")
 
 
 def parse_maps(op):
@@ -1074,8 +1086,9 @@ def generic_reference(op, args, outer):
                 sizes[int(m.group(1))] = memref.sizes[d]
     outputs = int(re.search(r"operandSegmentSizes = array<i32: (\d+), (\d+)>", op.attrs).group(2))
     inputs = len(args) - outputs
+    codes = [affine_map_code(tuple(results)) for results in maps]
     for index in all_indices(sizes):
-        at = [[eval_affine(e, index) for e in results] for results in maps]
+        at = [eval(code, {"dims": index}) for code in codes]
         values = [memref.buf.data[memref.address(i, op)] if isinstance(memref, MemRef) else memref
                   for memref, i in zip(args, at)]
         results = run_body(op, values, index, outer)
