@@ -128,6 +128,34 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
       ... and the value row ...
     }
     ```
+
+    A batched decode step (B sequences, sequence b's H heads the rows b * H
+    ... b * H + H - 1 of the products, each at its own position) takes the
+    same kernels, with a position per row: the mask is read as [B * H, 1,
+    keys] from a fusion computing select(key > positions[b], big, 0) over
+    [B, H, 1, keys], so row r reads the keys up to positions[r / H] (its
+    splits past that write empty partials, which the combining kernel,
+    given the positions, skips). The queries, which the scores fusion
+    copies out of c_attn's output to read them as [B * H, 1, D], are read
+    in place as [B, H, 1, D]; and the B copies of the sequences' new keys
+    and values into the cache, each at its sequence's position, become
+    the kernel's: the block of row r whose split holds its sequence's key
+    writes that row.
+    ```mlir
+    linalg.copy ins(%new_kv_0 : memref<2x2x1x32xf32, ...>) outs(%cache_row_0 : ...)   // at positions[0]
+    linalg.copy ins(%new_kv_1 : memref<2x2x1x32xf32, ...>) outs(%cache_row_1 : ...)   // at positions[1]
+    call @attn_scores_loop(%positions, %mask) : (memref<2xi32>, memref<2x2x1x1024xf32>) -> ()
+    ... the three calls, the softmax reading %mask as memref<4x1x1024xf32> ...
+    ```
+    becomes
+    ```mlir
+    %q = memref.expand_shape %q_view [[0], [1, 2, 3]] output_shape [2, 2, 1, 32] : ...
+    gpu.launch_func @attn_attention::@attn_attention blocks in (%c128, %c1, %c1) ...
+        args(%q : memref<2x2x1x32xf32, strided<[192, 32, 32, 1]>>, %kv : ..., %v_view : ..., %part : ...,
+             %mask : memref<2x2x1x1024xf32>, %positions : memref<2xi32>, %qkv : memref<2x192xf32>)
+    gpu.launch_func @attn_attention_combine::@attn_attention_combine ...
+        args(%part : ..., %o : memref<4x1x32xf32>, %positions : memref<2xi32>)
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",

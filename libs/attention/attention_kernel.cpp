@@ -122,7 +122,7 @@ public:
     for (int64_t c = 0; c < cfg.chunks; ++c)
       init.push_back(x.vzero(element, W));
     auto [firstTile, tiles] = keyTiles();
-    if (cfg.cacheWrite)
+    if (cfg.cacheWrite || cfg.batchedCacheWrite)
       writeStepIntoCache();
     auto loop = mlir::scf::ForOp::create(b, loc, firstTile, tiles, x.c(1), init);
     if (mlir::failed(buildTileStep(loop)))
@@ -172,9 +172,14 @@ private:
   void loadQueryRows() {
     for (int64_t c = 0; c < cfg.chunks; ++c)
       chunkStart.push_back(x.add(x.mul(lane, W), c * cfg.lanes * W));
-    for (int64_t c = 0; c < cfg.chunks; ++c)
-      qChunks.push_back(
-          x.convert(x.load(q, {head, query, chunkStart[c]}, W, cfg.widthQ >= W, cfg.storageBytes), element));
+    llvm::SmallVector<Value> at{head, query};
+    if (cfg.queryHeads > 0) // [B, H, 1, D]
+      at = {x.div(head, cfg.queryHeads), x.rem(head, cfg.queryHeads), query};
+    for (int64_t c = 0; c < cfg.chunks; ++c) {
+      llvm::SmallVector<Value> index = at;
+      index.push_back(chunkStart[c]);
+      qChunks.push_back(x.convert(x.load(q, index, W, cfg.widthQ >= W, cfg.storageBytes), element));
+    }
   }
 
   // Key tiles: all of them, or (causal) those up to the block's last
@@ -199,7 +204,9 @@ private:
     if (cfg.positionArgument >= 0) {
       // Keys after the position p are masked to exact zeros while key 0 is
       // not (p >= 0): the tiles up to p's, all of them for a p outside the keys.
-      Value tilesUsed = unitsUpToPosition(b, loc, f.getArgument(cfg.positionArgument), BK, cfg.keyTiles);
+      // In batched decoding, p is the position of the row's own sequence.
+      Value sequence = cfg.rowsPerPosition > 0 ? x.div(head, cfg.rowsPerPosition) : Value();
+      Value tilesUsed = unitsUpToPosition(b, loc, f.getArgument(cfg.positionArgument), BK, cfg.keyTiles, sequence);
       tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, tilesUsed);
     }
     return {firstTile, tiles};
@@ -208,15 +215,48 @@ private:
   // The step's keys and values into the cache, by the block whose split
   // holds the key they go to (the kernel does the copy), before it
   // stages its first tile: the barrier at each tile's start orders them.
+  // In batched decoding, each row's block writes that row, at the key of
+  // its sequence's position.
   void writeStepIntoCache() {
     const CacheWrite *write = cfg.cacheWrite;
+    const BatchedCacheWrite *batched = cfg.batchedCacheWrite;
     Value source = f.getArgument(cfg.cacheSourceArgument);
-    mlir::IRMapping keyMapping;
-    for (auto [input, argument] : llvm::zip_equal(write->keyInputs, cfg.cacheKeyInputArguments))
-      keyMapping.map(input, f.getArgument(argument));
-    for (mlir::Operation *op : write->keyOps)
-      b.clone(*op, keyMapping);
-    Value key = keyMapping.lookup(write->key);
+    Value key, sequence, headOfSequence;
+    if (batched) {
+      sequence = x.div(head, batched->rowsPerSequence);
+      headOfSequence = x.rem(head, batched->rowsPerSequence);
+      Value p = mlir::memref::LoadOp::create(b, loc, f.getArgument(cfg.positionArgument), mlir::ValueRange{sequence});
+      p = mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), p);
+      key = x.min(mlir::arith::MaxSIOp::create(b, loc, p, x.c(0)), batched->lastKey);
+    } else {
+      mlir::IRMapping keyMapping;
+      for (auto [input, argument] : llvm::zip_equal(write->keyInputs, cfg.cacheKeyInputArguments))
+        keyMapping.map(input, f.getArgument(argument));
+      for (mlir::Operation *op : write->keyOps)
+        b.clone(*op, keyMapping);
+      key = keyMapping.lookup(write->key);
+    }
+    // The element (kv, d) of the row's new key (kv = 0) or value (1).
+    auto newElement = [&](int64_t kv, Value d) -> Value {
+      if (!batched) {
+        llvm::SmallVector<Value> at;
+        for (int dim : write->dims)
+          at.push_back(dim == kKeyOrValueDim ? x.c(kv) : dim == kHeadDim ? head : dim == kHeadElementDim ? d : x.c(0));
+        return mlir::memref::LoadOp::create(b, loc, source, at);
+      }
+      // offset + b * sequenceStride + kv * kvStride + h * headStride + d,
+      // as an index into the source buffer's dimensions.
+      Value flat =
+          x.add(x.add(x.mul(sequence, batched->sequenceStride), x.mul(headOfSequence, batched->headStride)), d);
+      flat = x.add(flat, batched->offset + kv * batched->kvStride);
+      auto shape = mlir::cast<mlir::MemRefType>(source.getType()).getShape();
+      llvm::SmallVector<Value> at(shape.size());
+      for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+        at[i] = i > 0 ? x.rem(flat, shape[i]) : flat;
+        flat = i > 0 ? x.div(flat, shape[i]) : flat;
+      }
+      return mlir::memref::LoadOp::create(b, loc, source, at);
+    };
     Value splitFirstTile = cfg.splits > 1 ? x.mul(split, cfg.tilesPerSplit) : x.c(0);
     Value splitEndTile =
         cfg.splits > 1 ? x.min(x.add(splitFirstTile, cfg.tilesPerSplit), cfg.keyTiles) : x.c(cfg.keyTiles);
@@ -229,13 +269,7 @@ private:
         Value valid = start + cfg.threads > D ? x.lt(d, D) : Value();
         x.guarded(valid, [&] {
           for (int64_t kv = 0; kv < 2; ++kv) {
-            llvm::SmallVector<Value> at;
-            for (int dim : write->dims)
-              at.push_back(dim == kKeyOrValueDim    ? x.c(kv)
-                           : dim == kHeadDim        ? head
-                           : dim == kHeadElementDim ? d
-                                                    : x.c(0));
-            Value value = x.convert(mlir::memref::LoadOp::create(b, loc, source, at), cfg.storage);
+            Value value = x.convert(newElement(kv, d), cfg.storage);
             mlir::memref::StoreOp::create(b, loc, value, kv == 0 ? k : v, mlir::ValueRange{head, key, d});
           }
         });
@@ -438,7 +472,9 @@ mlir::LogicalResult buildCombineBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f,
     Value d = x.rem(linear, D);
     Value row = x.rem(x.div(linear, D), cfg.length);
     Value head = x.div(linear, D * cfg.length);
-    Value value = combineSplits(b, loc, partials, position, D, cfg.tilesPerSplit * cfg.keysPerTile, head, row, d);
+    Value sequence = position && cfg.rowsPerPosition > 0 ? x.div(head, cfg.rowsPerPosition) : Value();
+    Value value =
+        combineSplits(b, loc, partials, position, D, cfg.tilesPerSplit * cfg.keysPerTile, head, row, d, sequence);
     mlir::memref::StoreOp::create(b, loc, x.convert(value, cfg.outElement), out, mlir::ValueRange{head, row, d});
   });
   return mlir::success();

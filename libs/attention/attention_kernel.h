@@ -66,13 +66,23 @@ struct Config {
   int64_t widthQ = 1, widthK = 1, widthV = 1, widthO = 1; // global vector widths
   bool causal = false;
   // A decode step's keys past a run-time position are masked: the kernel
-  // argument holding that position, -1 if none.
+  // argument holding that position, -1 if none. In batched decoding it
+  // holds a position per sequence ([batch] i32), row r's at r /
+  // rowsPerPosition (0: one position, rank 0).
   int64_t positionArgument = -1;
+  int64_t rowsPerPosition = 0;
+  // Batched decoding's queries, read in place as [batch, queryHeads, 1, D]
+  // (row r = b * queryHeads + h at [b, h]); 0: q is [H, Tq, D].
+  int64_t queryHeads = 0;
   // The step's keys and values the kernel writes into the cache first
   // (the kernel does the copy), or null; the kernel argument of its
   // source, and of each of its key's inputs (CacheWrite::keyInputs).
   const CacheWrite *cacheWrite = nullptr;
   int64_t cacheSourceArgument = -1;
+  // Batched decoding's: every sequence's keys and values, each row's
+  // written at its sequence's position; the source argument is then the
+  // buffer they are read from (BatchedCacheWrite::sourceRoot).
+  const BatchedCacheWrite *batchedCacheWrite = nullptr;
   llvm::SmallVector<int64_t> cacheKeyInputArguments;
   // On tensor cores (tensor_core_attention.cpp): both products on
   // mma.sync, a warp per 16 query rows, no split keys and no cache write.

@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -30,9 +32,11 @@ bool roundsProduct(const FusionGraph &graph, const FusionNode &node, int product
 
 // A fusion that is one batch_matmul from zero (its fill), nothing else,
 // or (where `rounded` may be) that and the rounding of its result to the
-// output's narrower type: the node of the product, or -1.
-int plainBatchMatmul(const FusionGraph &graph, bool *rounded = nullptr) {
-  int product = -1, rounding = -1;
+// output's narrower type, or (where `copiedA` may be) that and a copy
+// into the product's A operand (*copiedA: its node, else -1): the node of
+// the product, or -1.
+int plainBatchMatmul(const FusionGraph &graph, bool *rounded = nullptr, int *copiedA = nullptr) {
+  int product = -1, rounding = -1, copy = -1;
   for (const FusionNode &node : graph.nodes()) {
     if (mlir::isa<mlir::linalg::BatchMatmulOp>(node.op.getOperation())) {
       if (product >= 0)
@@ -40,6 +44,8 @@ int plainBatchMatmul(const FusionGraph &graph, bool *rounded = nullptr) {
       product = node.order;
     } else if (rounded && rounding < 0 && product >= 0 && roundsProduct(graph, node, product)) {
       rounding = node.order;
+    } else if (copiedA && copy < 0 && product < 0 && mlir::isa<mlir::linalg::CopyOp>(node.op.getOperation())) {
+      copy = node.order;
     } else if (!mlir::isa<mlir::linalg::FillOp>(node.op.getOperation())) {
       return -1;
     }
@@ -50,9 +56,13 @@ int plainBatchMatmul(const FusionGraph &graph, bool *rounded = nullptr) {
     return -1;
   if (rounded)
     *rounded = rounding >= 0;
-  for (int producer : graph.node(product).inputProducers)
-    if (producer >= 0)
+  for (auto [i, producer] : llvm::enumerate(graph.node(product).inputProducers))
+    if (producer >= 0 && !(i == 0 && producer == copy))
       return -1;
+  if (copy >= 0 && graph.node(product).inputProducers[0] != copy)
+    return -1;
+  if (copiedA)
+    *copiedA = copy;
   return product;
 }
 
@@ -113,7 +123,9 @@ mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::Symbo
   // are not read, and a split holding none writes an empty partial (max
   // -inf, sum 0), which the combining kernel skips. A step early in a long
   // cache then reads the keys it has, not the whole cache.
-  match.position = !match.softmax.causal ? maskingPosition(match.softmax, graph, softmaxCall, symbols) : Value();
+  match.position = !match.softmax.causal
+                       ? maskingPosition(match.softmax, graph, softmaxCall, symbols, &match.rowsPerPosition)
+                       : Value();
   if (maskWriter) {
     auto analyzed = FusionGraph::analyze(maskWriter, why);
     if (mlir::failed(analyzed))
@@ -142,9 +154,13 @@ mlir::LogicalResult matchProductCalls(mlir::SymbolTable &symbols, AttentionMatch
   if (mlir::failed(scoresGraph) || mlir::failed(valuesGraph))
     return mlir::failure();
   bool valuesRounded = false;
-  int scoresProduct = plainBatchMatmul(*scoresGraph), valuesProduct = plainBatchMatmul(*valuesGraph, &valuesRounded);
+  int queryCopy = -1;
+  int scoresProduct = plainBatchMatmul(*scoresGraph, nullptr, &queryCopy),
+      valuesProduct = plainBatchMatmul(*valuesGraph, &valuesRounded);
   if (scoresProduct < 0 || valuesProduct < 0)
     return why = "the products are not plain batch matmuls", mlir::failure();
+  if (queryCopy >= 0)
+    match.queryCopy = mlir::cast<mlir::linalg::CopyOp>(scoresGraph->node(queryCopy).op.getOperation());
   // The scores call writes `scores` (its output argument), and nothing else.
   unsigned scoresOut = scoresGraph->outputs().front().argument;
   unsigned valuesOut = valuesGraph->outputs().front().argument;
@@ -306,6 +322,127 @@ std::optional<CacheWrite> matchCacheWrite(mlir::func::CallOp scoresCall, mlir::f
       for (Value operand : inner->getOperands())
         if (mlir::isa<mlir::MemRefType>(operand.getType()) &&
             (rootBuffer(operand) == root || rootBuffer(operand) == sourceRoot))
+          return mlir::WalkResult::interrupt();
+      return mlir::WalkResult::advance();
+    });
+    if (touches.wasInterrupted())
+      return std::nullopt;
+  }
+  return write;
+}
+
+namespace {
+
+// The key a batched cache write goes to: clamp(positions[b], 0, last),
+// as traced (index_cast of a load of element b of `positions`, maxsi 0,
+// minsi last): b, or -1.
+int64_t clampedPositionOf(Value key, Value positions, int64_t last) {
+  auto upper = key.getDefiningOp<mlir::arith::MinSIOp>();
+  auto lower = upper ? upper.getLhs().getDefiningOp<mlir::arith::MaxSIOp>() : nullptr;
+  auto cast = lower ? lower.getLhs().getDefiningOp<mlir::arith::IndexCastOp>() : nullptr;
+  auto load = cast ? cast.getIn().getDefiningOp<mlir::memref::LoadOp>() : nullptr;
+  llvm::APInt low, high;
+  if (!load || !mlir::matchPattern(lower.getRhs(), mlir::m_ConstantInt(&low)) || !low.isZero() ||
+      !mlir::matchPattern(upper.getRhs(), mlir::m_ConstantInt(&high)) || high.getSExtValue() != last ||
+      !load.getIndices().empty() || rootBuffer(load.getMemRef()) != positions)
+    return -1;
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  if (!staticLayout(load.getMemRef().getType(), strides, offset))
+    return -1;
+  return offset;
+}
+
+} // namespace
+
+std::optional<BatchedCacheWrite> matchBatchedCacheWrite(mlir::func::CallOp scoresCall, mlir::func::CallOp softmaxCall,
+                                                        mlir::func::CallOp valuesCall, Value k, Value v,
+                                                        Value positions, int64_t rows, int64_t rowsPerSequence,
+                                                        int64_t headSize, mlir::Type element) {
+  Value root = rootBuffer(k);
+  auto positionsType = mlir::dyn_cast<mlir::MemRefType>(positions.getType());
+  if (rootBuffer(v) != root || !mlir::isa<mlir::BlockArgument>(root) || rowsPerSequence <= 0 ||
+      rows % rowsPerSequence != 0 || !positionsType || !positionsType.getLayout().isIdentity())
+    return std::nullopt;
+  int64_t batch = rows / rowsPerSequence;
+  llvm::SmallVector<int64_t> rootStrides, kStrides, vStrides;
+  int64_t rootOffset = 0, kOffset = 0, vOffset = 0;
+  auto rootType = mlir::cast<mlir::MemRefType>(root.getType());
+  // The cache [2, B * H, n_ctx, D], k and v its two halves.
+  if (rootType.getRank() != 4 || !staticLayout(rootType, rootStrides, rootOffset) ||
+      !staticLayout(k.getType(), kStrides, kOffset) || !staticLayout(v.getType(), vStrides, vOffset) ||
+      rootType.getDimSize(0) != 2 || rootType.getDimSize(1) != rows || rootType.getDimSize(3) != headSize ||
+      kOffset != rootOffset || vOffset != rootOffset + rootStrides[0] || kStrides[0] != rootStrides[1] ||
+      kStrides[1] != rootStrides[2] || kStrides[2] != rootStrides[3] || vStrides != kStrides || rootStrides[3] != 1)
+    return std::nullopt;
+  BatchedCacheWrite write;
+  write.rowsPerSequence = rowsPerSequence;
+  write.lastKey = rootType.getDimSize(2) - 1;
+  write.copies.assign(batch, nullptr);
+  llvm::SmallVector<int64_t> offsets(batch, 0);
+  mlir::Operation *first = scoresCall;
+  for (mlir::Operation *op = scoresCall->getPrevNode(); op; op = op->getPrevNode()) {
+    auto copy = mlir::dyn_cast<mlir::linalg::CopyOp>(op);
+    if (!copy || copy.getOutputs().size() != 1 || rootBuffer(copy.getOutputs()[0]) != root)
+      continue;
+    auto destination = copy.getOutputs()[0].getDefiningOp<mlir::memref::SubViewOp>();
+    if (!copy.hasPureBufferSemantics() || !destination || destination.getSource() != root ||
+        llvm::any_of(destination.getStaticStrides(), [](int64_t s) { return s != 1; }))
+      return std::nullopt;
+    llvm::SmallVector<mlir::OpFoldResult> at = destination.getMixedOffsets();
+    llvm::SmallVector<int64_t> sizes(destination.getStaticSizes());
+    std::optional<int64_t> kv = mlir::getConstantIntValue(at[0]), row = mlir::getConstantIntValue(at[1]),
+                           d = mlir::getConstantIntValue(at[3]);
+    auto key = mlir::dyn_cast<Value>(at[2]);
+    if (!kv || *kv != 0 || !row || *row % rowsPerSequence != 0 || !d || *d != 0 || !key ||
+        sizes != llvm::SmallVector<int64_t>{2, rowsPerSequence, 1, headSize})
+      return std::nullopt;
+    int64_t sequence = *row / rowsPerSequence;
+    if (sequence >= batch || write.copies[sequence] || clampedPositionOf(key, positions, write.lastKey) != sequence)
+      return std::nullopt;
+    // The source: [2, H, 1, D] in an identity-layout buffer, at fixed strides.
+    Value source = copy.getInputs()[0];
+    auto sourceType = mlir::dyn_cast<mlir::MemRefType>(source.getType());
+    Value sourceRoot = rootBuffer(source);
+    auto sourceRootType = mlir::dyn_cast<mlir::MemRefType>(sourceRoot.getType());
+    llvm::SmallVector<int64_t> strides;
+    int64_t offset = 0;
+    if (!sourceType || sourceType.getShape() != llvm::ArrayRef<int64_t>(sizes) ||
+        sourceType.getElementType() != element || !sourceRootType || !sourceRootType.getLayout().isIdentity() ||
+        !sourceRootType.hasStaticShape() || !staticLayout(sourceType, strides, offset) || strides[3] != 1 ||
+        (write.sourceRoot &&
+         (sourceRoot != write.sourceRoot || strides[0] != write.kvStride || strides[1] != write.headStride)))
+      return std::nullopt;
+    write.sourceRoot = sourceRoot;
+    write.kvStride = strides[0];
+    write.headStride = strides[1];
+    write.copies[sequence] = copy;
+    offsets[sequence] = offset;
+    first = copy;
+  }
+  if (llvm::is_contained(write.copies, nullptr))
+    return std::nullopt;
+  // Sequence b's source at offset + b * sequenceStride.
+  write.offset = offsets[0];
+  write.sequenceStride = batch > 1 ? offsets[1] - offsets[0] : 0;
+  for (int64_t b = 0; b < batch; ++b)
+    if (offsets[b] != write.offset + b * write.sequenceStride)
+      return std::nullopt;
+  // Moving the copies into the attention kernel moves them past everything
+  // in between: none of it may touch the cache or the copies' source.
+  for (mlir::Operation *op = first->getNextNode(); op != valuesCall.getOperation(); op = op->getNextNode()) {
+    if (!op)
+      return std::nullopt;
+    if (op == scoresCall.getOperation() || op == softmaxCall.getOperation())
+      continue;
+    if (auto copy = mlir::dyn_cast<mlir::linalg::CopyOp>(op); copy && llvm::is_contained(write.copies, copy))
+      continue;
+    auto touches = op->walk([&](mlir::Operation *inner) {
+      if (isViewOp(inner))
+        return mlir::WalkResult::advance();
+      for (Value operand : inner->getOperands())
+        if (mlir::isa<mlir::MemRefType>(operand.getType()) &&
+            (rootBuffer(operand) == root || rootBuffer(operand) == write.sourceRoot))
           return mlir::WalkResult::interrupt();
       return mlir::WalkResult::advance();
     });

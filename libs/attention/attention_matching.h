@@ -44,8 +44,15 @@ struct AttentionMatch {
   Value mask;
   std::optional<FusionGraph> maskGraph;
   // A decode step's run-time position, keys past which are masked; null if
-  // none.
+  // none. In batched decoding, the positions ([batch] i32), row r's keys
+  // masked past positions[r / rowsPerPosition] (0: one position).
   Value position;
+  int64_t rowsPerPosition = 0;
+  // Batched decoding's queries, copied inside the scores fusion from a
+  // view [batch, heads * D] of c_attn's output to be read as [batch *
+  // heads, 1, D] (a strided view cannot merge the two axes): that copy,
+  // whose source the kernel reads in place instead; null if none.
+  mlir::linalg::CopyOp queryCopy;
   // The two products, in their fusions, and the values call's output
   // argument.
   mlir::linalg::LinalgOp scoresOp, valuesOp;
@@ -80,6 +87,33 @@ struct CacheWrite {
   llvm::SmallVector<mlir::Operation *> keyOps;
   llvm::SmallVector<Value> keyInputs; // the host arguments the loads read
 };
+
+// Batched decoding's cache writes: a host copy per sequence b of its keys
+// and values [2, H, 1, D] into rows b * H ... b * H + H - 1 of the cache
+// at the key clamp(positions[b], 0, n_ctx - 1), just before the attention
+// (the kernel does them all: each row's block whose split holds its
+// sequence's key writes that row).
+struct BatchedCacheWrite {
+  llvm::SmallVector<mlir::linalg::CopyOp> copies; // by sequence
+  int64_t rowsPerSequence = 0;                    // H
+  int64_t lastKey = 0;                            // n_ctx - 1: the key is clamped to [0, lastKey]
+  // Where sequence b's element (kv, h, d) is read: in `sourceRoot` (an
+  // identity-layout buffer), at the element offset + b * sequenceStride
+  // + kv * kvStride + h * headStride + d.
+  Value sourceRoot;
+  int64_t offset = 0, sequenceStride = 0, kvStride = 0, headStride = 0;
+};
+
+// The copies before `scoresCall` that write batched decoding's new keys
+// and values into the cache `k` and `v` ([B * H, Tk, D] views) view, one
+// per sequence, each at the key of its sequence's position read from
+// `positions` (a host input [B] i32), with nothing but the calls being
+// fused touching the cache or the copies' sources between the first copy
+// and `valuesCall`. Else none.
+std::optional<BatchedCacheWrite> matchBatchedCacheWrite(mlir::func::CallOp scoresCall, mlir::func::CallOp softmaxCall,
+                                                        mlir::func::CallOp valuesCall, Value k, Value v,
+                                                        Value positions, int64_t rows, int64_t rowsPerSequence,
+                                                        int64_t headSize, mlir::Type element);
 
 // The copy before `scoresCall` that writes, at one run-time key, exactly
 // the elements k[h, key, d] and v[h, key, d] of the cache that `k` and `v`

@@ -63,6 +63,7 @@ struct PreparedLaunch {
   mlir::MemRefType partialsType;
   int64_t rowBytes = 0, partialBytes = 0;
   std::optional<CacheWrite> cacheWrite;
+  std::optional<BatchedCacheWrite> batchedCacheWrite;
 };
 
 struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
@@ -152,6 +153,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     HostOperands operands;
     if (mlir::failed(rebuildOperandsOnHost(match, host, operands, why)))
       return mlir::failure();
+    auto qType = mlir::cast<mlir::MemRefType>(operands.q.getType());
+    cfg->queryHeads = qType.getRank() == 4 ? qType.getDimSize(1) : 0;
+    cfg->rowsPerPosition = match.rowsPerPosition;
     int64_t maxWidth = kVectorBytes / cfg->storageBytes; // 128-bit accesses of the stored type
     cfg->widthQ = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.q.getType()), maxWidth);
     cfg->widthK = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.k.getType()), maxWidth);
@@ -197,7 +201,10 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       };
       return bring(value);
     };
-    Value qHost = hostValue(match.scoresCall, match.scoresFn, match.scoresOp.getDpsInputs()[0]);
+    Value qHost = match.queryCopy ? copiedQueriesOnHost(match, host, hostValue)
+                                  : hostValue(match.scoresCall, match.scoresFn, match.scoresOp.getDpsInputs()[0]);
+    if (match.queryCopy && qHost)
+      operands.cloned.push_back(qHost.getDefiningOp());
     Value ktHost = hostValue(match.scoresCall, match.scoresFn, match.scoresOp.getDpsInputs()[1]);
     Value vHost = hostValue(match.valuesCall, match.valuesFn, match.valuesOp.getDpsInputs()[1]);
     if (!qHost || !ktHost || !vHost) {
@@ -212,6 +219,42 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     operands.v = vHost;
     operands.out = match.valuesCall.getOperand(match.valuesOut);
     return mlir::success();
+  }
+
+  // Batched decoding's queries: the scores fusion copies a view [B, H * D]
+  // of c_attn's output into a buffer it reads as [B * H, 1, D] (collapsed,
+  // then expanded); the kernel reads the view in place instead, as [B, H,
+  // 1, D] (row r = b * H + h at [b, h]), so no copy runs. Null where the
+  // copy is not that.
+  static Value
+  copiedQueriesOnHost(AttentionMatch &match, mlir::OpBuilder &host,
+                      const std::function<Value(mlir::func::CallOp, mlir::func::FuncOp, Value)> &hostValue) {
+    mlir::linalg::CopyOp copy = match.queryCopy;
+    auto expand = match.scoresOp.getDpsInputs()[0].getDefiningOp<mlir::memref::ExpandShapeOp>();
+    auto collapse = expand ? expand.getSrc().getDefiningOp<mlir::memref::CollapseShapeOp>() : nullptr;
+    if (!collapse || copy.getOutputs().size() != 1 || collapse.getSrc() != copy.getOutputs()[0] ||
+        !copy.getOutputs()[0].getDefiningOp<mlir::memref::AllocOp>())
+      return {};
+    auto copied = mlir::cast<mlir::MemRefType>(copy.getOutputs()[0].getType());
+    auto queries = mlir::cast<mlir::MemRefType>(expand.getType());
+    if (copied.getRank() != 2 || !copied.getLayout().isIdentity() || queries.getRank() != 3 ||
+        collapse.getReassociationIndices().size() != 1 || expand.getReassociationIndices().size() != 1)
+      return {};
+    int64_t batch = copied.getDimSize(0), width = copied.getDimSize(1);
+    int64_t rows = queries.getDimSize(0), headSize = queries.getDimSize(2);
+    if (queries.getDimSize(1) != 1 || width % headSize != 0 || rows != batch * (width / headSize))
+      return {};
+    Value source = hostValue(match.scoresCall, match.scoresFn, copy.getInputs()[0]);
+    if (!source)
+      return {};
+    auto sourceType = mlir::cast<mlir::MemRefType>(source.getType());
+    llvm::SmallVector<mlir::ReassociationIndices> groups{{0}, {1, 2, 3}};
+    llvm::SmallVector<int64_t> shape{batch, width / headSize, 1, headSize};
+    mlir::FailureOr<mlir::MemRefType> viewType =
+        mlir::memref::ExpandShapeOp::computeExpandedType(sourceType, shape, groups);
+    if (mlir::failed(viewType))
+      return {};
+    return mlir::memref::ExpandShapeOp::create(host, match.softmaxCall.getLoc(), *viewType, source, groups);
   }
 
   // The kernel's name, signature and operands: Q, K, V and the output (or,
@@ -262,7 +305,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     int64_t rowBytes = launch.rowBytes;
     signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) +
                            (partials ? launch.partialBytes : rowBytes * cfg.length) +
-                           (launch.cacheWrite ? 4 * rowBytes : 0);
+                           (launch.cacheWrite || launch.batchedCacheWrite ? 4 * rowBytes : 0);
     int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.keys;
     signature.flops = 4 * pairs * cfg.headSize;
     signature.blockSize = {static_cast<int32_t>(cfg.threads), 1, 1};
@@ -276,9 +319,22 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
   // the cache as before; no other block reads that key.
   static void prepareCacheWrite(AttentionMatch &match, Config &cfg, const HostOperands &operands,
                                 PreparedLaunch &launch) {
-    if (match.position && !cfg.causal && cfg.queryTiles == 1 && !cfg.tensorCores)
+    bool oneRowPerHead = match.position && !cfg.causal && cfg.queryTiles == 1 && !cfg.tensorCores;
+    if (oneRowPerHead && match.rowsPerPosition == 0)
       launch.cacheWrite = matchCacheWrite(match.scoresCall, match.softmaxCall, match.valuesCall, operands.k, operands.v,
                                           cfg.heads, cfg.headSize, cfg.storage);
+    if (oneRowPerHead && match.rowsPerPosition > 0 && cfg.length == 1 && cfg.positionArgument >= 0)
+      launch.batchedCacheWrite =
+          matchBatchedCacheWrite(match.scoresCall, match.softmaxCall, match.valuesCall, operands.k, operands.v,
+                                 match.position, cfg.heads, match.rowsPerPosition, cfg.headSize, cfg.storage);
+    if (launch.batchedCacheWrite) {
+      // Every sequence's source is one buffer (c_attn's output).
+      cfg.batchedCacheWrite = &*launch.batchedCacheWrite;
+      cfg.cacheSourceArgument = static_cast<int64_t>(launch.operands.size());
+      launch.signature.arguments.push_back(launch.batchedCacheWrite->sourceRoot.getType());
+      launch.operands.push_back(launch.batchedCacheWrite->sourceRoot);
+      return;
+    }
     if (!launch.cacheWrite)
       return;
     std::optional<CacheWrite> &cacheWrite = launch.cacheWrite;
@@ -336,7 +392,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         kDebugEmitters,
         os << launch.name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
            << cfg.keys << " keys x " << cfg.headSize
-           << (cfg.causal                  ? ", causal (tiles past the diagonal skipped)"
+           << (cfg.causal                ? ", causal (tiles past the diagonal skipped)"
+               : cfg.rowsPerPosition > 0 ? ", masked past each sequence's run-time position (a sequence's " +
+                                               std::to_string(cfg.rowsPerPosition) + " rows: tiles after it skipped)"
                : cfg.positionArgument >= 0 ? ", masked past a run-time position (tiles after it skipped)"
                                            : ", not causal (every tile)")
            << ", " << cfg.rowsPerBlock << " query rows per block, "
@@ -351,7 +409,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                    : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
            << ", " << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
-           << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "") << "\n");
+           << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "")
+           << (launch.batchedCacheWrite
+                   ? ", writing every sequence's keys and values into the cache at its position first"
+                   : "")
+           << "\n");
   }
 
   // The launches at the values call, instead of the three calls (and of the
@@ -377,6 +439,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     }
     if (launch.cacheWrite)
       launch.cacheWrite->copy.erase();
+    if (launch.batchedCacheWrite)
+      for (mlir::linalg::CopyOp copy : launch.batchedCacheWrite->copies)
+        copy.erase();
     mlir::func::CallOp valuesCall = match.valuesCall, softmaxCall = match.softmaxCall, scoresCall = match.scoresCall;
     valuesCall.erase();
     softmaxCall.erase();

@@ -12,10 +12,13 @@
 namespace mlpipe::emitters {
 
 mlir::Value unitsUpToPosition(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position, int64_t keysPerUnit,
-                              int64_t units) {
+                              int64_t units, mlir::Value sequence) {
   auto index = [&](int64_t v) -> mlir::Value { return mlir::arith::ConstantIndexOp::create(b, loc, v); };
   // ceil(min(p + 1, units * keysPerUnit) / keysPerUnit), or all for p < 0.
-  mlir::Value p = mlir::memref::LoadOp::create(b, loc, position, mlir::ValueRange{});
+  llvm::SmallVector<mlir::Value, 1> at;
+  if (sequence)
+    at.push_back(sequence);
+  mlir::Value p = mlir::memref::LoadOp::create(b, loc, position, at);
   p = mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), p);
   mlir::Value keys = mlir::arith::MinSIOp::create(b, loc, mlir::arith::AddIOp::create(b, loc, p, index(1)),
                                                   index(units * keysPerUnit));
@@ -33,7 +36,7 @@ namespace {
 class SplitCombiner {
 public:
   SplitCombiner(mlir::OpBuilder &b, mlir::Location loc, mlir::Value partials, mlir::Value position, int64_t headSize,
-                int64_t keysPerSplit)
+                int64_t keysPerSplit, mlir::Value sequence)
       : b_(b), loc_(loc), partials_(partials), headSize_(headSize) {
     auto type = mlir::cast<mlir::MemRefType>(partials.getType());
     element_ = type.getElementType();
@@ -41,7 +44,7 @@ public:
     negInf_ = constant(-std::numeric_limits<double>::infinity());
     zero_ = constant(0.0);
     if (position)
-      used_ = unitsUpToPosition(b, loc, position, keysPerSplit, splits_);
+      used_ = unitsUpToPosition(b, loc, position, keysPerSplit, splits_, sequence);
   }
 
   mlir::Value index(int64_t v) { return mlir::arith::ConstantIndexOp::create(b_, loc_, v); }
@@ -137,8 +140,9 @@ private:
 } // namespace
 
 mlir::Value combineSplits(mlir::OpBuilder &b, mlir::Location loc, mlir::Value partials, mlir::Value position,
-                          int64_t headSize, int64_t keysPerSplit, mlir::Value head, mlir::Value row, mlir::Value d) {
-  SplitCombiner combiner(b, loc, partials, position, headSize, keysPerSplit);
+                          int64_t headSize, int64_t keysPerSplit, mlir::Value head, mlir::Value row, mlir::Value d,
+                          mlir::Value sequence) {
+  SplitCombiner combiner(b, loc, partials, position, headSize, keysPerSplit, sequence);
   auto [scale, total] = combiner.scales(head, row);
   return combiner.weighted(head, row, d, scale, total);
 }

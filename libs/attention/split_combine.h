@@ -16,16 +16,19 @@ namespace mlpipe::emitters {
 // The combined element out[head, row, d] of `partials`, whose rows have
 // `headSize` values. With a `position` (a memref<i32> of the run-time
 // position p), only the splits holding a key up to p are read (those past
-// it are empty), all of them for p < 0. All loads come first, then the
-// arithmetic.
+// it are empty), all of them for p < 0; in batched decoding `position` is
+// a memref<Bxi32> of positions, p read at `sequence`. All loads come
+// first, then the arithmetic.
 mlir::Value combineSplits(mlir::OpBuilder &b, mlir::Location loc, mlir::Value partials, mlir::Value position,
-                          int64_t headSize, int64_t keysPerSplit, mlir::Value head, mlir::Value row, mlir::Value d);
+                          int64_t headSize, int64_t keysPerSplit, mlir::Value head, mlir::Value row, mlir::Value d,
+                          mlir::Value sequence = {});
 
 // Of `units` consecutive runs of `keysPerUnit` keys (key tiles, splits),
 // how many hold a key up to the run-time position p loaded from
-// `position` (a memref<i32>): keys after p are masked to exact zeros while
-// key 0 is not (p >= 0); all of them for p < 0.
+// `position` (a memref<i32>, or with a `sequence` a memref<Bxi32> read
+// there): keys after p are masked to exact zeros while key 0 is not (p >=
+// 0); all of them for p < 0.
 mlir::Value unitsUpToPosition(mlir::OpBuilder &b, mlir::Location loc, mlir::Value position, int64_t keysPerUnit,
-                              int64_t units);
+                              int64_t units, mlir::Value sequence = {});
 
 } // namespace mlpipe::emitters

@@ -144,9 +144,15 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
     auto argument = mlir::dyn_cast<mlir::BlockArgument>(operand->get());
     if (!mlir::isa<mlir::MemRefType>(operand->get().getType()))
       continue;
+    // A mask over [batch, heads, ...] the prologue reads as [batch * heads,
+    // ...] (batched decoding's per-sequence mask): the argument it views
+    // is the one the kernel takes.
+    auto collapsed = operand->get().getDefiningOp<mlir::memref::CollapseShapeOp>();
+    if (!argument && collapsed)
+      argument = mlir::dyn_cast<mlir::BlockArgument>(collapsed.getSrc());
     if (!argument || argument.getOwner() != &entry)
       return why = "the softmax prologue reads through a view", mlir::failure();
-    if (isIdentity(prologue, operand) &&
+    if (!collapsed && isIdentity(prologue, operand) &&
         mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape) {
       s.scoresInput = position;
       ++scoresFound;
@@ -313,6 +319,59 @@ Value positionMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTabl
   return argument ? hostInput(writer.call.getOperand(argument.getArgNumber()), reader) : Value();
 }
 
+// The key index as the writer compares it: index(keyDim), or that
+// index cast to an integer (index_cast, then trunci), as traced for an i32
+// comparison.
+bool isKeyIndex(Value value, unsigned keyDim) {
+  if (auto truncate = value.getDefiningOp<mlir::arith::TruncIOp>())
+    value = truncate.getIn();
+  if (auto cast = value.getDefiningOp<mlir::arith::IndexCastOp>())
+    value = cast.getIn();
+  auto key = value.getDefiningOp<mlir::linalg::IndexOp>();
+  return key && key.getDim() == keyDim;
+}
+
+// Batched decoding's mask over [batch, heads, 1, keys], written before
+// `reader` by a fusion whose one op computes select(key > p[b], big, 0)
+// from the positions p ([batch] i32, read at the sequence b) and its
+// indices, big at most -1e9: the host value of the positions, and the
+// heads (rows of the reader's [batch * heads, 1, keys] per position).
+std::pair<Value, int64_t> positionsMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter writer = soleWriterBefore(mask, reader, symbols);
+  if (!writer.call || writer.graph->nodes().size() != 1)
+    return {};
+  mlir::linalg::LinalgOp op = writer.graph->node(writer.node).op;
+  auto outType = mlir::dyn_cast<mlir::MemRefType>(op.getDpsInits()[0].getType());
+  if (op.getNumDpsInputs() != 1 || op.getNumLoops() != 4 || op.getNumReductionLoops() != 0 || !outType ||
+      outType.getDimSize(2) != 1 || op.getDpsInits()[0] != writer.callee.getArgument(writer.argument) ||
+      !isIdentity(op, op.getDpsInitOperand(0)))
+    return {};
+  mlir::OpOperand *positionsOperand = op.getDpsInputOperand(0);
+  auto positionsArgument = mlir::dyn_cast<mlir::BlockArgument>(positionsOperand->get());
+  auto positionsType = mlir::dyn_cast<mlir::MemRefType>(positionsOperand->get().getType());
+  mlir::MLIRContext *context = op.getContext();
+  if (!positionsArgument || positionsArgument.getOwner() != &writer.callee.getBody().front() || !positionsType ||
+      positionsType.getRank() != 1 || !positionsType.getElementType().isInteger(32) ||
+      positionsType.getDimSize(0) != outType.getDimSize(0) ||
+      op.getMatchingIndexingMap(positionsOperand) !=
+          mlir::AffineMap::get(4, 0, {mlir::getAffineDimExpr(0, context)}, context))
+    return {};
+  auto select = op.getBlock()->getTerminator()->getOperand(0).getDefiningOp<mlir::arith::SelectOp>();
+  mlir::FloatAttr big, otherwise;
+  if (!select || !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&big)) ||
+      !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+      big.getValueAsDouble() > -1e9)
+    return {};
+  auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+  if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sgt || !isKeyIndex(cmp.getLhs(), 3) ||
+      cmp.getRhs() != op.getMatchingBlockArgument(positionsOperand))
+    return {};
+  Value positions = hostInput(writer.call.getOperand(positionsArgument.getArgNumber()), reader);
+  if (!positions)
+    return {};
+  return {positions, outType.getDimSize(1)};
+}
+
 } // namespace
 
 Value hostInput(Value value, mlir::func::CallOp call) {
@@ -329,7 +388,9 @@ Value hostInput(Value value, mlir::func::CallOp call) {
 }
 
 Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
-                      mlir::SymbolTable &symbols) {
+                      mlir::SymbolTable &symbols, int64_t *rowsPerPosition) {
+  if (rowsPerPosition)
+    *rowsPerPosition = 0;
   mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
   mlir::MLIRContext *context = prologue.getContext();
   mlir::AffineMap keyOnly = mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(2, context)}, context);
@@ -348,6 +409,23 @@ Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::fu
         prologue.getMatchingIndexingMap(input) == keyOnly)
       if (Value position = positionMaskSource(call.getOperand(argument.getArgNumber()), call, symbols))
         return position;
+    // Batched decoding: a mask over [batch, heads, 1, keys] read as
+    // [batch * heads, 1, keys], row r's keys masked past the position of
+    // its sequence r / heads.
+    auto collapsed = input->get().getDefiningOp<mlir::memref::CollapseShapeOp>();
+    argument = collapsed ? mlir::dyn_cast<mlir::BlockArgument>(collapsed.getSrc()) : mlir::BlockArgument();
+    if (!rowsPerPosition || !argument || argument.getOwner() != &graph.function().getBody().front() ||
+        !prologue.getMatchingIndexingMap(input).isIdentity())
+      continue;
+    auto groups = collapsed.getReassociationIndices();
+    if (groups.size() != 3 || groups[0] != mlir::ReassociationIndices{0, 1} ||
+        groups[1] != mlir::ReassociationIndices{2} || groups[2] != mlir::ReassociationIndices{3})
+      continue;
+    auto [positions, heads] = positionsMaskSource(call.getOperand(argument.getArgNumber()), call, symbols);
+    if (positions) {
+      *rowsPerPosition = heads;
+      return positions;
+    }
   }
   return {};
 }

@@ -65,8 +65,14 @@ mlir::Value hostInput(mlir::Value value, mlir::func::CallOp call);
 // of the host function (never written): that host value, the position.
 // Keys after it then have exact-zero weights as long as key 0 does not
 // (p >= 0). Null otherwise.
+//
+// With `rowsPerPosition`, batched decoding's mask too: read as [batch *
+// heads, 1, keys] from a mask over [batch, heads, 1, keys] that a fusion
+// computes as select(key > p[b], big, 0) from the positions p ([batch]
+// i32, a host input): then the positions, and *rowsPerPosition the heads
+// (row r's keys are masked past p[r / heads]); 0 for one position.
 mlir::Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
-                            mlir::SymbolTable &symbols);
+                            mlir::SymbolTable &symbols, int64_t *rowsPerPosition = nullptr);
 
 // For a softmax whose prologue does not compute the penalty itself: the
 // fusion argument that the prologue adds at [query, key] and that

@@ -1158,7 +1158,8 @@ def run_module(text, seed, epilogue, stats, entry=None):
             # Token ids and positions: small integers, valid for any table.
             for i in range(len(buf.data)):
                 drawn = rng.randrange(0, INTEGER_INPUT_LIMIT)
-                buf.data[i] = INTEGER_INPUTS.get(label, drawn)
+                given = INTEGER_INPUTS.get(label)
+                buf.data[i] = drawn if given is None else given[i % len(given)]
         else:
             fill_random(buf, rng)
         buffers.append(buf)
@@ -1217,15 +1218,16 @@ def main():
     parser.add_argument("--function", help="the public function to run, where there are several")
     parser.add_argument("--integer-limit", type=int, default=INTEGER_INPUT_LIMIT,
                         help="integer arguments are drawn from [0, LIMIT) (indices into a small operand)")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="an integer argument (by its mlpipe.name) given this value, not drawn")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE[,VALUE...]",
+                        help="an integer argument (by its mlpipe.name) given this value, not drawn; with "
+                             "several, element i is given the (i mod count)-th")
     options = parser.parse_args()
     INTEGER_INPUT_LIMIT = options.integer_limit
     for setting in options.set:
         name, _, value = setting.partition("=")
-        if not name or not re.fullmatch(r"-?\d+", value):
-            parser.error("--set takes NAME=INTEGER, not %r" % setting)
-        INTEGER_INPUTS[name] = int(value)
+        if not name or not re.fullmatch(r"-?\d+(,-?\d+)*", value):
+            parser.error("--set takes NAME=INTEGER[,INTEGER...], not %r" % setting)
+        INTEGER_INPUTS[name] = [int(v) for v in value.split(",")]
     try:
         stats = {"launches": 0, "threads": 0, "barriers": 0}
         with open(options.reference) as f:
