@@ -120,7 +120,7 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
 }
 
 def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
-  let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated register-tiled GPU kernel";
+  let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated GPU kernel (register-tiled, skinny or on tensor cores)";
   let description = [{
     Every floating-point linalg.matmul and linalg.batch_matmul on memrefs in
     a host function becomes a launch of a kernel built for its shapes and
@@ -166,12 +166,44 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     64 rows whose B rows are contiguous take the skinny form, which streams B
     once. `--debug-only=mlpipe-emitters` prints each choice; the options
     below override them.
+
+    bf16 and f16 A and B (C in their type or f32) take the tensor-core form
+    on chips with mma.sync m16n8k16 (sm_80 and later), but for one row,
+    which the skinny form streams in one launch:
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<1024x768xbf16>, memref<768x3072xbf16>) outs(%c : memref<1024x3072xf32>)
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @f_matmul::@f_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(...)
+    gpu.func @f_matmul(...) workgroup(%sa : memref<2x128x40xbf16, #gpu.address_space<workgroup>>,
+                                      %sb : memref<2x128x40xbf16, #gpu.address_space<workgroup>>) kernel {
+      ... slice 0 -> stage 0, gpu.barrier
+      scf.for %step = ... iter_args(%acc0 = ..., ... %acc63 = ...) -> (f32, ...) {
+        vector.load %a[...] : ..., vector<8xbf16>      (slice step+1, into registers)
+        vector.load %sa[%stage, ...] : ..., vector<2xbf16>; llvm.bitcast ... to i32
+        nvvm.mma.sync A[...] B[...] C[...] {shape = #nvvm.shape<m = 16, n = 8, k = 16>,
+            multiplicandAPtxType = #nvvm.mma_type<bf16>, ...}   (16 a warp per 16 of K)
+        vector.store ... %sa[%other, ...]             (slice step+1 into the other stage)
+        gpu.barrier
+      }
+      vector.store ... %c[...] : ..., vector<2xf32>   (through the epilogue, masked at the edges)
+    }
+    ```
+    Blocks of 128x128 (8 warps of 64x32), or 64x128 and 64x64 where the
+    large tile leaves SMs idle, 32 of K per step in two shared stages, both
+    operands stored K-contiguous with 16-byte row pads; a transposed operand
+    is read along its contiguous axis. On older chips (sm_75) those products
+    are not taken here (bf16 has no tensor cores there).
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU whose device description the heuristics read">,
     Option<"form", "form", "std::string", /*default=*/"\"auto\"",
-           "auto, tiled (the register-tiled kernel) or skinny (the bandwidth-bound form for small M)">,
+           "auto, tiled (the register-tiled kernel), skinny (the bandwidth-bound form for small M) or tensor_core "
+           "(mma.sync on bf16/f16 A and B, sm_80 and later; auto takes it for every 16-bit product but one-launch "
+           "skinny ones)">,
     ListOption<"blockTile", "block-tile", "int64_t",
                "The tiled kernel's block tile M,N,K (default: chosen per product)">,
     ListOption<"threadTile", "thread-tile", "int64_t",
@@ -186,7 +218,8 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
            "llvm::cl::Hidden">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect"];
 }
 
 def BlasMatmulsPass : Pass<"mlpipe-blas-matmuls", "mlir::ModuleOp"> {

@@ -1,0 +1,504 @@
+// The generated matmul's tensor-core form: A and B stored in bf16 or f16,
+// products on mma.sync m16n8k16 with f32 accumulation (sm_80 and later),
+// K-slices staged through double-buffered shared memory by registers:
+//
+//   stage slice 0 of A and B into shared stage 0; barrier
+//   for t in slices:                       (blockK of K per step)
+//     registers <- global slice t+1        (issued first: its latency hides
+//                                           behind the mma.sync below)
+//     for each 16 of the slice's K:
+//       A fragments of the warp's m16 tiles, B fragments of its n8 tiles
+//       (32-bit shared loads), one mma.sync per (m16, n8) pair
+//     shared stage (t+1)&1 <- registers
+//     barrier
+//   C <- epilogue(acc [+ C])               (two columns a store)
+//
+// One barrier per step suffices with two stages, as in the tiled form: step
+// t writes the stage step t-1 read, after every thread passed step t-1's
+// barrier.
+//
+// A block computes a blockM x blockN tile of C with warpsM x warpsN warps,
+// each warp a (blockM / warpsM) x (blockN / warpsN) tile: a grid of m16n8
+// tiles, 4 f32 accumulators each per lane. Fragments as mma.sync lays them
+// out, lane l, g = l / 4, t = l % 4:
+//   A (row-major)  rows g, g+8 at K 2t, 2t+1, then the same 8 further;
+//   B (col-major)  K 2t, 2t+1 (then 8 further) at column g;
+//   C              rows g, g+8 at columns 2t, 2t+1.
+//
+// Shared memory holds both operands K-contiguous, [stage][outer][K]: A as
+// [m][k], B as [n][k] (B's columns), so that every fragment register is one
+// 32-bit load of two consecutive K elements. Each row is padded by 16 bytes
+// (blockK = 32: 80-byte rows, 20 words): the 8 rows g and 4 pairs t of a
+// warp's fragment load then fall in 32 distinct banks, and rows stay
+// 16-byte aligned for 128-bit stores.
+//
+// Global reads go along whichever axis of the operand has unit stride, as
+// 128-bit vectors (8 elements) where the layout keeps them aligned. Along K
+// a vector is stored as it is; along M (A) or N (B), as with a transposed
+// view, a thread loads the same vector from two consecutive K rows and
+// stores each element pair as one 32-bit store. Rows of A and columns of B
+// past the edge are clamped to the last one (they feed only elements of C
+// that are never stored); K past the edge reads as zero.
+#include "matmul/matmul_building.h"
+
+#include "codegen/debug.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+
+namespace mlpipe::emitters::generated_matmul {
+
+namespace {
+
+// mma.sync's tile: m16n8k16.
+constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
+// Lanes holding one row of a C fragment.
+constexpr int64_t kLanesPerRow = 4;
+// K per pipeline step: two mma K-steps; with 128x128 tiles the two stages
+// of A and B take 40 KiB, under the 48 KiB a block has without opting in.
+constexpr int64_t kTensorCoreBlockK = 32;
+// Each shared row is padded by 16 bytes (see above).
+constexpr int64_t kTensorCorePadBytes = 16;
+// A block fills an SM's issue slots with 8 warps (two per scheduler); each
+// warp's 64x32 tile is 4x4 mma tiles, 64 accumulators a lane, enough
+// independent mma.sync to cover their latency.
+struct TensorCoreShape {
+  int64_t blockM, blockN, warpsM, warpsN;
+};
+// The candidates, largest first: 128x128 (8 warps of 64x32) reads the
+// fewest bytes per FLOP; 64x128 and 64x64 (warps of 32x32) where the large
+// tile leaves SMs idle (GPT-2's 1024x768 products: 48 tiles of 128x128 on
+// 132 SMs).
+constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {
+    {{128, 128, 2, 4}, {64, 128, 2, 4}, {64, 64, 2, 2}}};
+// The largest candidate whose grid gives every SM at least this many
+// blocks is taken; the smallest where none does.
+constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
+
+struct TensorCoreConfig {
+  int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
+  int64_t warpsM = 1, warpsN = 1;
+
+  int64_t warps() const { return warpsM * warpsN; }
+  int64_t threads() const { return warps() * 32; }
+  int64_t warpM() const { return blockM / warpsM; }
+  int64_t warpN() const { return blockN / warpsN; }
+  int64_t tilesM() const { return warpM() / kMmaM; } // m16 tiles a warp
+  int64_t tilesN() const { return warpN() / kMmaN; } // n8 tiles a warp
+  // Elements of a shared row (blockK and its pad).
+  int64_t row(int64_t elementBytes) const { return blockK + kTensorCorePadBytes / elementBytes; }
+  int64_t sharedBytes(int64_t elementBytes) const {
+    return 2 * (blockM + blockN) * row(elementBytes) * elementBytes;
+  }
+};
+
+std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const DeviceDescription &device) {
+  if (c.blockM <= 0 || c.blockN <= 0 || c.blockM % c.warpsM != 0 || c.blockN % c.warpsN != 0 ||
+      c.warpM() % kMmaM != 0 || c.warpN() % kMmaN != 0)
+    return "the block tile must split into warp tiles of whole m16n8 tiles";
+  if (c.blockK < kMmaK || c.blockK % kMmaK != 0)
+    return "the K-slice must be a multiple of 16";
+  if (c.threads() > device.maxThreadsPerBlock)
+    return "too many warps for a block";
+  if (c.sharedBytes(p.elementBytes) > device.sharedMemoryPerBlock)
+    return "the double-buffered tiles need more shared memory than a block has";
+  return "";
+}
+
+mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const GeneratedMatmulOptions &options,
+                                                   const DeviceDescription &device, std::string &error) {
+  if (options.blockTile[0] > 0) {
+    // A forced tile: warps of 64x32 where the tile is 128 rows, of 32x32
+    // otherwise (a 32x32 tile is one warp).
+    TensorCoreConfig c;
+    c.blockM = options.blockTile[0];
+    c.blockN = options.blockTile[1];
+    c.blockK = options.blockTile[2] > 0 ? options.blockTile[2] : kTensorCoreBlockK;
+    c.warpsM = std::max<int64_t>(1, c.blockM / (c.blockM >= 128 ? 64 : 32));
+    c.warpsN = std::max<int64_t>(1, c.blockN / 32);
+    error = checkTensorCore(c, p, device);
+    if (!error.empty())
+      return mlir::failure();
+    return c;
+  }
+  std::optional<TensorCoreConfig> chosen;
+  for (const TensorCoreShape &shape : kTensorCoreShapes) {
+    TensorCoreConfig c;
+    c.blockM = shape.blockM;
+    c.blockN = shape.blockN;
+    c.warpsM = shape.warpsM;
+    c.warpsN = shape.warpsN;
+    if (!checkTensorCore(c, p, device).empty())
+      continue;
+    chosen = c;
+    int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, c.blockM) * llvm::divideCeilSigned(p.n, c.blockN);
+    if (blocks >= kTensorCoreMinBlocksPerSm * device.smCount)
+      break;
+  }
+  if (!chosen) {
+    error = "no tensor-core tile fits this device";
+    return mlir::failure();
+  }
+  return *chosen;
+}
+
+// How one operand's tile goes from global to shared memory (LoadPlan):
+// vectors along K stored as they are, or vectors along the operand's other
+// axis ("outer": M for A, N for B) from two consecutive K rows, stored as
+// pairs. Each thread's slots are fixed for the whole loop.
+struct OperandTile {
+  Matrix *matrix = nullptr;
+  bool isA = true;
+  LoadPlan plan;
+  int64_t blockOuter = 0, extent = 0; // the tile's and the operand's outer size
+  Value shared;
+  struct Slot {
+    Value outer, kk, valid; // valid: null when every thread has this slot
+  };
+  llvm::SmallVector<Slot> slots;
+};
+
+class TensorCoreBody {
+public:
+  TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
+                 const LoadPlan &planA, const LoadPlan &planB)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), storage(p.storage), f32(b.getF32Type()),
+        eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
+        c(f.getArgument(2), bytesOfElement(p.cType)) {
+    tileA.matrix = &a;
+    tileA.isA = true;
+    tileA.plan = planA;
+    tileA.blockOuter = cfg.blockM;
+    tileA.extent = p.m;
+    tileB.matrix = &bm;
+    tileB.isA = false;
+    tileB.plan = planB;
+    tileB.blockOuter = cfg.blockN;
+    tileB.extent = p.n;
+  }
+
+  void build(int64_t widthCAllowed) {
+    alignWorkgroupBuffers(b, f);
+    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+      epilogueOperands.push_back(f.getArgument(i));
+    tileA.shared = f.getWorkgroupAttributions()[0];
+    tileB.shared = f.getWorkgroupAttributions()[1];
+    placeBlock();
+    placeSlots(tileA);
+    placeSlots(tileB);
+    stageFirstSlice();
+    mlir::scf::ForOp loop = pipeline();
+    writeC(loop, widthCAllowed);
+  }
+
+private:
+  // The ids, the block's tile of C, the warp's tile in it and the lane's
+  // place in its fragments.
+  void placeBlock() {
+    tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockY = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y);
+    mFastest = llvm::divideCeilSigned(p.m, cfg.blockM) <= llvm::divideCeilSigned(p.n, cfg.blockN);
+    Value tileM = mFastest ? blockX : blockY;
+    Value tileN = mFastest ? blockY : blockX;
+    if (p.rank == 3)
+      batch = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    m0 = ix.mul(tileM, cfg.blockM);
+    n0 = ix.mul(tileN, cfg.blockN);
+    steps = ix.c(llvm::divideCeilSigned(p.k, cfg.blockK));
+    maskK = p.k % cfg.blockK != 0;
+    Value warp = ix.div(tid, 32);
+    Value lane = ix.rem(tid, 32);
+    group = ix.div(lane, kLanesPerRow);
+    inGroup = ix.rem(lane, kLanesPerRow);
+    warpRow = ix.mul(ix.div(warp, cfg.warpsN), cfg.warpM());
+    warpCol = ix.mul(ix.rem(warp, cfg.warpsN), cfg.warpN());
+  }
+
+  // Slots: along K, (outer, kk) of each vector; along the outer axis, the
+  // vector's first outer index and the even K row of its pair.
+  void placeSlots(OperandTile &tile) {
+    const int64_t threads = cfg.threads(), width = tile.plan.width;
+    int64_t vectors, perRow;
+    if (tile.plan.alongK) {
+      vectors = tile.blockOuter * cfg.blockK / width;
+      perRow = cfg.blockK / width;
+    } else {
+      vectors = tile.blockOuter / width * (cfg.blockK / 2);
+      perRow = tile.blockOuter / width;
+    }
+    for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
+      Value q = ix.add(tid, j * threads);
+      OperandTile::Slot slot;
+      if ((j + 1) * threads > vectors) {
+        slot.valid = ix.lt(q, vectors);
+        q = ix.min(q, vectors - 1);
+      }
+      Value major = ix.div(q, perRow), minor = ix.rem(q, perRow);
+      if (tile.plan.alongK) {
+        slot.outer = major;
+        slot.kk = ix.mul(minor, width);
+      } else {
+        slot.outer = ix.mul(minor, width);
+        slot.kk = ix.mul(major, 2);
+      }
+      tile.slots.push_back(slot);
+    }
+  }
+
+  // One vector of the operand at (outer, k), zero where k is past K.
+  Value loadVector(OperandTile &tile, Value outer, Value k, bool alongK) {
+    const int64_t width = tile.plan.width;
+    Value kInside;
+    if (maskK) {
+      kInside = ix.lt(k, p.k);
+      k = ix.min(k, p.k - (alongK ? width : 1));
+    }
+    // A is [M, K] (K along columns), B is [K, N] (K along rows).
+    Value v = tile.isA ? tile.matrix->load(ix, batch, outer, k, /*alongRows=*/!alongK, width)
+                       : tile.matrix->load(ix, batch, k, outer, /*alongRows=*/alongK, width);
+    if (kInside)
+      v = mlir::arith::SelectOp::create(b, loc, kInside, v, zeroVector(ix, storage, width));
+    return v;
+  }
+
+  // Global loads of one operand's slice at K offset `k0`.
+  llvm::SmallVector<Value> loadTile(OperandTile &tile, Value outer0, Value k0) {
+    llvm::SmallVector<Value> values;
+    const bool alongK = tile.plan.alongK;
+    for (const OperandTile::Slot &slot : tile.slots) {
+      Value outer = ix.add(outer0, slot.outer);
+      if (tile.extent % tile.blockOuter != 0)
+        outer = ix.min(outer, tile.extent - (alongK ? 1 : tile.plan.width));
+      Value k = ix.add(k0, slot.kk);
+      values.push_back(loadVector(tile, outer, k, alongK));
+      if (!alongK)
+        values.push_back(loadVector(tile, outer, ix.add(k, 1), alongK));
+    }
+    return values;
+  }
+
+  void storeTile(OperandTile &tile, llvm::ArrayRef<Value> values, Value stage) {
+    const int64_t width = tile.plan.width;
+    size_t next = 0;
+    for (const OperandTile::Slot &slot : tile.slots) {
+      Value first = values[next++];
+      Value second = tile.plan.alongK ? Value() : values[next++];
+      guarded(ix, slot.valid, [&] {
+        if (tile.plan.alongK) {
+          if (width == 1)
+            mlir::memref::StoreOp::create(b, loc, extract(ix, first, 0), tile.shared,
+                                          mlir::ValueRange{stage, slot.outer, slot.kk});
+          else
+            mlir::vector::StoreOp::create(b, loc, first, tile.shared, mlir::ValueRange{stage, slot.outer, slot.kk},
+                                          false, llvm::MaybeAlign(width * eb));
+          return;
+        }
+        // Element i of K rows kk and kk+1: one pair at (outer + i, kk).
+        auto pairType = mlir::VectorType::get({2}, storage);
+        for (int64_t i = 0; i < width; ++i) {
+          Value pair = mlir::vector::FromElementsOp::create(
+              b, loc, pairType, mlir::ValueRange{extract(ix, first, i), extract(ix, second, i)});
+          mlir::vector::StoreOp::create(b, loc, pair, tile.shared,
+                                        mlir::ValueRange{stage, ix.add(slot.outer, i), slot.kk}, false,
+                                        llvm::MaybeAlign(2 * eb));
+        }
+      });
+    }
+  }
+
+  std::pair<llvm::SmallVector<Value>, llvm::SmallVector<Value>> loadBoth(Value step) {
+    Value k0 = ix.mul(step, cfg.blockK);
+    return std::make_pair(loadTile(tileA, m0, k0), loadTile(tileB, n0, k0));
+  }
+
+  // Two consecutive 16-bit elements as one 32-bit mma operand: i32 for
+  // bf16, vector<2xf16> for f16.
+  Value loadPair(Value shared, Value stage, Value outer, Value k) {
+    Value pair = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({2}, storage), shared,
+                                              mlir::ValueRange{stage, outer, k}, false, llvm::MaybeAlign(2 * eb));
+    if (storage.isBF16())
+      return mlir::LLVM::BitcastOp::create(b, loc, b.getI32Type(), pair);
+    return pair;
+  }
+
+  // D += A B on one m16n8k16 tile; `acc` the four f32 of C, in place.
+  void mma(llvm::ArrayRef<Value> fragmentA, llvm::ArrayRef<Value> fragmentB, Value *acc) {
+    auto ptx = storage.isBF16() ? mlir::NVVM::MMATypes::bf16 : mlir::NVVM::MMATypes::f16;
+    auto result = mlir::LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    Value d = mlir::NVVM::MmaOp::create(
+        b, loc, result, fragmentA, fragmentB, mlir::ValueRange{acc[0], acc[1], acc[2], acc[3]},
+        llvm::ArrayRef<int64_t>{kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+        std::array<mlir::NVVM::MMATypes, 2>{ptx, ptx},
+        std::array<mlir::NVVM::MMALayout, 2>{mlir::NVVM::MMALayout::row, mlir::NVVM::MMALayout::col});
+    for (int64_t i = 0; i < 4; ++i)
+      acc[i] = mlir::LLVM::ExtractValueOp::create(b, loc, d, llvm::ArrayRef<int64_t>{i});
+  }
+
+  // One K-slice's products from shared stage `stage`. acc[(i * tilesN + j)
+  // * 4 + r]: m16 tile i, n8 tile j, register r.
+  llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
+    const int64_t tilesM = cfg.tilesM(), tilesN = cfg.tilesN();
+    Value pairK = ix.mul(inGroup, 2);
+    for (int64_t s = 0; s < cfg.blockK / kMmaK; ++s) {
+      llvm::SmallVector<std::array<Value, 4>> fragmentsA;
+      for (int64_t i = 0; i < tilesM; ++i) {
+        std::array<Value, 4> fragment;
+        for (int64_t half = 0; half < 2; ++half)
+          for (int64_t r = 0; r < 2; ++r)
+            fragment[half * 2 + r] =
+                loadPair(tileA.shared, stage, ix.add(ix.add(warpRow, group), i * kMmaM + r * 8),
+                         ix.add(pairK, s * kMmaK + half * 8));
+        fragmentsA.push_back(fragment);
+      }
+      llvm::SmallVector<std::array<Value, 2>> fragmentsB;
+      for (int64_t j = 0; j < tilesN; ++j) {
+        Value col = ix.add(ix.add(warpCol, group), j * kMmaN);
+        fragmentsB.push_back({loadPair(tileB.shared, stage, col, ix.add(pairK, s * kMmaK)),
+                              loadPair(tileB.shared, stage, col, ix.add(pairK, s * kMmaK + 8))});
+      }
+      for (int64_t i = 0; i < tilesM; ++i)
+        for (int64_t j = 0; j < tilesN; ++j)
+          mma(fragmentsA[i], fragmentsB[j], &acc[(i * tilesN + j) * 4]);
+    }
+    return acc;
+  }
+
+  void stageFirstSlice() {
+    auto [va, vb] = loadBoth(ix.c(0));
+    storeTile(tileA, va, ix.c(0));
+    storeTile(tileB, vb, ix.c(0));
+    mlir::gpu::BarrierOp::create(b, loc);
+  }
+
+  mlir::scf::ForOp pipeline() {
+    llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
+    return buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
+      // The next slice first (the last step reloads its own: harmless, and
+      // no branch).
+      Value next = ix.min(ix.add(step, 1), ix.sub(steps, ix.c(1)));
+      auto [va, vb] = loadBoth(next);
+      Value stage = b.createOrFold<mlir::arith::AndIOp>(loc, step, ix.c(1));
+      Value other = b.createOrFold<mlir::arith::XOrIOp>(loc, stage, ix.c(1));
+      acc = compute(stage, acc);
+      storeTile(tileA, va, other);
+      storeTile(tileB, vb, other);
+      mlir::gpu::BarrierOp::create(b, loc);
+      return acc;
+    });
+  }
+
+  // Each lane writes its C fragments: rows g and g+8 of each m16 tile,
+  // columns 2t and 2t+1 of each n8 tile, two columns a store where C's
+  // layout allows (N even: a pair is wholly inside or outside).
+  void writeC(mlir::scf::ForOp loop, int64_t widthCAllowed) {
+    OutputWriter writer{p, c, epilogueOperands};
+    const bool rowEdge = p.m % cfg.blockM != 0, colEdge = p.n % cfg.blockN != 0;
+    const bool pairsWhole = p.n % 2 == 0;
+    const int64_t widthC = pairsWhole && widthCAllowed >= 2 ? 2 : 1;
+    Value pairCol = ix.mul(inGroup, 2);
+    for (int64_t i = 0; i < cfg.tilesM(); ++i) {
+      for (int64_t r = 0; r < 2; ++r) {
+        Value row = ix.add(ix.add(ix.add(m0, warpRow), group), i * kMmaM + r * 8);
+        guarded(ix, rowEdge ? ix.lt(row, p.m) : Value(), [&] {
+          for (int64_t j = 0; j < cfg.tilesN(); ++j) {
+            Value col = ix.add(ix.add(ix.add(n0, warpCol), pairCol), j * kMmaN);
+            int64_t base = (i * cfg.tilesN() + j) * 4 + r * 2;
+            Value values = mlir::vector::FromElementsOp::create(b, loc, mlir::VectorType::get({2}, f32),
+                                                                 mlir::ValueRange{acc(loop, base), acc(loop, base + 1)});
+            if (!colEdge || pairsWhole) {
+              guarded(ix, colEdge ? ix.lt(col, p.n) : Value(), [&] {
+                if (widthC == 2) {
+                  writer.write(ix, values, batch, row, col, 2, /*vectorC=*/true);
+                  return;
+                }
+                for (int64_t e = 0; e < 2; ++e)
+                  writer.write(ix, slice(ix, values, e, 1), batch, row, ix.add(col, e), 1, false);
+              });
+              continue;
+            }
+            for (int64_t e = 0; e < 2; ++e) {
+              Value colE = ix.add(col, e);
+              guarded(ix, ix.lt(colE, p.n),
+                      [&] { writer.write(ix, slice(ix, values, e, 1), batch, row, colE, 1, false); });
+            }
+          }
+        });
+      }
+    }
+  }
+
+  static Value acc(mlir::scf::ForOp loop, int64_t i) { return loop.getResult(i); }
+
+  mlir::OpBuilder &b;
+  mlir::gpu::GPUFuncOp f;
+  mlir::Location loc;
+  Ix ix;
+  const Problem &p;
+  const TensorCoreConfig &cfg;
+  mlir::Type storage, f32;
+  int64_t eb;
+  Matrix a, bm, c;
+  OperandTile tileA, tileB;
+  llvm::SmallVector<Value> epilogueOperands;
+  Value tid, batch, m0, n0, steps, group, inGroup, warpRow, warpCol;
+  bool maskK = false, mFastest = true;
+};
+
+std::string describe(const LoadPlan &plan, const char *outer) {
+  return std::to_string(plan.width) + (plan.alongK ? " along K" : std::string(" along ") + outer);
+}
+
+} // namespace
+
+bool tensorCoresTake(const Problem &p, const DeviceDescription &device) {
+  return (p.storage.isBF16() || p.storage.isF16()) && device.sixteenBitMma;
+}
+
+mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p) {
+  std::string error;
+  auto chosen = chooseTensorCore(p, launch.options, launch.device, error);
+  if (mlir::failed(chosen))
+    return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
+  TensorCoreConfig cfg = *chosen;
+  LoadPlan planA = planOperand(p, p.aType, /*isA=*/true, cfg.blockK, cfg.blockM);
+  LoadPlan planB = planOperand(p, p.bType, /*isA=*/false, cfg.blockK, cfg.blockN);
+  KernelSignature signature;
+  signature.name = launch.name;
+  signature.arguments = argumentTypes(p, /*withAB=*/true);
+  int64_t row = cfg.row(p.elementBytes);
+  signature.workgroupBuffers = {workgroupType({2, cfg.blockM, row}, p.storage),
+                                workgroupType({2, cfg.blockN, row}, p.storage)};
+  signature.bytesMoved = launch.bytes;
+  signature.flops = launch.flops;
+  signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
+  int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
+  bool mFastest = tilesM <= tilesN;
+  LaunchDims dims;
+  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch};
+  dims.block = {cfg.threads(), 1, 1};
+  if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
+    return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
+  int64_t widthC = launch.widthC;
+  MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
+                                  << p.k << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, "
+                                  << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block "
+                                  << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
+                                  << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
+                                  << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors "
+                                  << describe(planB, "N") << ", C vectors "
+                                  << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
+                                  << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N")
+                                  << " tiles fastest, " << cfg.sharedBytes(p.elementBytes)
+                                  << " B shared in two stages\n");
+  return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+    TensorCoreBody(b, f, p, cfg, planA, planB).build(widthC);
+    return mlir::success();
+  });
+}
+
+} // namespace mlpipe::emitters::generated_matmul
