@@ -73,8 +73,7 @@ struct TensorCoreShape {
 // fewest bytes per FLOP; 64x128 and 64x64 (warps of 32x32) where the large
 // tile leaves SMs idle (GPT-2's 1024x768 products: 48 tiles of 128x128 on
 // 132 SMs).
-constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {
-    {{128, 128, 2, 4}, {64, 128, 2, 4}, {64, 64, 2, 2}}};
+constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 4}, {64, 128, 2, 4}, {64, 64, 2, 2}}};
 // The largest candidate whose grid gives every SM at least this many
 // blocks is taken; the smallest where none does.
 constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
@@ -91,9 +90,7 @@ struct TensorCoreConfig {
   int64_t tilesN() const { return warpN() / kMmaN; } // n8 tiles a warp
   // Elements of a shared row (blockK and its pad).
   int64_t row(int64_t elementBytes) const { return blockK + kTensorCorePadBytes / elementBytes; }
-  int64_t sharedBytes(int64_t elementBytes) const {
-    return 2 * (blockM + blockN) * row(elementBytes) * elementBytes;
-  }
+  int64_t sharedBytes(int64_t elementBytes) const { return 2 * (blockM + blockN) * row(elementBytes) * elementBytes; }
 };
 
 std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const DeviceDescription &device) {
@@ -219,18 +216,18 @@ private:
     warpCol = ix.mul(ix.rem(warp, cfg.warpsN), cfg.warpN());
   }
 
-  // Slots: along K, (outer, kk) of each vector; along the outer axis, the
-  // vector's first outer index and the even K row of its pair.
+  // Slots: along K, (outer, kk) of each vector, consecutive threads along
+  // K; along the outer axis, the vector's first outer index and the even K
+  // row of its pair, consecutive threads on consecutive pairs. Shared rows
+  // 8 apart share banks (8 x 20 words), so threads storing pairs into rows
+  // of one vector apart would all hit one bank: threads of consecutive
+  // pairs store into the same row at consecutive words instead (two
+  // vectors a warp: two ways at most).
   void placeSlots(OperandTile &tile) {
     const int64_t threads = cfg.threads(), width = tile.plan.width;
-    int64_t vectors, perRow;
-    if (tile.plan.alongK) {
-      vectors = tile.blockOuter * cfg.blockK / width;
-      perRow = cfg.blockK / width;
-    } else {
-      vectors = tile.blockOuter / width * (cfg.blockK / 2);
-      perRow = tile.blockOuter / width;
-    }
+    const int64_t vectors =
+        tile.plan.alongK ? tile.blockOuter * cfg.blockK / width : tile.blockOuter / width * (cfg.blockK / 2);
+    const int64_t perRow = tile.plan.alongK ? cfg.blockK / width : cfg.blockK / 2;
     for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
       Value q = ix.add(tid, j * threads);
       OperandTile::Slot slot;
@@ -243,8 +240,8 @@ private:
         slot.outer = major;
         slot.kk = ix.mul(minor, width);
       } else {
-        slot.outer = ix.mul(minor, width);
-        slot.kk = ix.mul(major, 2);
+        slot.outer = ix.mul(major, width);
+        slot.kk = ix.mul(minor, 2);
       }
       tile.slots.push_back(slot);
     }
@@ -350,9 +347,8 @@ private:
         std::array<Value, 4> fragment;
         for (int64_t half = 0; half < 2; ++half)
           for (int64_t r = 0; r < 2; ++r)
-            fragment[half * 2 + r] =
-                loadPair(tileA.shared, stage, ix.add(ix.add(warpRow, group), i * kMmaM + r * 8),
-                         ix.add(pairK, s * kMmaK + half * 8));
+            fragment[half * 2 + r] = loadPair(tileA.shared, stage, ix.add(ix.add(warpRow, group), i * kMmaM + r * 8),
+                                              ix.add(pairK, s * kMmaK + half * 8));
         fragmentsA.push_back(fragment);
       }
       llvm::SmallVector<std::array<Value, 2>> fragmentsB;
@@ -409,7 +405,7 @@ private:
             Value col = ix.add(ix.add(ix.add(n0, warpCol), pairCol), j * kMmaN);
             int64_t base = (i * cfg.tilesN() + j) * 4 + r * 2;
             Value values = mlir::vector::FromElementsOp::create(b, loc, mlir::VectorType::get({2}, f32),
-                                                                 mlir::ValueRange{acc(loop, base), acc(loop, base + 1)});
+                                                                mlir::ValueRange{acc(loop, base), acc(loop, base + 1)});
             if (!colEdge || pairsWhole) {
               guarded(ix, colEdge ? ix.lt(col, p.n) : Value(), [&] {
                 if (widthC == 2) {
@@ -484,17 +480,15 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
   int64_t widthC = launch.widthC;
-  MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
-                                  << p.k << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, "
-                                  << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block "
-                                  << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
-                                  << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
-                                  << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors "
-                                  << describe(planB, "N") << ", C vectors "
-                                  << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
-                                  << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N")
-                                  << " tiles fastest, " << cfg.sharedBytes(p.elementBytes)
-                                  << " B shared in two stages\n");
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
+                  << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", "
+                  << cfg.warps() << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
+                  << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N")
+                  << ", C vectors " << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
+                  << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, "
+                  << cfg.sharedBytes(p.elementBytes) << " B shared in two stages\n");
   return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     TensorCoreBody(b, f, p, cfg, planA, planB).build(widthC);
     return mlir::success();
