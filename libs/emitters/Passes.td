@@ -94,10 +94,10 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     Option<"matmul", "matmul", "std::string", /*default=*/"\"generated\"",
            "Matmul fusions left for this pass: 'generated' (the register-tiled kernel, or tensor cores for bf16/f16)">,
   ];
-  // LLVM and NVVM: the tensor-core matmul's mma.sync.
+  // LLVM, NVVM and NVGPU: the tensor-core matmul's mma.sync and ldmatrix.
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
-                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect"];
+                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect", "mlir::nvgpu::NVGPUDialect"];
 }
 
 #endif // MLPIPE_EMITTERS_PASSES

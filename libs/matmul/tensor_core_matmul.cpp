@@ -8,7 +8,7 @@
 //                                           behind the mma.sync below)
 //     for each 16 of the slice's K:
 //       A fragments of the warp's m16 tiles, B fragments of its n8 tiles
-//       (32-bit shared loads), one mma.sync per (m16, n8) pair
+//       (ldmatrix.x4), one mma.sync per (m16, n8) pair
 //     shared stage (t+1)&1 <- registers
 //     barrier
 //   C <- epilogue(acc [+ C])               (two columns a store)
@@ -26,11 +26,13 @@
 //   C              rows g, g+8 at columns 2t, 2t+1.
 //
 // Shared memory holds both operands K-contiguous, [stage][outer][K]: A as
-// [m][k], B as [n][k] (B's columns), so that every fragment register is one
-// 32-bit load of two consecutive K elements. Each row is padded by 16 bytes
-// (blockK = 32: 80-byte rows, 20 words): the 8 rows g and 4 pairs t of a
-// warp's fragment load then fall in 32 distinct banks, and rows stay
-// 16-byte aligned for 128-bit stores.
+// [m][k], B as [n][k] (B's columns), so that fragments are ldmatrix's 8x8
+// matrices as they are stored (no .trans): one ldmatrix.x4 gives a lane
+// its four A registers of an m16 tile, or its B registers of two n8 tiles.
+// Each row is padded by 16 bytes (blockK = 32: 80-byte rows): the 8 rows
+// of a matrix, 16 bytes each, then fall in distinct 16-byte bank groups
+// (80 r mod 128), and rows stay 16-byte aligned, as ldmatrix and the
+// 128-bit stores need.
 //
 // Global reads go along whichever axis of the operand has unit stride, as
 // 128-bit vectors (8 elements) where the layout keeps them aligned. Along K
@@ -45,6 +47,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
 #include <algorithm>
 #include <array>
@@ -214,6 +217,15 @@ private:
     inGroup = ix.rem(lane, kLanesPerRow);
     warpRow = ix.mul(ix.div(warp, cfg.warpsN), cfg.warpM());
     warpCol = ix.mul(ix.rem(warp, cfg.warpsN), cfg.warpN());
+    // The row each lane addresses for ldmatrix.x4 (loadMatrices): of A,
+    // row l % 8, 8 further for matrices 1 and 3, K 8 further for matrices 2
+    // and 3; of B, n l % 8, K 8 further for matrices 1 and 3, the next n8
+    // tile for matrices 2 and 3.
+    Value rowInMatrix = ix.rem(lane, 8), matrix = ix.div(lane, 8);
+    addressRowA = ix.add(ix.add(warpRow, rowInMatrix), ix.mul(ix.rem(matrix, 2), 8));
+    addressKA = ix.mul(ix.div(matrix, 2), 8);
+    addressRowB = ix.add(ix.add(warpCol, rowInMatrix), ix.mul(ix.div(matrix, 2), kMmaN));
+    addressKB = ix.mul(ix.rem(matrix, 2), 8);
   }
 
   // Slots: along K, (outer, kk) of each vector, consecutive threads along
@@ -315,12 +327,26 @@ private:
 
   // Two consecutive 16-bit elements as one 32-bit mma operand: i32 for
   // bf16, vector<2xf16> for f16.
-  Value loadPair(Value shared, Value stage, Value outer, Value k) {
-    Value pair = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({2}, storage), shared,
-                                              mlir::ValueRange{stage, outer, k}, false, llvm::MaybeAlign(2 * eb));
+  Value operand(Value pair) {
     if (storage.isBF16())
       return mlir::LLVM::BitcastOp::create(b, loc, b.getI32Type(), pair);
     return pair;
+  }
+
+  // `count` 8x8 matrices of a shared stage by one ldmatrix: lane l gives
+  // the address of row l % 8 of matrix l / 8 (`outer`, `k`: its row and
+  // first K), and receives, of each matrix j, row l / 4 at K 2(l % 4) and
+  // the next: register j of an A fragment (matrices: rows 0-7 and 8-15 at
+  // K 0-7, then at K 8-15) or of B fragments ([n][k] rows: n 0-7 at K 0-7
+  // and 8-15 for one n8 tile, then the next tile's).
+  llvm::SmallVector<Value> loadMatrices(Value shared, Value stage, Value outer, Value k, int64_t count) {
+    auto type = mlir::VectorType::get({count, 2}, storage);
+    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, shared, mlir::ValueRange{stage, outer, k},
+                                                     /*transpose=*/false, static_cast<uint32_t>(count));
+    llvm::SmallVector<Value> registers;
+    for (int64_t j = 0; j < count; ++j)
+      registers.push_back(operand(mlir::vector::ExtractOp::create(b, loc, matrices, j)));
+    return registers;
   }
 
   // D += A B on one m16n8k16 tile; `acc` the four f32 of C, in place.
@@ -340,22 +366,21 @@ private:
   // * 4 + r]: m16 tile i, n8 tile j, register r.
   llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
     const int64_t tilesM = cfg.tilesM(), tilesN = cfg.tilesN();
-    Value pairK = ix.mul(inGroup, 2);
     for (int64_t s = 0; s < cfg.blockK / kMmaK; ++s) {
-      llvm::SmallVector<std::array<Value, 4>> fragmentsA;
-      for (int64_t i = 0; i < tilesM; ++i) {
-        std::array<Value, 4> fragment;
-        for (int64_t half = 0; half < 2; ++half)
-          for (int64_t r = 0; r < 2; ++r)
-            fragment[half * 2 + r] = loadPair(tileA.shared, stage, ix.add(ix.add(warpRow, group), i * kMmaM + r * 8),
-                                              ix.add(pairK, s * kMmaK + half * 8));
-        fragmentsA.push_back(fragment);
-      }
-      llvm::SmallVector<std::array<Value, 2>> fragmentsB;
-      for (int64_t j = 0; j < tilesN; ++j) {
-        Value col = ix.add(ix.add(warpCol, group), j * kMmaN);
-        fragmentsB.push_back({loadPair(tileB.shared, stage, col, ix.add(pairK, s * kMmaK)),
-                              loadPair(tileB.shared, stage, col, ix.add(pairK, s * kMmaK + 8))});
+      // A: one ldmatrix.x4 a m16 tile.
+      llvm::SmallVector<llvm::SmallVector<Value>> fragmentsA;
+      for (int64_t i = 0; i < tilesM; ++i)
+        fragmentsA.push_back(
+            loadMatrices(tileA.shared, stage, ix.add(addressRowA, i * kMmaM), ix.add(addressKA, s * kMmaK), 4));
+      // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone).
+      llvm::SmallVector<llvm::SmallVector<Value>> fragmentsB;
+      for (int64_t j = 0; j < tilesN; j += 2) {
+        int64_t count = j + 1 < tilesN ? 4 : 2;
+        llvm::SmallVector<Value> registers =
+            loadMatrices(tileB.shared, stage, ix.add(addressRowB, j * kMmaN), ix.add(addressKB, s * kMmaK), count);
+        fragmentsB.push_back({registers[0], registers[1]});
+        if (count == 4)
+          fragmentsB.push_back({registers[2], registers[3]});
       }
       for (int64_t i = 0; i < tilesM; ++i)
         for (int64_t j = 0; j < tilesN; ++j)
@@ -442,6 +467,7 @@ private:
   OperandTile tileA, tileB;
   llvm::SmallVector<Value> epilogueOperands;
   Value tid, batch, m0, n0, steps, group, inGroup, warpRow, warpCol;
+  Value addressRowA, addressKA, addressRowB, addressKB;
   bool maskK = false, mFastest = true;
 };
 

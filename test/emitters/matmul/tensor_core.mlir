@@ -11,7 +11,9 @@
 // 64x32: 4x4 mma tiles, 64 f32 accumulators a lane), K in slices of 32
 // through two shared stages of 128 rows of 32 + 8 (pad) elements; A and B
 // read as 128-bit vectors (A along K, B along N, stored as pairs of K
-// rows); fragments as 32-bit shared loads, bf16 pairs as i32.
+// rows); fragments by ldmatrix.x4 (per 16 of K, one for each of the
+// warp's 4 m16 tiles, one for each pair of its 4 n8 tiles), bf16 pairs as
+// i32.
 // CHECK-LABEL: func.func @c_fc
 // CHECK-NOT: linalg.
 // CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
@@ -23,7 +25,9 @@
 // CHECK: gpu.barrier
 // CHECK: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
 // CHECK: vector.load %[[B]]
-// CHECK: %[[PAIR:.*]] = vector.load %[[SA]][{{.*}}] {alignment = 4 : i64} : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: %[[PAIR:.*]] = vector.extract %{{.*}}[3] : vector<2xbf16> from vector<4x2xbf16>
 // CHECK: llvm.bitcast %[[PAIR]] : vector<2xbf16> to i32
 // CHECK-COUNT-32: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.mma.sync
@@ -109,5 +113,6 @@ func.func @step(%a: memref<1x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1x
 
 // PTX80: ptx-check: 5 kernels assembled for sm_80
 // PTX90: ptx-check: 5 kernels assembled for sm_90
+// MMA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
