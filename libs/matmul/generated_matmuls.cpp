@@ -187,6 +187,7 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
     }
     options.splitK = splitK;
     options.vectorWidth = vectorWidth;
+    options.asyncCopy = asyncCopy;
 
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     module.walk([&](mlir::linalg::LinalgOp op) {

@@ -100,6 +100,10 @@ public:
 
   mlir::VectorType vectorType(int64_t width) const { return mlir::VectorType::get({width}, element()); }
 
+  // The operand as a view whose innermost dimension is its rows (itself)
+  // or, `alongRows`, its columns (a transposed view, made once).
+  Value along(const Ix &ix, bool alongRows) { return alongRows ? transposed(ix) : value_; }
+
 private:
   llvm::SmallVector<Value> indices(Value batch, Value row, Value col) const {
     if (type_.getRank() == 3)

@@ -84,6 +84,9 @@ struct GeneratedMatmulOptions {
   int64_t splitK = 0;
   // The widest global load or store, in elements (0: 128 bits).
   int64_t vectorWidth = 0;
+  // The tensor-core form stages K-slices by cp.async where both operands
+  // are read as vectors (false: through registers, as the CUDA-core forms).
+  bool asyncCopy = true;
 };
 
 // Builds the kernel (through `kernels`, named `name`) and launches it at the

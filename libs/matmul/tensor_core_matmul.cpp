@@ -1,21 +1,33 @@
 // The generated matmul's tensor-core form: A and B stored in bf16 or f16,
 // products on mma.sync m16n8k16 with f32 accumulation (sm_80 and later),
-// K-slices staged through double-buffered shared memory by registers:
+// fragments by ldmatrix, K-slices staged through shared memory in one of
+// two ways.
 //
-//   stage slice 0 of A and B into shared stage 0; barrier
+// By cp.async, where both operands are read as vectors (4 to 16 bytes), in
+// S stages (2 to 4, as many as the static shared memory holds):
+//
+//   cp.async slices 0 .. S-2 into stages 0 .. S-2, a group each
 //   for t in slices:                       (blockK of K per step)
-//     registers <- global slice t+1        (issued first: its latency hides
-//                                           behind the mma.sync below)
+//     wait until at most S-2 groups are pending; barrier
+//                                          (slice t has landed, and every
+//                                           thread is done with step t-1)
+//     cp.async slice t+S-1 into stage (t-1) mod S, a group
 //     for each 16 of the slice's K:
 //       A fragments of the warp's m16 tiles, B fragments of its n8 tiles
 //       (ldmatrix.x4), one mma.sync per (m16, n8) pair
-//     shared stage (t+1)&1 <- registers
-//     barrier
 //   C <- epilogue(acc [+ C])               (two columns a store)
 //
-// One barrier per step suffices with two stages, as in the tiled form: step
-// t writes the stage step t-1 read, after every thread passed step t-1's
-// barrier.
+// Through registers otherwise (an odd extent: scalar reads), two stages:
+//
+//   stage slice 0 into shared stage 0; barrier
+//   for t in slices:
+//     registers <- global slice t+1        (issued first: its latency hides
+//                                           behind the mma.sync below)
+//     the products of slice t, as above
+//     shared stage (t+1)&1 <- registers; barrier
+//
+// (one barrier per step suffices: step t writes the stage step t-1 read,
+// after every thread passed step t-1's barrier).
 //
 // A block computes a blockM x blockN tile of C with warpsM x warpsN warps,
 // each warp a (blockM / warpsM) x (blockN / warpsN) tile: a grid of m16n8
@@ -25,22 +37,25 @@
 //   B (col-major)  K 2t, 2t+1 (then 8 further) at column g;
 //   C              rows g, g+8 at columns 2t, 2t+1.
 //
-// Shared memory holds both operands K-contiguous, [stage][outer][K]: A as
-// [m][k], B as [n][k] (B's columns), so that fragments are ldmatrix's 8x8
-// matrices as they are stored (no .trans): one ldmatrix.x4 gives a lane
-// its four A registers of an m16 tile, or its B registers of two n8 tiles.
-// Each row is padded by 16 bytes (blockK = 32: 80-byte rows): the 8 rows
-// of a matrix, 16 bytes each, then fall in distinct 16-byte bank groups
-// (80 r mod 128), and rows stay 16-byte aligned, as ldmatrix and the
-// 128-bit stores need.
+// Shared memory holds each operand along its contiguous axis. K-major
+// ([stage][outer][k]: A as [m][k], B as [n][k], B's columns) holds the
+// fragments as ldmatrix's 8x8 matrices: one ldmatrix.x4 gives a lane its
+// four A registers of an m16 tile, or its B registers of two n8 tiles.
+// Outer-major ([stage][k][outer], an operand read along M or N by
+// cp.async: B as stored, [k][n]) holds them transposed, and ldmatrix.trans
+// hands out the same registers. Each row is padded by 16 bytes (80-byte
+// K-major rows at blockK = 32, 272-byte [k][n] rows at blockN = 128): the
+// 8 rows of a matrix, 16 bytes each, fall in distinct 16-byte bank groups,
+// and rows stay 16-byte aligned, as ldmatrix and cp.async need.
 //
 // Global reads go along whichever axis of the operand has unit stride, as
-// 128-bit vectors (8 elements) where the layout keeps them aligned. Along K
-// a vector is stored as it is; along M (A) or N (B), as with a transposed
-// view, a thread loads the same vector from two consecutive K rows and
-// stores each element pair as one 32-bit store. Rows of A and columns of B
-// past the edge are clamped to the last one (they feed only elements of C
-// that are never stored); K past the edge reads as zero.
+// 128-bit vectors (8 elements) where the layout keeps them aligned. Through
+// registers, a vector along K is stored as it is; along M (A) or N (B), as
+// with a transposed view, a thread loads the same vector from two
+// consecutive K rows and stores each element pair as one 32-bit store into
+// the K-major tile. Rows of A and columns of B past the edge are clamped to
+// the last one (they feed only elements of C that are never stored); K
+// past the edge reads as zero (cp.async: zero-filled, nothing read).
 #include "matmul/matmul_building.h"
 
 #include "codegen/debug.h"
@@ -80,6 +95,11 @@ constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 4},
 // The largest candidate whose grid gives every SM at least this many
 // blocks is taken; the smallest where none does.
 constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
+// Shared stages of the cp.async pipeline, at most: with slice t computed,
+// slices t+1 .. t+stages-1 are in flight. As many as the static shared
+// memory holds (48 KiB: two for 128x128 tiles, four for 64x64); more buys
+// little once a few slices cover the latency of global memory.
+constexpr int64_t kMaxAsyncStages = 4;
 
 struct TensorCoreConfig {
   int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
@@ -95,6 +115,53 @@ struct TensorCoreConfig {
   int64_t row(int64_t elementBytes) const { return blockK + kTensorCorePadBytes / elementBytes; }
   int64_t sharedBytes(int64_t elementBytes) const { return 2 * (blockM + blockN) * row(elementBytes) * elementBytes; }
 };
+
+// How K-slices reach shared memory: by cp.async into `stages` stages, each
+// operand stored along its contiguous axis (K-major: [outer][k], read by
+// ldmatrix; outer-major: [k][outer], read by ldmatrix.trans), where both
+// operands are read as vectors of 4 to 16 bytes; otherwise through
+// registers into two K-major stages (a transposed store of pairs where an
+// operand's contiguous axis is not K).
+struct Staging {
+  bool async = false;
+  int64_t stages = 2;
+  bool kMajorA = true, kMajorB = true;
+};
+
+// Elements of a shared row, and the shape of an operand's buffer.
+int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kTensorCorePadBytes / elementBytes; }
+llvm::SmallVector<int64_t> sharedShape(const TensorCoreConfig &c, int64_t stages, int64_t blockOuter, bool kMajor,
+                                       int64_t elementBytes) {
+  if (kMajor)
+    return {stages, blockOuter, sharedRow(c.blockK, elementBytes)};
+  return {stages, c.blockK, sharedRow(blockOuter, elementBytes)};
+}
+int64_t sharedBytesOf(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
+  auto bytes = [&](int64_t outer, bool kMajor) {
+    auto shape = sharedShape(c, staging.stages, outer, kMajor, elementBytes);
+    return shape[0] * shape[1] * shape[2] * elementBytes;
+  };
+  return bytes(c.blockM, staging.kMajorA) + bytes(c.blockN, staging.kMajorB);
+}
+
+Staging chooseStaging(const TensorCoreConfig &c, const Problem &p, const LoadPlan &planA, const LoadPlan &planB,
+                      const GeneratedMatmulOptions &options, const DeviceDescription &device) {
+  Staging staging;
+  // cp.async copies 4, 8 or 16 bytes: vectors of at least two elements;
+  // every thread copies the same number of them (its copies are then one
+  // group of tokens, with no thread left out).
+  auto whole = [&](const LoadPlan &plan, int64_t outer) { return outer * c.blockK / plan.width % c.threads() == 0; };
+  if (!options.asyncCopy || planA.width < 2 || planB.width < 2 || !whole(planA, c.blockM) || !whole(planB, c.blockN))
+    return staging;
+  Staging async;
+  async.async = true;
+  async.kMajorA = planA.alongK;
+  async.kMajorB = planB.alongK;
+  async.stages = 1;
+  int64_t stageBytes = sharedBytesOf(c, async, p.elementBytes);
+  async.stages = std::min<int64_t>(kMaxAsyncStages, device.sharedMemoryPerBlock / stageBytes);
+  return async.stages >= 2 ? async : staging;
+}
 
 std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const DeviceDescription &device) {
   if (c.blockM <= 0 || c.blockN <= 0 || c.blockM % c.warpsM != 0 || c.blockN % c.warpsN != 0 ||
@@ -155,7 +222,11 @@ struct OperandTile {
   bool isA = true;
   LoadPlan plan;
   int64_t blockOuter = 0, extent = 0; // the tile's and the operand's outer size
+  bool kMajor = true;                 // shared [outer][k], else [k][outer]
   Value shared;
+  // The shared row and K each lane addresses for ldmatrix (loadMatrices),
+  // relative to the warp's tile and the mma K-step.
+  Value laneOuter, laneK;
   struct Slot {
     Value outer, kk, valid; // valid: null when every thread has this slot
   };
@@ -165,20 +236,22 @@ struct OperandTile {
 class TensorCoreBody {
 public:
   TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
-                 const LoadPlan &planA, const LoadPlan &planB)
-      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), storage(p.storage), f32(b.getF32Type()),
-        eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
+                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), storage(p.storage),
+        f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
         c(f.getArgument(2), bytesOfElement(p.cType)) {
     tileA.matrix = &a;
     tileA.isA = true;
     tileA.plan = planA;
     tileA.blockOuter = cfg.blockM;
     tileA.extent = p.m;
+    tileA.kMajor = staging.kMajorA;
     tileB.matrix = &bm;
     tileB.isA = false;
     tileB.plan = planB;
     tileB.blockOuter = cfg.blockN;
     tileB.extent = p.n;
+    tileB.kMajor = staging.kMajorB;
   }
 
   void build(int64_t widthCAllowed) {
@@ -190,8 +263,13 @@ public:
     placeBlock();
     placeSlots(tileA);
     placeSlots(tileB);
-    stageFirstSlice();
-    mlir::scf::ForOp loop = pipeline();
+    mlir::scf::ForOp loop;
+    if (staging.async) {
+      loop = asyncPipeline();
+    } else {
+      stageFirstSlice();
+      loop = pipeline();
+    }
     writeC(loop, widthCAllowed);
   }
 
@@ -217,15 +295,26 @@ private:
     inGroup = ix.rem(lane, kLanesPerRow);
     warpRow = ix.mul(ix.div(warp, cfg.warpsN), cfg.warpM());
     warpCol = ix.mul(ix.rem(warp, cfg.warpsN), cfg.warpN());
-    // The row each lane addresses for ldmatrix.x4 (loadMatrices): of A,
-    // row l % 8, 8 further for matrices 1 and 3, K 8 further for matrices 2
-    // and 3; of B, n l % 8, K 8 further for matrices 1 and 3, the next n8
-    // tile for matrices 2 and 3.
+    // The row each lane addresses for ldmatrix.x4 (loadMatrices), lane l
+    // giving row l % 8 of matrix l / 8. Of A: matrices 1 and 3 are 8 rows
+    // (M) further, 2 and 3 are 8 further along K; of B: 1 and 3 are 8
+    // further along K, 2 and 3 the next n8 tile. A shared row is along K
+    // (K-major) or along the operand's other axis (outer-major, read
+    // transposed).
     Value rowInMatrix = ix.rem(lane, 8), matrix = ix.div(lane, 8);
-    addressRowA = ix.add(ix.add(warpRow, rowInMatrix), ix.mul(ix.rem(matrix, 2), 8));
-    addressKA = ix.mul(ix.div(matrix, 2), 8);
-    addressRowB = ix.add(ix.add(warpCol, rowInMatrix), ix.mul(ix.div(matrix, 2), kMmaN));
-    addressKB = ix.mul(ix.rem(matrix, 2), 8);
+    Value matrixLow = ix.mul(ix.rem(matrix, 2), 8), matrixHigh = ix.mul(ix.div(matrix, 2), 8);
+    placeLanes(tileA, warpRow, rowInMatrix, /*outerStep=*/matrixLow, /*kStep=*/matrixHigh);
+    placeLanes(tileB, warpCol, rowInMatrix, /*outerStep=*/matrixHigh, /*kStep=*/matrixLow);
+  }
+
+  void placeLanes(OperandTile &tile, Value warpOrigin, Value rowInMatrix, Value outerStep, Value kStep) {
+    if (tile.kMajor) {
+      tile.laneOuter = ix.add(ix.add(warpOrigin, rowInMatrix), outerStep);
+      tile.laneK = kStep;
+    } else {
+      tile.laneOuter = ix.add(warpOrigin, outerStep);
+      tile.laneK = ix.add(rowInMatrix, kStep);
+    }
   }
 
   // Slots: along K, (outer, kk) of each vector, consecutive threads along
@@ -236,6 +325,10 @@ private:
   // pairs store into the same row at consecutive words instead (two
   // vectors a warp: two ways at most).
   void placeSlots(OperandTile &tile) {
+    if (staging.async) {
+      placeAsyncSlots(tile);
+      return;
+    }
     const int64_t threads = cfg.threads(), width = tile.plan.width;
     const int64_t vectors =
         tile.plan.alongK ? tile.blockOuter * cfg.blockK / width : tile.blockOuter / width * (cfg.blockK / 2);
@@ -257,6 +350,93 @@ private:
       }
       tile.slots.push_back(slot);
     }
+  }
+
+  // cp.async slots: one vector each, consecutive threads along the
+  // operand's contiguous axis (K for a K-major tile, else the outer axis),
+  // so that a warp's copies read contiguous global rows and fill
+  // contiguous shared rows.
+  void placeAsyncSlots(OperandTile &tile) {
+    const int64_t threads = cfg.threads(), width = tile.plan.width;
+    const int64_t vectors = tile.blockOuter * cfg.blockK / width;
+    const int64_t perRow = (tile.kMajor ? cfg.blockK : tile.blockOuter) / width;
+    for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
+      // (chooseStaging: every thread has every slot.)
+      Value q = ix.add(tid, j * threads);
+      OperandTile::Slot slot;
+      Value major = ix.div(q, perRow), minor = ix.mul(ix.rem(q, perRow), width);
+      slot.outer = tile.kMajor ? major : minor;
+      slot.kk = tile.kMajor ? minor : major;
+      tile.slots.push_back(slot);
+    }
+  }
+
+  // The cp.async copies of one operand's slice `slice` into shared stage
+  // `stage`: rows (or columns) past the edge clamped, K past the edge
+  // zero-filled (no bytes read from global memory).
+  void copySlice(OperandTile &tile, Value slice, Value stage, llvm::SmallVectorImpl<Value> &tokens) {
+    const int64_t width = tile.plan.width;
+    const bool kMajor = tile.kMajor;
+    Value k0 = ix.mul(slice, cfg.blockK);
+    Value source = tile.matrix->along(ix, /*alongRows=*/tile.isA ? !kMajor : kMajor);
+    for (const OperandTile::Slot &slot : tile.slots) {
+      {
+        Value outer = ix.add(tile.isA ? m0 : n0, slot.outer);
+        if (tile.extent % tile.blockOuter != 0)
+          outer = ix.min(outer, tile.extent - (kMajor ? 1 : width));
+        Value k = ix.add(k0, slot.kk);
+        Value present;
+        if (maskK) {
+          present = mlir::arith::SelectOp::create(b, loc, ix.lt(k, p.k), ix.c(width), ix.c(0));
+          k = ix.min(k, p.k - (kMajor ? width : 1));
+        }
+        // The source view's innermost axis is the contiguous one.
+        llvm::SmallVector<Value> from;
+        if (p.rank == 3)
+          from.push_back(batch);
+        from.push_back(kMajor ? outer : k);
+        from.push_back(kMajor ? k : outer);
+        llvm::SmallVector<Value> to{stage, kMajor ? slot.outer : slot.kk, kMajor ? slot.kk : slot.outer};
+        mlir::UnitAttr bypassL1 = width * eb == 16 ? b.getUnitAttr() : mlir::UnitAttr();
+        tokens.push_back(mlir::nvgpu::DeviceAsyncCopyOp::create(b, loc, tile.shared, to, source, from,
+                                                                b.getIndexAttr(width), present, bypassL1));
+      }
+    }
+  }
+
+  // Both operands' slice `slice` into `stage`, as one group of copies.
+  Value copySlices(Value slice, Value stage) {
+    llvm::SmallVector<Value> tokens;
+    copySlice(tileA, slice, stage, tokens);
+    copySlice(tileB, slice, stage, tokens);
+    return mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+  }
+
+  // The cp.async pipeline: slices 0 .. stages-2 in flight first; at step
+  // t, wait until at most stages-2 groups are pending (slice t has
+  // landed: this thread's copies), a barrier (every thread's have, and
+  // every thread has finished step t-1, whose stage the next copies
+  // overwrite), slice t+stages-1 issued into that stage, then slice t
+  // multiplied. Slices past the last are clamped to it: copies into a
+  // stage no later step reads.
+  mlir::scf::ForOp asyncPipeline() {
+    const int64_t stages = staging.stages;
+    const int64_t totalSteps = llvm::divideCeilSigned(p.k, cfg.blockK);
+    Value group;
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      group = copySlices(ix.c(std::min(s, totalSteps - 1)), ix.c(s));
+    llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
+    mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
+      // (wait_group takes no group: the token only orders the ops.)
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
+      mlir::gpu::BarrierOp::create(b, loc);
+      Value ahead = ix.add(step, stages - 1);
+      copySlices(ix.min(ahead, totalSteps - 1), ix.rem(ahead, stages));
+      return compute(ix.rem(step, stages), acc);
+    });
+    // No copy outlives the kernel.
+    mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
+    return loop;
   }
 
   // One vector of the operand at (outer, k), zero where k is past K.
@@ -339,10 +519,14 @@ private:
   // the next: register j of an A fragment (matrices: rows 0-7 and 8-15 at
   // K 0-7, then at K 8-15) or of B fragments ([n][k] rows: n 0-7 at K 0-7
   // and 8-15 for one n8 tile, then the next tile's).
-  llvm::SmallVector<Value> loadMatrices(Value shared, Value stage, Value outer, Value k, int64_t count) {
+  // An outer-major tile ([k][outer]) holds the same matrices transposed:
+  // lane l then addresses K row l % 8, and ldmatrix.trans hands it the
+  // same elements.
+  llvm::SmallVector<Value> loadMatrices(const OperandTile &tile, Value stage, Value outer, Value k, int64_t count) {
     auto type = mlir::VectorType::get({count, 2}, storage);
-    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, shared, mlir::ValueRange{stage, outer, k},
-                                                     /*transpose=*/false, static_cast<uint32_t>(count));
+    llvm::SmallVector<Value> at{stage, tile.kMajor ? outer : k, tile.kMajor ? k : outer};
+    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, tile.shared, at,
+                                                     /*transpose=*/!tile.kMajor, static_cast<uint32_t>(count));
     llvm::SmallVector<Value> registers;
     for (int64_t j = 0; j < count; ++j)
       registers.push_back(operand(mlir::vector::ExtractOp::create(b, loc, matrices, j)));
@@ -371,13 +555,13 @@ private:
       llvm::SmallVector<llvm::SmallVector<Value>> fragmentsA;
       for (int64_t i = 0; i < tilesM; ++i)
         fragmentsA.push_back(
-            loadMatrices(tileA.shared, stage, ix.add(addressRowA, i * kMmaM), ix.add(addressKA, s * kMmaK), 4));
+            loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kMmaK), 4));
       // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone).
       llvm::SmallVector<llvm::SmallVector<Value>> fragmentsB;
       for (int64_t j = 0; j < tilesN; j += 2) {
         int64_t count = j + 1 < tilesN ? 4 : 2;
         llvm::SmallVector<Value> registers =
-            loadMatrices(tileB.shared, stage, ix.add(addressRowB, j * kMmaN), ix.add(addressKB, s * kMmaK), count);
+            loadMatrices(tileB, stage, ix.add(tileB.laneOuter, j * kMmaN), ix.add(tileB.laneK, s * kMmaK), count);
         fragmentsB.push_back({registers[0], registers[1]});
         if (count == 4)
           fragmentsB.push_back({registers[2], registers[3]});
@@ -461,13 +645,13 @@ private:
   Ix ix;
   const Problem &p;
   const TensorCoreConfig &cfg;
+  const Staging &staging;
   mlir::Type storage, f32;
   int64_t eb;
   Matrix a, bm, c;
   OperandTile tileA, tileB;
   llvm::SmallVector<Value> epilogueOperands;
   Value tid, batch, m0, n0, steps, group, inGroup, warpRow, warpCol;
-  Value addressRowA, addressKA, addressRowB, addressKB;
   bool maskK = false, mFastest = true;
 };
 
@@ -492,9 +676,10 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   KernelSignature signature;
   signature.name = launch.name;
   signature.arguments = argumentTypes(p, /*withAB=*/true);
-  int64_t row = cfg.row(p.elementBytes);
-  signature.workgroupBuffers = {workgroupType({2, cfg.blockM, row}, p.storage),
-                                workgroupType({2, cfg.blockN, row}, p.storage)};
+  Staging staging = chooseStaging(cfg, p, planA, planB, launch.options, launch.device);
+  signature.workgroupBuffers = {
+      workgroupType(sharedShape(cfg, staging.stages, cfg.blockM, staging.kMajorA, p.elementBytes), p.storage),
+      workgroupType(sharedShape(cfg, staging.stages, cfg.blockN, staging.kMajorB, p.elementBytes), p.storage)};
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
   signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
@@ -514,9 +699,13 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
                   << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N")
                   << ", C vectors " << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
                   << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, "
-                  << cfg.sharedBytes(p.elementBytes) << " B shared in two stages\n");
+                  << sharedBytesOf(cfg, staging, p.elementBytes) << " B shared in " << staging.stages << " stages "
+                  << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
+                                          ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
+                                    : std::string("through registers"))
+                  << "\n");
   return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-    TensorCoreBody(b, f, p, cfg, planA, planB).build(widthC);
+    TensorCoreBody(b, f, p, cfg, staging, planA, planB).build(widthC);
     return mlir::success();
   });
 }

@@ -10,7 +10,8 @@ linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by interpreting the kernels' ops
 (arith, math, memref, vector, scf, gpu; nvvm.mma.sync and nvgpu.ldmatrix
-across a warp's lanes) for every thread of every block.
+across a warp's lanes; cp.async as nvgpu.device_async_copy, its data
+landing at the wait_group that covers it) for every thread of every block.
 The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
@@ -495,7 +496,7 @@ def attrs_alignment(attrs):
 
 
 class Thread:
-    __slots__ = ("tid", "bid", "key", "shared_log", "global_log")
+    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "pending", "groups")
 
     def __init__(self, tid, bid, shared_log, global_log):
         self.tid = tid
@@ -503,6 +504,10 @@ class Thread:
         self.key = (bid, tid)
         self.shared_log = shared_log
         self.global_log = global_log
+        # cp.async copies issued and not yet committed, and the committed
+        # groups not yet waited for (oldest first): (memref, address, values).
+        self.pending = []
+        self.groups = []
 
 
 def access(thread, memref, address, op, kind):
@@ -547,6 +552,8 @@ def run_block(block, env, thread):
                 env[r] = value
             continue
         if name in ("scf.yield", "gpu.return", "func.return"):
+            if name == "gpu.return" and (thread.pending or thread.groups):
+                raise SimError("line %d: cp.async copies never waited for at the kernel's end" % op.line)
             return args
         if name == "gpu.barrier":
             yield op
@@ -655,8 +662,72 @@ def warp_ldmatrix(op, lanes):
     return results
 
 
+@functools.lru_cache(maxsize=None)
+def async_copy_segments(attrs):
+    return [int(v) for v in re.search(r"operandSegmentSizes = array<i32: ([\d, ]+)>", attrs).group(1).split(",")]
+
+
+def async_copy(op, args, thread):
+    """nvgpu.device_async_copy (cp.async): the source is read when the copy
+    is issued; the destination is written when a wait_group covering it
+    completes (device_async_wait), as this thread's write. With a source
+    count below the copy's, the rest is zero (nothing read past it)."""
+    dst_count, dst_indices, src_count, src_indices, elements = async_copy_segments(op.attrs)
+    dst, src = args[0], args[1 + dst_indices]
+    dst_at = list(args[1:1 + dst_indices])
+    src_at = list(args[2 + dst_indices:2 + dst_indices + src_indices])
+    count = attrs_int(op.attrs, "dstElements")
+    present = args[-1] if elements else count
+    if not dst.buf.shared or src.buf.shared:
+        raise SimError("line %d: cp.async copies from global to shared memory" % op.line)
+    if count * dst.element_bytes not in (4, 8, 16) or not 0 <= present <= count:
+        raise SimError("line %d: cp.async of %d elements, %d read" % (op.line, count, present))
+    for memref, at, n in ((dst, dst_at, count), (src, src_at, present)):
+        if n == 0:
+            continue
+        if memref.strides[-1] != 1 or not 0 <= at[-1] <= memref.sizes[-1] - n:
+            raise SimError("line %d: cp.async of %d at %s runs out of %s (%s)" %
+                           (op.line, n, at, memref.sizes, memref.buf.name))
+    base = dst.address(dst_at, op)
+    if (base * dst.element_bytes) % (count * dst.element_bytes) != 0:
+        raise SimError("line %d: cp.async destination at element %d is not %d-byte aligned" %
+                       (op.line, base, count * dst.element_bytes))
+    values = [0.0] * count
+    if present:
+        source = src.address(src_at, op)
+        if (source * src.element_bytes) % (count * src.element_bytes) != 0:
+            raise SimError("line %d: cp.async source at element %d is not %d-byte aligned" %
+                           (op.line, source, count * src.element_bytes))
+        for j in range(present):
+            access(thread, src, source + j, op, "read")
+            values[j] = src.buf.data[source + j]
+    thread.pending.append((dst, base, values, op))
+    return "token"
+
+
+def async_wait(op, thread):
+    """nvgpu.device_async_wait (cp.async.wait_group N): the thread's oldest
+    committed groups complete until at most N are pending."""
+    keep = attrs_int(op.attrs, "numGroups")
+    keep = 0 if keep is None else keep
+    while len(thread.groups) > keep:
+        for dst, base, values, copy in thread.groups.pop(0):
+            for j, value in enumerate(values):
+                access(thread, dst, base + j, copy, "write")
+                dst.buf.data[base + j] = value
+
+
 def execute(op, args, thread):
     name = op.name
+    if name == "nvgpu.device_async_copy":
+        return async_copy(op, args, thread)
+    if name == "nvgpu.device_async_create_group":
+        thread.groups.append(thread.pending)
+        thread.pending = []
+        return "token"
+    if name == "nvgpu.device_async_wait":
+        async_wait(op, thread)
+        return None
     if name == "llvm.bitcast":
         # Two 16-bit values as one 32-bit register (an mma operand): kept as a pair.
         if op.result_type == "i32" and isinstance(args[0], list) and len(args[0]) == 2:

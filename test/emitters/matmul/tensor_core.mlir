@@ -2,39 +2,67 @@
 // kernel's structure, the choices --debug-only=mlpipe-emitters prints, and
 // PTX that ptxas assembles for sm_80 and sm_90 (bf16 and f16 mma.sync).
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls --cse | FileCheck %s
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=async-copy=false --cse | FileCheck %s --check-prefix=REG
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls --debug-only=mlpipe-emitters -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHOICE
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls=chip=sm_80 | lower-nvvm --chip sm_80 | ptx-check --chip sm_80 | FileCheck %s --check-prefix=PTX80
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls | lower-nvvm --chip sm_90 | ptx-check --chip sm_90 | FileCheck %s --check-prefix=PTX90
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls | lower-nvvm --chip sm_90 | FileCheck %s --check-prefix=MMA
 
 // c_fc at T = 1024 in bf16, C in f32: 128x128 blocks of 8 warps (2x4, each
-// 64x32: 4x4 mma tiles, 64 f32 accumulators a lane), K in slices of 32
-// through two shared stages of 128 rows of 32 + 8 (pad) elements; A and B
-// read as 128-bit vectors (A along K, B along N, stored as pairs of K
-// rows); fragments by ldmatrix.x4 (per 16 of K, one for each of the
-// warp's 4 m16 tiles, one for each pair of its 4 n8 tiles), bf16 pairs as
-// i32.
+// 64x32: 4x4 mma tiles, 64 f32 accumulators a lane), K in slices of 32.
+// Both operands are read as 128-bit vectors, so slices go to shared
+// memory by cp.async, two stages (as many as 48 KiB holds): A along K
+// into [m][k] rows of 32 + 8 (pad), B along N into [k][n] rows of 128 + 8;
+// slice t+1 is issued right after the barrier of step t, then slice t is
+// multiplied. Fragments by ldmatrix.x4 (per 16 of K, one for each of the
+// warp's 4 m16 tiles, one for each pair of its 4 n8 tiles, B's transposed
+// by .trans), bf16 pairs as i32.
 // CHECK-LABEL: func.func @c_fc
 // CHECK-NOT: linalg.
 // CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
-// CHECK: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) workgroup(%[[SA:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
-// CHECK: vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<768x3072xbf16>, vector<8xbf16>
-// CHECK: vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<1024x768xbf16>, vector<8xbf16>
-// CHECK: vector.store %{{.*}}, %[[SA]][{{.*}}] {alignment = 16 : i64} : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
-// CHECK: vector.store %{{.*}}, %[[SB]][{{.*}}] {alignment = 4 : i64} : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
-// CHECK: gpu.barrier
+// CHECK: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) workgroup(%[[SA:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:.*]] : memref<2x32x136xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c0, {{.*}}], 8 {bypassL1} : memref<768x3072xbf16> to memref<2x32x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[GROUP:.*]] = nvgpu.device_async_create_group
 // CHECK: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
-// CHECK: vector.load %[[B]]
+// CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-4: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
 // CHECK-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = true} : memref<2x32x136xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK: %[[PAIR:.*]] = vector.extract %{{.*}}[3] : vector<2xbf16> from vector<4x2xbf16>
 // CHECK: llvm.bitcast %[[PAIR]] : vector<2xbf16> to i32
 // CHECK-COUNT-32: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.mma.sync
-// CHECK: vector.store %{{.*}}, %[[SA]]
-// CHECK: gpu.barrier
 // CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
 // CHECK: vector.store %{{.*}}, %[[C]][{{.*}}] {alignment = 8 : i64} : memref<1024x3072xf32>, vector<2xf32>
+
+// Through registers instead (async-copy=false): two stages of [outer][k]
+// rows for both operands (B's K rows paired into 32-bit stores), the next
+// slice loaded into registers before the products and stored after them.
+// REG-LABEL: func.func @c_fc
+// REG-NOT: linalg.
+// REG: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
+// REG: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) workgroup(%[[SA:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// REG: vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<768x3072xbf16>, vector<8xbf16>
+// REG: vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<1024x768xbf16>, vector<8xbf16>
+// REG: vector.store %{{.*}}, %[[SA]][{{.*}}] {alignment = 16 : i64} : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// REG: vector.store %{{.*}}, %[[SB]][{{.*}}] {alignment = 4 : i64} : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// REG: gpu.barrier
+// REG: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
+// REG: vector.load %[[B]]
+// REG-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// REG-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// REG: %[[PAIR:.*]] = vector.extract %{{.*}}[3] : vector<2xbf16> from vector<4x2xbf16>
+// REG: llvm.bitcast %[[PAIR]] : vector<2xbf16> to i32
+// REG-COUNT-32: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// REG-NOT: nvvm.mma.sync
+// REG: vector.store %{{.*}}, %[[SA]]
+// REG: gpu.barrier
+// REG: scf.yield
+// REG: vector.store %{{.*}}, %[[C]][{{.*}}] {alignment = 8 : i64} : memref<1024x3072xf32>, vector<2xf32>
 func.func @c_fc(%a: memref<1024x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1024x3072xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<1024x3072xf32>)
@@ -45,11 +73,13 @@ func.func @c_fc(%a: memref<1024x768xbf16>, %b: memref<768x3072xbf16>, %c: memref
 // -----
 
 // c_proj at T = 1024 in f16, C in f16: 48 blocks of 128x128 would leave
-// most of 132 SMs idle, 96 of 64x128 too: 64x64 blocks of 4 warps. f16
+// most of 132 SMs idle, 96 of 64x128 too: 64x64 blocks of 4 warps, four
+// cp.async stages (three slices in flight while one is multiplied). f16
 // pairs go to mma.sync as vector<2xf16>; C is rounded to f16 once.
 // CHECK-LABEL: func.func @c_proj
 // CHECK: gpu.launch_func @c_proj_matmul_module::@c_proj_matmul blocks in (%c12, %c16, %c1) threads in (%c128, %c1, %c1)
-// CHECK: gpu.func @c_proj_matmul(
+// CHECK: gpu.func @c_proj_matmul({{.*}} workgroup({{.*}} : memref<4x64x40xf16, #gpu.address_space<workgroup>> {{.*}} : memref<4x32x72xf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
 // CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: arith.truncf %{{.*}} : f32 to f16
 // CHECK: vector.store %{{.*}} : memref<1024x768xf16>, vector<2xf16>
@@ -62,13 +92,13 @@ func.func @c_proj(%a: memref<1024x3072xf16>, %b: memref<3072x768xf16>, %c: memre
 
 // -----
 
-// The tied logits in bf16: B is wte^T, read along K (through the
-// transposed view of the kernel's argument, wte as stored); odd N = 50257: C
-// stored a column at a time, each tested against N.
+// The tied logits in bf16: B is wte^T, copied along K into [n][k] rows
+// (through the transposed view of the kernel's argument, wte as stored);
+// odd N = 50257: C stored a column at a time, each tested against N.
 // CHECK-LABEL: func.func @logits
 // CHECK: gpu.func @logits_matmul(
 // CHECK: %[[WTE:.*]] = memref.transpose %{{.*}} : memref<768x50257xbf16, strided<[1, 768]>> to memref<50257x768xbf16, strided<[768, 1]>>
-// CHECK: vector.load %[[WTE]][{{.*}}] {alignment = 16 : i64} : memref<50257x768xbf16, strided<[768, 1]>>, vector<8xbf16>
+// CHECK: nvgpu.device_async_copy %[[WTE]][{{.*}}], %{{.*}}[%c0, {{.*}}], 8 {bypassL1} : memref<50257x768xbf16, strided<[768, 1]>> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}} : memref<1024x50257xf32>
 func.func @logits(%h: memref<1024x768xbf16>, %wte: memref<50257x768xbf16>, %c: memref<1024x50257xf32>) {
@@ -105,8 +135,8 @@ func.func @step(%a: memref<1x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1x
   return
 }
 
-// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, 8 warps 2x4 of 64x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (8, 24, 1) with M tiles fastest, 40960 B shared in two stages
-// CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 20480 B shared in two stages
+// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, 8 warps 2x4 of 64x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (8, 24, 1) with M tiles fastest, 37888 B shared in 2 stages by cp.async (A K-major, B N-major)
+// CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 38912 B shared in 4 stages by cp.async (A K-major, B N-major)
 // CHOICE: logits_matmul: generated matmul 1x1024x50257x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, {{.*}} B vectors 8 along K, C vectors 1, grid (8, 393, 1)
 // CHOICE: scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tensor cores {{.*}} block 128x128x32, {{.*}} B vectors 8 along K
 // CHOICE: step_matmul: generated matmul 1x1x3072x768 (batch x M x N x K), skinny form
