@@ -101,6 +101,9 @@ constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
 // little once a few slices cover the latency of global memory.
 constexpr int64_t kMaxAsyncStages = 4;
 
+// Elements of a shared row of `elements` with its pad.
+int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kTensorCorePadBytes / elementBytes; }
+
 struct TensorCoreConfig {
   int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
   int64_t warpsM = 1, warpsN = 1;
@@ -111,9 +114,10 @@ struct TensorCoreConfig {
   int64_t warpN() const { return blockN / warpsN; }
   int64_t tilesM() const { return warpM() / kMmaM; } // m16 tiles a warp
   int64_t tilesN() const { return warpN() / kMmaN; } // n8 tiles a warp
-  // Elements of a shared row (blockK and its pad).
-  int64_t row(int64_t elementBytes) const { return blockK + kTensorCorePadBytes / elementBytes; }
-  int64_t sharedBytes(int64_t elementBytes) const { return 2 * (blockM + blockN) * row(elementBytes) * elementBytes; }
+  // Shared memory of two K-major stages of A and B (through registers).
+  int64_t twoStageBytes(int64_t elementBytes) const {
+    return 2 * (blockM + blockN) * sharedRow(blockK, elementBytes) * elementBytes;
+  }
 };
 
 // How K-slices reach shared memory: by cp.async into `stages` stages, each
@@ -128,8 +132,7 @@ struct Staging {
   bool kMajorA = true, kMajorB = true;
 };
 
-// Elements of a shared row, and the shape of an operand's buffer.
-int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kTensorCorePadBytes / elementBytes; }
+// The shape of an operand's shared buffer.
 llvm::SmallVector<int64_t> sharedShape(const TensorCoreConfig &c, int64_t stages, int64_t blockOuter, bool kMajor,
                                        int64_t elementBytes) {
   if (kMajor)
@@ -171,7 +174,7 @@ std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const D
     return "the K-slice must be a multiple of 16";
   if (c.threads() > device.maxThreadsPerBlock)
     return "too many warps for a block";
-  if (c.sharedBytes(p.elementBytes) > device.sharedMemoryPerBlock)
+  if (c.twoStageBytes(p.elementBytes) > device.sharedMemoryPerBlock)
     return "the double-buffered tiles need more shared memory than a block has";
   return "";
 }
