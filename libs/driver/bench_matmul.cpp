@@ -18,6 +18,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 
 namespace mlpipe {
@@ -56,9 +57,9 @@ double timeCalls(const MatmulBenchRequest &request, const std::function<void(int
   return median(perCall);
 }
 
-HostTensor resultOf(const OperandSet &set, const MatmulShape &shape) {
+HostTensor resultOf(const OperandSet &set, const MatmulShape &shape, DType dtype) {
   Shape dims = shape.batch > 0 ? Shape{shape.batch, shape.m, shape.n} : Shape{shape.m, shape.n};
-  HostTensor tensor(DType::f32, dims);
+  HostTensor tensor(dtype, dims);
   set.y.download(tensor.data(), tensor.byteSize());
   return tensor;
 }
@@ -90,6 +91,14 @@ void benchMatmul(const MatmulBenchRequest &request) {
   if (request.repeat <= 0 || request.warmup < 0 || request.launches <= 0)
     fail("--repeat and --launches must be positive and --warmup not negative");
   checkPrecision(request.precision);
+  std::optional<DType> parsed = parseDType(request.dtype);
+  if (!parsed || (*parsed != DType::f32 && *parsed != DType::bf16 && *parsed != DType::f16))
+    fail("bench matmul times f32, bf16 or f16, not '{}'", request.dtype);
+  const DType dtype = *parsed;
+  const bool sixteenBit = dtype != DType::f32;
+  const int64_t elementBytes = sixteenBit ? 2 : 4;
+  if (sixteenBit && request.precision != "f32")
+    fail("--precision {} is for f32 matmuls; bf16 and f16 always run on tensor cores", request.precision);
   for (const std::string &matmul : request.matmuls)
     if (matmul != "cublas" && matmul != "generated")
       fail("--matmul must list cublas and/or generated, not '{}'", matmul);
@@ -104,10 +113,10 @@ void benchMatmul(const MatmulBenchRequest &request) {
   const DeviceDescription &device = deviceDescription(request.chip);
   int64_t coldBytes = kColdCacheFactor * device.l2CacheBytes;
   bool tf32 = request.precision == "tf32";
-  std::cout << fmt::format("bench matmul: {} ({}), f32{}, median of {} timings of {} back-to-back calls after {} "
+  std::cout << fmt::format("bench matmul: {} ({}), {}{}, median of {} timings of {} back-to-back calls after {} "
                            "warm-up rounds; operands rotate over at least {} MB\n",
-                           gpu::deviceName(), request.chip, tf32 ? " with TF32 allowed" : "", request.repeat,
-                           request.launches, request.warmup, coldBytes >> 20);
+                           gpu::deviceName(), request.chip, dtypeName(dtype), tf32 ? " with TF32 allowed" : "",
+                           request.repeat, request.launches, request.warmup, coldBytes >> 20);
   std::cout << "x cuBLAS: cuBLAS's time over this one (1.00 = as fast); diff: ||y - y_cuBLAS|| / ||y_cuBLAS||\n";
   std::cout << fmt::format("{:<26} {:<18} {:>10} {:>9} {:>10} {:>10}\n", "shape", "path", "us", "TFLOP/s", "x cuBLAS",
                            "diff");
@@ -120,27 +129,40 @@ void benchMatmul(const MatmulBenchRequest &request) {
     int64_t batch = batchOf(shape);
     int64_t aElements = batch * shape.m * shape.k, bElements = batch * shape.k * shape.n,
             yElements = batch * shape.m * shape.n;
-    int64_t setBytes = 4 * (aElements + bElements + yElements);
+    int64_t setBytes = elementBytes * (aElements + bElements + yElements);
     int64_t sets = std::clamp<int64_t>((coldBytes + setBytes - 1) / setBytes, 1, kMaxOperandSets);
     std::vector<OperandSet> operands;
     std::vector<float> random(static_cast<size_t>(std::max(aElements, bElements)));
     for (float &value : random)
       value = uniform(generator);
     for (int64_t s = 0; s < sets; ++s) {
-      OperandSet set{TargetBuffer(Target::Gpu, 4 * aElements), TargetBuffer(Target::Gpu, 4 * bElements),
-                     TargetBuffer(Target::Gpu, 4 * yElements)};
+      OperandSet set{TargetBuffer(Target::Gpu, elementBytes * aElements),
+                     TargetBuffer(Target::Gpu, elementBytes * bElements),
+                     TargetBuffer(Target::Gpu, elementBytes * yElements)};
       // Each set differs (the random block, shifted), so no result repeats.
       std::rotate(random.begin(), random.begin() + (s * 7919) % random.size(), random.end());
-      set.a.upload(random.data(), 4 * aElements);
-      set.b.upload(random.data(), 4 * bElements);
+      if (sixteenBit) {
+        // The same values rounded to the 16-bit type (A and B read the
+        // first aElements and bElements of them).
+        HostTensor wide(DType::f32, Shape{static_cast<int64_t>(random.size())});
+        std::memcpy(wide.data(), random.data(), wide.byteSize());
+        HostTensor narrow = wide.convertedTo(dtype);
+        set.a.upload(narrow.data(), elementBytes * aElements);
+        set.b.upload(narrow.data(), elementBytes * bElements);
+      } else {
+        set.a.upload(random.data(), 4 * aElements);
+        set.b.upload(random.data(), 4 * bElements);
+      }
       operands.push_back(std::move(set));
     }
     double flops = 2.0 * batch * shape.m * shape.n * shape.k;
     std::string name = formatMatmulShape(shape);
 
-    // cuBLAS, called directly.
+    // cuBLAS, called directly (cuBLASLt for 16-bit operands).
     auto problemFor = [&](const OperandSet &set) {
       gpu::GemmProblem p;
+      if (sixteenBit)
+        p.element = dtype == DType::bf16 ? gemm_abi::kBf16 : gemm_abi::kF16;
       p.compute = tf32 ? gemm_abi::kTf32 : gemm_abi::kExact;
       p.batch = batch;
       p.m = shape.m;
@@ -157,11 +179,16 @@ void benchMatmul(const MatmulBenchRequest &request) {
       p.strideD = shape.m * shape.n;
       return p;
     };
-    double cublasMicroseconds =
-        timeCalls(request, [&](int64_t i) { gpu::classicGemm(problemFor(operands[i % sets]), nullptr); });
-    gpu::classicGemm(problemFor(operands[0]), nullptr);
+    auto cublas = [&](const OperandSet &set) {
+      if (sixteenBit)
+        gpu::gemm(problemFor(set), nullptr);
+      else
+        gpu::classicGemm(problemFor(set), nullptr);
+    };
+    double cublasMicroseconds = timeCalls(request, [&](int64_t i) { cublas(operands[i % sets]); });
+    cublas(operands[0]);
     gpu::synchronize();
-    HostTensor expected = resultOf(operands[0], shape);
+    HostTensor expected = resultOf(operands[0], shape, dtype);
     printRow(name, "cuBLAS", cublasMicroseconds, flops, cublasMicroseconds, "-");
 
     // mlpipe's compiled unit matmul, per path.
@@ -169,6 +196,7 @@ void benchMatmul(const MatmulBenchRequest &request) {
       KernelOptions options;
       options.shapes = {{shape.m, shape.k}, {shape.k, shape.n}};
       options.batch = shape.batch;
+      options.dtype = dtype;
       CompileOptions compile;
       compile.target = Target::Gpu;
       compile.chip = request.chip;
@@ -183,7 +211,7 @@ void benchMatmul(const MatmulBenchRequest &request) {
       operands[0].y.upload(nan.data(), nan.size());
       call(operands[0]);
       gpu::synchronize();
-      Comparison comparison = compareTensors(resultOf(operands[0], shape), expected, 0.0, 0.0);
+      Comparison comparison = compareTensors(resultOf(operands[0], shape, dtype), expected, 0.0, 0.0);
       printRow("", "mlpipe " + matmul, microseconds, flops, cublasMicroseconds,
                fmt::format("{:.1e}", comparison.relativeL2));
     }

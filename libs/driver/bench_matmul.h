@@ -32,6 +32,9 @@ struct MatmulBenchRequest {
       {0, 1024, 768, 3072}, {0, 1024, 3072, 768}, {0, 1024, 768, 50257}, {0, 16, 768, 3072}, {12, 1024, 64, 1024}};
   std::vector<std::string> matmuls = {"cublas", "generated"};
   std::string precision = "f32";
+  // f32, or bf16 or f16: A, B and y stored in 16 bits, products accumulated
+  // in f32 (cuBLAS: cuBLASLt with 16-bit A, B and D).
+  std::string dtype = "f32";
   std::string chip = "sm_90";
   int warmup = 3;
   int repeat = 15;

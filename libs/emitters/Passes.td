@@ -92,10 +92,12 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU the launch heuristics read the device description of">,
     Option<"matmul", "matmul", "std::string", /*default=*/"\"generated\"",
-           "Matmul fusions left for this pass: 'generated' (the register-tiled kernel)">,
+           "Matmul fusions left for this pass: 'generated' (the register-tiled kernel, or tensor cores for bf16/f16)">,
   ];
+  // LLVM, NVVM and NVGPU: the tensor-core matmul's mma.sync and ldmatrix.
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect", "mlir::nvgpu::NVGPUDialect"];
 }
 
 #endif // MLPIPE_EMITTERS_PASSES

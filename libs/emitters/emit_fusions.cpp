@@ -14,11 +14,15 @@
 #include "emitters/fusion_emitter.h"
 #include "emitters/passes.h"
 #include "fusion/softmax_analysis.h"
+#include "matmul/matmul_kernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -230,8 +234,18 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
         continue;
       }
       if (mlir::isa<mlir::linalg::MatmulOp, mlir::linalg::BatchMatmulOp>(op)) {
-        // For the matmul passes that follow, which read f32 and f64: a
-        // 16-bit operand is widened into an f32 temporary first.
+        // For the matmul passes that follow: the generated kernel reads
+        // 16-bit operands as stored where it takes them (on tensor cores);
+        // otherwise, as they read f32 and f64, a 16-bit operand is widened
+        // into an f32 temporary first.
+        auto typeOf = [&](unsigned i) {
+          return mlir::cast<mlir::MemRefType>(mapping.lookup(op.getOperand(i)).getType());
+        };
+        if (emitters::generatedMatmulTakesSixteenBit(typeOf(0), typeOf(1), typeOf(2), *options.device,
+                                                     /*accumulate=*/true)) {
+          host.clone(op, mapping);
+          continue;
+        }
         llvm::SmallVector<mlir::Value, 2> inputs;
         bool widened = false;
         for (unsigned i = 0; i < 2; ++i) {

@@ -138,8 +138,8 @@ private:
   }
 
   // What the generated kernel takes: f32 or f64 throughout, static shapes,
-  // or 16-bit A and B in its one-launch skinny form (checked here so that a
-  // product it does not take falls back quietly).
+  // or 16-bit A and B on tensor cores or in its one-launch skinny form
+  // (checked here so that a product it does not take falls back quietly).
   mlir::LogicalResult checkOperandTypes(const Emission &e, std::string &why) const {
     const FusionNode &product = graph_.node(e.matmul);
     auto aType = mlir::dyn_cast<mlir::MemRefType>(product.op.getDpsInputs()[0].getType());
@@ -147,8 +147,12 @@ private:
     auto cType = mlir::dyn_cast<mlir::MemRefType>(graph_.node(e.root).op.getDpsInits()[0].getType());
     if (aType && bType && cType && (aType.getElementType().isBF16() || aType.getElementType().isF16())) {
       bool accumulates = e.root == e.matmul && !e.startsFromZero;
-      if (accumulates || !generatedMatmulTakesSixteenBit(aType, bType, cType))
-        return why = "16-bit operands the one-launch skinny form does not take", mlir::failure();
+      if (!generatedMatmulTakesSixteenBit(aType, bType, cType, *options_.device, accumulates))
+        return why = options_.device->sixteenBitMma
+                         ? "16-bit operands the tensor-core form does not take"
+                         : "16-bit operands the one-launch skinny form does not take (" + options_.device->chip +
+                               " has no mma.sync m16n8k16 for the tensor-core form)",
+               mlir::failure();
       return mlir::success();
     }
     for (mlir::Value value :

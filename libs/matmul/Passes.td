@@ -120,7 +120,7 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
 }
 
 def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
-  let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated register-tiled GPU kernel";
+  let summary = "Replace floating-point linalg.matmul/batch_matmul with the generated GPU kernel (register-tiled, skinny or on tensor cores)";
   let description = [{
     Every floating-point linalg.matmul and linalg.batch_matmul on memrefs in
     a host function becomes a launch of a kernel built for its shapes and
@@ -166,12 +166,50 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     64 rows whose B rows are contiguous take the skinny form, which streams B
     once. `--debug-only=mlpipe-emitters` prints each choice; the options
     below override them.
+
+    bf16 and f16 A and B (C in their type or f32) take the tensor-core form
+    on chips with mma.sync m16n8k16 (sm_80 and later), but for one row,
+    which the skinny form streams in one launch:
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<1024x768xbf16>, memref<768x3072xbf16>) outs(%c : memref<1024x3072xf32>)
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @f_matmul::@f_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(...)
+    gpu.func @f_matmul(...) workgroup(%sa : memref<2x128x40xbf16, #gpu.address_space<workgroup>>,
+                                      %sb : memref<2x32x136xbf16, #gpu.address_space<workgroup>>) kernel {
+      nvgpu.device_async_copy %a[...], %sa[%c0, ...], 8 {bypassL1} ...  (slice 0, cp.async)
+      %g = nvgpu.device_async_create_group ...
+      scf.for %step = ... iter_args(%acc0 = ..., ... %acc63 = ...) -> (f32, ...) {
+        nvgpu.device_async_wait %g {numGroups = 0 : i32}; gpu.barrier
+        nvgpu.device_async_copy ... %sa[%next, ...]        (slice step+1 into the other stage)
+        nvgpu.device_async_create_group ...
+        nvgpu.ldmatrix %sa[%stage, ...] {numTiles = 4 : i32, transpose = false} ... -> vector<4x2xbf16>
+        nvgpu.ldmatrix %sb[%stage, ...] {numTiles = 4 : i32, transpose = true} ...
+        nvvm.mma.sync A[...] B[...] C[...] {shape = #nvvm.shape<m = 16, n = 8, k = 16>,
+            multiplicandAPtxType = #nvvm.mma_type<bf16>, ...}   (16 a warp per 16 of K)
+      }
+      vector.store ... %c[...] : ..., vector<2xf32>   (through the epilogue, masked at the edges)
+    }
+    ```
+    Blocks of 128x128 (8 warps of 64x32), or 64x128 and 64x64 where the
+    large tile leaves SMs idle, 32 of K per step. Where both operands are
+    read as vectors, K-slices go to shared memory by cp.async in as many
+    stages (2 to 4) as 48 KiB holds, each operand stored along its
+    contiguous axis with 16-byte row pads and read by ldmatrix (.trans for
+    one stored along M or N), K past the edge zero-filled; otherwise (an
+    odd extent: scalar reads) through registers into two stages. On older
+    chips (sm_75) those products are not taken here (bf16 has no tensor
+    cores there).
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU whose device description the heuristics read">,
     Option<"form", "form", "std::string", /*default=*/"\"auto\"",
-           "auto, tiled (the register-tiled kernel) or skinny (the bandwidth-bound form for small M)">,
+           "auto, tiled (the register-tiled kernel), skinny (the bandwidth-bound form for small M) or tensor_core "
+           "(mma.sync on bf16/f16 A and B, sm_80 and later; auto takes it for every 16-bit product but one-launch "
+           "skinny ones)">,
     ListOption<"blockTile", "block-tile", "int64_t",
                "The tiled kernel's block tile M,N,K (default: chosen per product)">,
     ListOption<"threadTile", "thread-tile", "int64_t",
@@ -180,13 +218,16 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
            "Slices K is split into across blocks (0: chosen per product, 1: none)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "Widest global load or store, in elements (0: 128 bits)">,
+    Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
+           "The tensor-core form stages K-slices by cp.async where both operands are read as vectors (false: through registers)">,
     Option<"testEpilogueKind", "test-epilogue", "std::string", /*default=*/"\"\"",
            "For tests: give every matmul an epilogue (bias-gelu-residual: "
            "gelu_tanh(A B + bias[col]) + residual, from the arguments named bias and residual)",
            "llvm::cl::Hidden">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
+                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect", "mlir::nvgpu::NVGPUDialect"];
 }
 
 def BlasMatmulsPass : Pass<"mlpipe-blas-matmuls", "mlir::ModuleOp"> {

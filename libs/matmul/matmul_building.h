@@ -2,8 +2,8 @@
 // to libs/matmul): index arithmetic that folds constants, matrix operands
 // read and written by logical (batch, row, column), the small builders the
 // bodies share, the writer of C's elements through the epilogue, and the
-// launch of a product kernel in either form (tiled_matmul.cpp,
-// skinny_matmul.cpp).
+// launch of a product kernel in any form (tiled_matmul.cpp,
+// skinny_matmul.cpp, tensor_core_matmul.cpp).
 #pragma once
 
 #include "matmul/matmul_config.h"
@@ -99,6 +99,10 @@ public:
   }
 
   mlir::VectorType vectorType(int64_t width) const { return mlir::VectorType::get({width}, element()); }
+
+  // The operand as a view whose innermost dimension is its rows (itself)
+  // or, `alongRows`, its columns (a transposed view, made once).
+  Value along(const Ix &ix, bool alongRows) { return alongRows ? transposed(ix) : value_; }
 
 private:
   llvm::SmallVector<Value> indices(Value batch, Value row, Value col) const {
@@ -277,5 +281,14 @@ mlir::LogicalResult emitTiledMatmul(const ProductLaunch &launch, const Problem &
 // The skinny form (skinny_matmul.cpp) with configuration `cfg`, built and
 // launched.
 mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem &p, const SkinnyConfig &cfg);
+
+// Whether the tensor-core form (tensor_core_matmul.cpp) takes the product
+// on this device: A and B in bf16 or f16, and mma.sync m16n8k16 on the chip
+// (sm_80 and later; sm_75's f16 mma.sync is m16n8k8 only, and it has no
+// bf16 at all).
+bool tensorCoresTake(const Problem &p, const DeviceDescription &device);
+
+// The tensor-core form: its configuration chosen, built and launched.
+mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p);
 
 } // namespace mlpipe::emitters::generated_matmul

@@ -131,9 +131,11 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
                      (rank == 2 || (aType.getDimSize(0) == p.batch && bType.getDimSize(0) == p.batch));
   if (!shapesAgree)
     return mlir::emitError(loc, "generated matmul: A, B and C have mismatched shapes");
-  if (options.form != "auto" && options.form != "tiled" && options.form != "skinny")
-    return mlir::emitError(loc, "generated matmul: the form must be auto, tiled or skinny, not '")
+  if (options.form != "auto" && options.form != "tiled" && options.form != "skinny" && options.form != "tensor_core")
+    return mlir::emitError(loc, "generated matmul: the form must be auto, tiled, skinny or tensor_core, not '")
            << options.form << "'";
+  if (options.form == "tensor_core" && !sixteenBit)
+    return mlir::emitError(loc, "generated matmul: the tensor-core form takes A and B in bf16 or f16");
   return p;
 }
 
@@ -199,14 +201,21 @@ mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p,
 
 } // namespace generated_matmul
 
-bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType) {
+bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType,
+                                    const DeviceDescription &device, bool accumulate) {
   mlir::Type storage = aType.getElementType();
   if (!(storage.isBF16() || storage.isF16()) || bType.getElementType() != storage ||
       !(cType.getElementType() == storage || cType.getElementType().isF32()))
     return false;
-  if (aType.getRank() != 2 || bType.getRank() != 2 || !aType.hasStaticShape() || !bType.hasStaticShape())
+  int64_t rank = cType.getRank();
+  if ((rank != 2 && rank != 3) || aType.getRank() != rank || bType.getRank() != rank || !aType.hasStaticShape() ||
+      !bType.hasStaticShape() || !cType.hasStaticShape())
     return false;
-  return bType.getDimSize(1) > 1 && generated_matmul::hasUnitStride(bType, 1) &&
+  // Every product on tensor cores (the tensor-core form), where the chip
+  // has them.
+  if (device.sixteenBitMma)
+    return true;
+  return rank == 2 && !accumulate && bType.getDimSize(1) > 1 && generated_matmul::hasUnitStride(bType, 1) &&
          skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), storage.getIntOrFloatBitWidth() / 8);
 }
 
@@ -236,15 +245,25 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   // C takes 128-bit stores where its rows are contiguous and aligned.
   launch.widthC = vectorWidthAlong(p.cType, p.colDim(), p.maxVector);
 
-  // 16-bit operands: only the skinny form reads them, in one launch (C is
-  // then written once, through the epilogue, with no atomics).
+  // 16-bit operands: the skinny form reads them where it computes the
+  // product in one launch (C is then written once, through the epilogue,
+  // with no atomics); every other product goes to tensor cores, on a chip
+  // with 16-bit mma.sync.
   bool sixteenBit = p.storage != p.element;
-  if (sixteenBit &&
-      (!prefersSkinny(p, options) || p.batch != 1 || accumulate || !skinnyIsOneLaunch(p.m, p.k, p.elementBytes)))
-    return mlir::emitError(loc, "generated matmul: 16-bit operands are read by the one-launch skinny form only (one "
-                                "row, K within one staged slice: skinnyIsOneLaunch)");
-  if (sixteenBit)
+  if (sixteenBit) {
+    bool skinnyOneLaunch =
+        prefersSkinny(p, options) && p.batch == 1 && !accumulate && skinnyIsOneLaunch(p.m, p.k, p.elementBytes);
+    if (!skinnyOneLaunch) {
+      if (prologue || options.form == "skinny" || options.form == "tiled")
+        return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the one-launch skinny form reads "
+                                    "16-bit operands (one row, K within one staged slice: skinnyIsOneLaunch)");
+      if (!tensorCoresTake(p, device))
+        return mlir::emitError(loc, "generated matmul: ")
+               << device.chip << " has no mma.sync m16n8k16 for the tensor-core form of 16-bit products";
+      return emitTensorCoreMatmul(launch, p);
+    }
     launch.splitAllowed = false;
+  }
 
   // The skinny form: few rows, and B read along its contiguous rows.
   int64_t vectorN = vectorWidthAlong(p.bType, p.colDim(), p.maxVector);

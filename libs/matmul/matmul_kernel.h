@@ -1,5 +1,6 @@
 // The generated matmul kernel (`--matmul generated`): C = epilogue(A·B [+ C])
-// as a register-tiled GPU kernel built with builders.
+// as a register-tiled GPU kernel built with builders (on tensor cores for
+// bf16 and f16 A and B).
 //
 //   MatmulOperands operands{a, b, c};        // host-side memrefs, rank 2 or 3 (batch first)
 //   emitGeneratedMatmul(host, loc, operands, /*accumulate=*/false, nullptr, kernels, device, "c_fc_matmul");
@@ -70,7 +71,10 @@ struct MatmulRowPrologue {
 // the choice to the heuristics.
 struct GeneratedMatmulOptions {
   // "tiled" (the register-tiled kernel), "skinny" (the bandwidth-bound form
-  // for small M; refused where B's rows are not contiguous) or "auto".
+  // for small M; refused where B's rows are not contiguous), "tensor_core"
+  // (mma.sync on bf16 or f16 A and B; sm_80 and later) or "auto" (tensor
+  // cores for every 16-bit product but the one-launch skinny ones, where
+  // the chip has them).
   std::string form = "auto";
   // The tiled kernel's block tile (M, N, K) and each thread's register tile
   // (M, N; multiples of 4, at most 8).
@@ -80,6 +84,9 @@ struct GeneratedMatmulOptions {
   int64_t splitK = 0;
   // The widest global load or store, in elements (0: 128 bits).
   int64_t vectorWidth = 0;
+  // The tensor-core form stages K-slices by cp.async where both operands
+  // are read as vectors (false: through registers, as the CUDA-core forms).
+  bool asyncCopy = true;
 };
 
 // Builds the kernel (through `kernels`, named `name`) and launches it at the
@@ -104,11 +111,15 @@ struct GeneratedMatmulOptions {
 bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
 
 // Whether the generated kernel reads a product of 16-bit (bf16 or f16) A
-// and B of these types in place, and C (`cType`, in their type or f32):
-// unbatched, B's rows contiguous, and in the one-launch skinny form
-// (skinnyIsOneLaunch). Other 16-bit products go to cuBLASLt, or are
+// and B of these types in place, and C (`cType`, in their type or f32),
+// adding to C's old value where `accumulate`: any static product of rank 2
+// or 3 on a chip with 16-bit mma.sync m16n8k16 (device.sixteenBitMma: the
+// tensor-core form, or the skinny one for one row); elsewhere only
+// unbatched, B's rows contiguous, not accumulating, in the one-launch skinny
+// form (skinnyIsOneLaunch). Other 16-bit products go to cuBLASLt, or are
 // widened to f32 first.
-bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType);
+bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType,
+                                    const DeviceDescription &device, bool accumulate);
 
 // With a `prologue`, A is not read: the product must be one the skinny form
 // computes in one launch (the caller checks skinnyIsOneLaunch), else it

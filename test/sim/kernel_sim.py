@@ -9,8 +9,9 @@ fusion functions it calls) runs linalg.fill, linalg.transpose,
 linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by interpreting the kernels' ops
-(arith, math, memref, vector, scf, gpu; nvvm.mma.sync across a warp's
-lanes) for every thread of every block.
+(arith, math, memref, vector, scf, gpu; nvvm.mma.sync and nvgpu.ldmatrix
+across a warp's lanes; cp.async as nvgpu.device_async_copy, its data
+landing at the wait_group that covers it) for every thread of every block.
 The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
@@ -458,6 +459,11 @@ def static_position(attrs):
     return int(re.search(r"static_position = array<i64: (\d+)>", attrs).group(1))
 
 
+@functools.lru_cache(maxsize=None)
+def static_positions(attrs):
+    return tuple(int(i) for i in re.search(r"static_position = array<i64: ([\d, ]+)>", attrs).group(1).split(","))
+
+
 def bit_packed_access(thread, memref, base, width, value, op):
     """A vector of i1 in memory as LLVM lays it out: packed, eight elements
     to a byte (vector<4xi1> is one byte), where a memref of i1 holds a byte
@@ -490,7 +496,7 @@ def attrs_alignment(attrs):
 
 
 class Thread:
-    __slots__ = ("tid", "bid", "key", "shared_log", "global_log")
+    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "pending", "groups")
 
     def __init__(self, tid, bid, shared_log, global_log):
         self.tid = tid
@@ -498,6 +504,10 @@ class Thread:
         self.key = (bid, tid)
         self.shared_log = shared_log
         self.global_log = global_log
+        # cp.async copies issued and not yet committed, and the committed
+        # groups not yet waited for (oldest first): (memref, address, values).
+        self.pending = []
+        self.groups = []
 
 
 def access(thread, memref, address, op, kind):
@@ -542,6 +552,8 @@ def run_block(block, env, thread):
                 env[r] = value
             continue
         if name in ("scf.yield", "gpu.return", "func.return"):
+            if name == "gpu.return" and (thread.pending or thread.groups):
+                raise SimError("line %d: cp.async copies never waited for at the kernel's end" % op.line)
             return args
         if name == "gpu.barrier":
             yield op
@@ -556,6 +568,10 @@ def run_block(block, env, thread):
         if name == "nvvm.mma.sync":
             # A warp's matrix product: the launcher answers from every lane's fragments.
             env[op.results[0]] = yield (op, "mma", args)
+            continue
+        if name == "nvgpu.ldmatrix":
+            # A warp's load of 8x8 matrices: the launcher answers from every lane's row address.
+            env[op.results[0]] = yield (op, "ldmatrix", args, thread)
             continue
         if name == "memref.extract_strided_metadata":
             # The base (the buffer from its start), offset, sizes, strides.
@@ -603,8 +619,115 @@ def warp_mma(op, lanes):
     return results
 
 
+@functools.lru_cache(maxsize=None)
+def ldmatrix_shape(attrs):
+    count = int(re.search(r"numTiles = (\d+)", attrs).group(1))
+    return count, "transpose = true" in attrs
+
+
+def warp_ldmatrix(op, lanes):
+    """ldmatrix .x1/.x2/.x4 of 16-bit 8x8 matrices, as PTX documents it:
+    lanes 8j .. 8j+7 give the addresses of rows 0..7 of matrix j (each row
+    8 consecutive elements, 16-byte aligned, in shared memory); lane l
+    receives, of each matrix, row l / 4 at columns 2(l % 4) and the next
+    (with .trans: column l / 4 at rows 2(l % 4) and the next), as a
+    vector<2> per matrix. Every lane reads the rows it is given: the reads
+    are checked for races as that lane's."""
+    count, transpose = ldmatrix_shape(op.attrs)
+    rows = []
+    for lane in range(8 * count):
+        args, thread = lanes[lane]
+        memref, indices = args[0], list(args[1:])
+        if not memref.buf.shared:
+            raise SimError("line %d: ldmatrix from memory that is not shared" % op.line)
+        if memref.strides[-1] != 1 or not 0 <= indices[-1] <= memref.sizes[-1] - 8:
+            raise SimError("line %d: ldmatrix row of 8 at %s runs out of %s" % (op.line, indices, memref.sizes))
+        base = memref.address(indices, op)
+        if (base * memref.element_bytes) % 16 != 0:
+            raise SimError("line %d: ldmatrix row at element %d is not 16-byte aligned" % (op.line, base))
+        for j in range(8):
+            access(thread, memref, base + j, op, "read")
+        rows.append((memref.buf, base))
+    results = []
+    for lane in range(32):
+        value = []
+        for j in range(count):
+            pair = []
+            for e in range(2):
+                row, col = (2 * (lane % 4) + e, lane // 4) if transpose else (lane // 4, 2 * (lane % 4) + e)
+                buf, base = rows[8 * j + row]
+                pair.append(buf.data[base + col])
+            value.append(pair)
+        results.append(value)
+    return results
+
+
+@functools.lru_cache(maxsize=None)
+def async_copy_segments(attrs):
+    return [int(v) for v in re.search(r"operandSegmentSizes = array<i32: ([\d, ]+)>", attrs).group(1).split(",")]
+
+
+def async_copy(op, args, thread):
+    """nvgpu.device_async_copy (cp.async): the source is read when the copy
+    is issued; the destination is written when a wait_group covering it
+    completes (device_async_wait), as this thread's write. With a source
+    count below the copy's, the rest is zero (nothing read past it)."""
+    dst_count, dst_indices, src_count, src_indices, elements = async_copy_segments(op.attrs)
+    dst, src = args[0], args[1 + dst_indices]
+    dst_at = list(args[1:1 + dst_indices])
+    src_at = list(args[2 + dst_indices:2 + dst_indices + src_indices])
+    count = attrs_int(op.attrs, "dstElements")
+    present = args[-1] if elements else count
+    if not dst.buf.shared or src.buf.shared:
+        raise SimError("line %d: cp.async copies from global to shared memory" % op.line)
+    if count * dst.element_bytes not in (4, 8, 16) or not 0 <= present <= count:
+        raise SimError("line %d: cp.async of %d elements, %d read" % (op.line, count, present))
+    for memref, at, n in ((dst, dst_at, count), (src, src_at, present)):
+        if n == 0:
+            continue
+        if memref.strides[-1] != 1 or not 0 <= at[-1] <= memref.sizes[-1] - n:
+            raise SimError("line %d: cp.async of %d at %s runs out of %s (%s)" %
+                           (op.line, n, at, memref.sizes, memref.buf.name))
+    base = dst.address(dst_at, op)
+    if (base * dst.element_bytes) % (count * dst.element_bytes) != 0:
+        raise SimError("line %d: cp.async destination at element %d is not %d-byte aligned" %
+                       (op.line, base, count * dst.element_bytes))
+    values = [0.0] * count
+    if present:
+        source = src.address(src_at, op)
+        if (source * src.element_bytes) % (count * src.element_bytes) != 0:
+            raise SimError("line %d: cp.async source at element %d is not %d-byte aligned" %
+                           (op.line, source, count * src.element_bytes))
+        for j in range(present):
+            access(thread, src, source + j, op, "read")
+            values[j] = src.buf.data[source + j]
+    thread.pending.append((dst, base, values, op))
+    return "token"
+
+
+def async_wait(op, thread):
+    """nvgpu.device_async_wait (cp.async.wait_group N): the thread's oldest
+    committed groups complete until at most N are pending."""
+    keep = attrs_int(op.attrs, "numGroups")
+    keep = 0 if keep is None else keep
+    while len(thread.groups) > keep:
+        for dst, base, values, copy in thread.groups.pop(0):
+            for j, value in enumerate(values):
+                access(thread, dst, base + j, copy, "write")
+                dst.buf.data[base + j] = value
+
+
 def execute(op, args, thread):
     name = op.name
+    if name == "nvgpu.device_async_copy":
+        return async_copy(op, args, thread)
+    if name == "nvgpu.device_async_create_group":
+        thread.groups.append(thread.pending)
+        thread.pending = []
+        return "token"
+    if name == "nvgpu.device_async_wait":
+        async_wait(op, thread)
+        return None
     if name == "llvm.bitcast":
         # Two 16-bit values as one 32-bit register (an mma operand): kept as a pair.
         if op.result_type == "i32" and isinstance(args[0], list) and len(args[0]) == 2:
@@ -730,7 +853,10 @@ def execute(op, args, thread):
     if name == "vector.broadcast":
         return [args[0]] * vector_width(op.result_type)
     if name == "vector.extract":
-        return args[0][position(op)]
+        value = args[0]
+        for i in static_positions(op.attrs):  # one index a dimension (of a vector<4x2x...>)
+            value = value[i]
+        return value
     if name == "vector.shuffle":
         both = list(args[0]) + list(args[1])
         return [both[i] for i in shuffle_mask(op.attrs)]
@@ -931,12 +1057,16 @@ def run_threads(threads, block_id, stats, shared_log, global_log):
                         stops[t] = None
                         live.discard(t)
                 shuffles = [stops[t] for t in running if isinstance(stops[t], tuple)]
-                if shuffles and shuffles[0][1] == "mma":
+                if shuffles and shuffles[0][1] in ("mma", "ldmatrix"):
                     first = shuffles[0]
                     if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
                             len(running) != 32:
-                        raise SimError("line %d: not every lane of a warp reaches the mma.sync" % first[0].line)
-                    results = warp_mma(first[0], [stops[t][2] for t in running])
+                        raise SimError("line %d: not every lane of a warp reaches the %s" %
+                                       (first[0].line, first[0].name))
+                    if first[1] == "mma":
+                        results = warp_mma(first[0], [stops[t][2] for t in running])
+                    else:
+                        results = warp_ldmatrix(first[0], [(stops[t][2], stops[t][3]) for t in running])
                     for t, result in zip(running, results):
                         answers[t] = result
                     continue

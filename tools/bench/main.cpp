@@ -24,7 +24,8 @@ int main(int argc, char **argv) {
              "  bench kernels                                  # gelu softmax layernorm transpose colsum matmul, "
              "reference shapes\n"
              "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
-             "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas");
+             "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas\n"
+             "  bench matmul --dtype bf16 --shapes 1024x768x3072,1024x3072x768   # tensor cores against cuBLASLt");
   mlpipe::BenchRequest request;
   mlpipe::ModelFlags flags;
   std::vector<std::string> modes = {"sublayer", "fused"};
@@ -81,6 +82,11 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   matmul->add_option("--precision", matmulRequest.precision, mlpipe::kPrecisionFlagHelp)
       ->check(CLI::IsMember({"f32", "tf32"}))
+      ->capture_default_str();
+  matmul
+      ->add_option("--dtype", matmulRequest.dtype,
+                   "f32, or bf16 or f16: A, B and y stored in 16 bits, products accumulated in f32 (cuBLAS: cuBLASLt)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();
   matmul->add_option("--chip", matmulRequest.chip, "GPU to compile for")->capture_default_str();
   matmul->add_option("--repeat", matmulRequest.repeat, "Timings per path (the median is reported)")

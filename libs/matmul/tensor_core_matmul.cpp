@@ -1,0 +1,716 @@
+// The generated matmul's tensor-core form: A and B stored in bf16 or f16,
+// products on mma.sync m16n8k16 with f32 accumulation (sm_80 and later),
+// fragments by ldmatrix, K-slices staged through shared memory in one of
+// two ways.
+//
+// By cp.async, where both operands are read as vectors (4 to 16 bytes), in
+// S stages (2 to 4, as many as the static shared memory holds):
+//
+//   cp.async slices 0 .. S-2 into stages 0 .. S-2, a group each
+//   for t in slices:                       (blockK of K per step)
+//     wait until at most S-2 groups are pending; barrier
+//                                          (slice t has landed, and every
+//                                           thread is done with step t-1)
+//     cp.async slice t+S-1 into stage (t-1) mod S, a group
+//     for each 16 of the slice's K:
+//       A fragments of the warp's m16 tiles, B fragments of its n8 tiles
+//       (ldmatrix.x4), one mma.sync per (m16, n8) pair
+//   C <- epilogue(acc [+ C])               (two columns a store)
+//
+// Through registers otherwise (an odd extent: scalar reads), two stages:
+//
+//   stage slice 0 into shared stage 0; barrier
+//   for t in slices:
+//     registers <- global slice t+1        (issued first: its latency hides
+//                                           behind the mma.sync below)
+//     the products of slice t, as above
+//     shared stage (t+1)&1 <- registers; barrier
+//
+// (one barrier per step suffices: step t writes the stage step t-1 read,
+// after every thread passed step t-1's barrier).
+//
+// A block computes a blockM x blockN tile of C with warpsM x warpsN warps,
+// each warp a (blockM / warpsM) x (blockN / warpsN) tile: a grid of m16n8
+// tiles, 4 f32 accumulators each per lane. Fragments as mma.sync lays them
+// out, lane l, g = l / 4, t = l % 4:
+//   A (row-major)  rows g, g+8 at K 2t, 2t+1, then the same 8 further;
+//   B (col-major)  K 2t, 2t+1 (then 8 further) at column g;
+//   C              rows g, g+8 at columns 2t, 2t+1.
+//
+// Shared memory holds each operand along its contiguous axis. K-major
+// ([stage][outer][k]: A as [m][k], B as [n][k], B's columns) holds the
+// fragments as ldmatrix's 8x8 matrices: one ldmatrix.x4 gives a lane its
+// four A registers of an m16 tile, or its B registers of two n8 tiles.
+// Outer-major ([stage][k][outer], an operand read along M or N by
+// cp.async: B as stored, [k][n]) holds them transposed, and ldmatrix.trans
+// hands out the same registers. Each row is padded by 16 bytes (80-byte
+// K-major rows at blockK = 32, 272-byte [k][n] rows at blockN = 128): the
+// 8 rows of a matrix, 16 bytes each, fall in distinct 16-byte bank groups,
+// and rows stay 16-byte aligned, as ldmatrix and cp.async need.
+//
+// Global reads go along whichever axis of the operand has unit stride, as
+// 128-bit vectors (8 elements) where the layout keeps them aligned. Through
+// registers, a vector along K is stored as it is; along M (A) or N (B), as
+// with a transposed view, a thread loads the same vector from two
+// consecutive K rows and stores each element pair as one 32-bit store into
+// the K-major tile. Rows of A and columns of B past the edge are clamped to
+// the last one (they feed only elements of C that are never stored); K
+// past the edge reads as zero (cp.async: zero-filled, nothing read).
+#include "matmul/matmul_building.h"
+
+#include "codegen/debug.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+
+namespace mlpipe::emitters::generated_matmul {
+
+namespace {
+
+// mma.sync's tile: m16n8k16.
+constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
+// Lanes holding one row of a C fragment.
+constexpr int64_t kLanesPerRow = 4;
+// K per pipeline step: two mma K-steps; with 128x128 tiles the two stages
+// of A and B take 40 KiB, under the 48 KiB a block has without opting in.
+constexpr int64_t kTensorCoreBlockK = 32;
+// Each shared row is padded by 16 bytes (see above).
+constexpr int64_t kTensorCorePadBytes = 16;
+// A block fills an SM's issue slots with 8 warps (two per scheduler); each
+// warp's 64x32 tile is 4x4 mma tiles, 64 accumulators a lane, enough
+// independent mma.sync to cover their latency.
+struct TensorCoreShape {
+  int64_t blockM, blockN, warpsM, warpsN;
+};
+// The candidates, largest first: 128x128 (8 warps of 64x32) reads the
+// fewest bytes per FLOP; 64x128 and 64x64 (warps of 32x32) where the large
+// tile leaves SMs idle (GPT-2's 1024x768 products: 48 tiles of 128x128 on
+// 132 SMs).
+constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 4}, {64, 128, 2, 4}, {64, 64, 2, 2}}};
+// The largest candidate whose grid gives every SM at least this many
+// blocks is taken; the smallest where none does.
+constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
+// Shared stages of the cp.async pipeline, at most: with slice t computed,
+// slices t+1 .. t+stages-1 are in flight. As many as the static shared
+// memory holds (48 KiB: two for 128x128 tiles, four for 64x64); more buys
+// little once a few slices cover the latency of global memory.
+constexpr int64_t kMaxAsyncStages = 4;
+
+// Elements of a shared row of `elements` with its pad.
+int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kTensorCorePadBytes / elementBytes; }
+
+struct TensorCoreConfig {
+  int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
+  int64_t warpsM = 1, warpsN = 1;
+
+  int64_t warps() const { return warpsM * warpsN; }
+  int64_t threads() const { return warps() * 32; }
+  int64_t warpM() const { return blockM / warpsM; }
+  int64_t warpN() const { return blockN / warpsN; }
+  int64_t tilesM() const { return warpM() / kMmaM; } // m16 tiles a warp
+  int64_t tilesN() const { return warpN() / kMmaN; } // n8 tiles a warp
+  // Shared memory of two K-major stages of A and B (through registers).
+  int64_t twoStageBytes(int64_t elementBytes) const {
+    return 2 * (blockM + blockN) * sharedRow(blockK, elementBytes) * elementBytes;
+  }
+};
+
+// How K-slices reach shared memory: by cp.async into `stages` stages, each
+// operand stored along its contiguous axis (K-major: [outer][k], read by
+// ldmatrix; outer-major: [k][outer], read by ldmatrix.trans), where both
+// operands are read as vectors of 4 to 16 bytes; otherwise through
+// registers into two K-major stages (a transposed store of pairs where an
+// operand's contiguous axis is not K).
+struct Staging {
+  bool async = false;
+  int64_t stages = 2;
+  bool kMajorA = true, kMajorB = true;
+};
+
+// The shape of an operand's shared buffer.
+llvm::SmallVector<int64_t> sharedShape(const TensorCoreConfig &c, int64_t stages, int64_t blockOuter, bool kMajor,
+                                       int64_t elementBytes) {
+  if (kMajor)
+    return {stages, blockOuter, sharedRow(c.blockK, elementBytes)};
+  return {stages, c.blockK, sharedRow(blockOuter, elementBytes)};
+}
+int64_t sharedBytesOf(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
+  auto bytes = [&](int64_t outer, bool kMajor) {
+    auto shape = sharedShape(c, staging.stages, outer, kMajor, elementBytes);
+    return shape[0] * shape[1] * shape[2] * elementBytes;
+  };
+  return bytes(c.blockM, staging.kMajorA) + bytes(c.blockN, staging.kMajorB);
+}
+
+Staging chooseStaging(const TensorCoreConfig &c, const Problem &p, const LoadPlan &planA, const LoadPlan &planB,
+                      const GeneratedMatmulOptions &options, const DeviceDescription &device) {
+  Staging staging;
+  // cp.async copies 4, 8 or 16 bytes: vectors of at least two elements;
+  // every thread copies the same number of them (its copies are then one
+  // group of tokens, with no thread left out).
+  auto whole = [&](const LoadPlan &plan, int64_t outer) { return outer * c.blockK / plan.width % c.threads() == 0; };
+  if (!options.asyncCopy || planA.width < 2 || planB.width < 2 || !whole(planA, c.blockM) || !whole(planB, c.blockN))
+    return staging;
+  Staging async;
+  async.async = true;
+  async.kMajorA = planA.alongK;
+  async.kMajorB = planB.alongK;
+  async.stages = 1;
+  int64_t stageBytes = sharedBytesOf(c, async, p.elementBytes);
+  async.stages = std::min<int64_t>(kMaxAsyncStages, device.sharedMemoryPerBlock / stageBytes);
+  return async.stages >= 2 ? async : staging;
+}
+
+std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const DeviceDescription &device) {
+  if (c.blockM <= 0 || c.blockN <= 0 || c.blockM % c.warpsM != 0 || c.blockN % c.warpsN != 0 ||
+      c.warpM() % kMmaM != 0 || c.warpN() % kMmaN != 0)
+    return "the block tile must split into warp tiles of whole m16n8 tiles";
+  if (c.blockK < kMmaK || c.blockK % kMmaK != 0)
+    return "the K-slice must be a multiple of 16";
+  if (c.threads() > device.maxThreadsPerBlock)
+    return "too many warps for a block";
+  if (c.twoStageBytes(p.elementBytes) > device.sharedMemoryPerBlock)
+    return "the double-buffered tiles need more shared memory than a block has";
+  return "";
+}
+
+mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const GeneratedMatmulOptions &options,
+                                                   const DeviceDescription &device, std::string &error) {
+  if (options.blockTile[0] > 0) {
+    // A forced tile: warps of 64x32 where the tile is 128 rows, of 32x32
+    // otherwise (a 32x32 tile is one warp).
+    TensorCoreConfig c;
+    c.blockM = options.blockTile[0];
+    c.blockN = options.blockTile[1];
+    c.blockK = options.blockTile[2] > 0 ? options.blockTile[2] : kTensorCoreBlockK;
+    c.warpsM = std::max<int64_t>(1, c.blockM / (c.blockM >= 128 ? 64 : 32));
+    c.warpsN = std::max<int64_t>(1, c.blockN / 32);
+    error = checkTensorCore(c, p, device);
+    if (!error.empty())
+      return mlir::failure();
+    return c;
+  }
+  std::optional<TensorCoreConfig> chosen;
+  for (const TensorCoreShape &shape : kTensorCoreShapes) {
+    TensorCoreConfig c;
+    c.blockM = shape.blockM;
+    c.blockN = shape.blockN;
+    c.warpsM = shape.warpsM;
+    c.warpsN = shape.warpsN;
+    if (!checkTensorCore(c, p, device).empty())
+      continue;
+    chosen = c;
+    int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, c.blockM) * llvm::divideCeilSigned(p.n, c.blockN);
+    if (blocks >= kTensorCoreMinBlocksPerSm * device.smCount)
+      break;
+  }
+  if (!chosen) {
+    error = "no tensor-core tile fits this device";
+    return mlir::failure();
+  }
+  return *chosen;
+}
+
+// How one operand's tile goes from global to shared memory (LoadPlan):
+// vectors along K stored as they are, or vectors along the operand's other
+// axis ("outer": M for A, N for B) from two consecutive K rows, stored as
+// pairs. Each thread's slots are fixed for the whole loop.
+struct OperandTile {
+  Matrix *matrix = nullptr;
+  bool isA = true;
+  LoadPlan plan;
+  int64_t blockOuter = 0, extent = 0; // the tile's and the operand's outer size
+  bool kMajor = true;                 // shared [outer][k], else [k][outer]
+  Value shared;
+  // The shared row and K each lane addresses for ldmatrix (loadMatrices),
+  // relative to the warp's tile and the mma K-step.
+  Value laneOuter, laneK;
+  struct Slot {
+    Value outer, kk, valid; // valid: null when every thread has this slot
+  };
+  llvm::SmallVector<Slot> slots;
+};
+
+class TensorCoreBody {
+public:
+  TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
+                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), storage(p.storage),
+        f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
+        c(f.getArgument(2), bytesOfElement(p.cType)) {
+    tileA.matrix = &a;
+    tileA.isA = true;
+    tileA.plan = planA;
+    tileA.blockOuter = cfg.blockM;
+    tileA.extent = p.m;
+    tileA.kMajor = staging.kMajorA;
+    tileB.matrix = &bm;
+    tileB.isA = false;
+    tileB.plan = planB;
+    tileB.blockOuter = cfg.blockN;
+    tileB.extent = p.n;
+    tileB.kMajor = staging.kMajorB;
+  }
+
+  void build(int64_t widthCAllowed) {
+    alignWorkgroupBuffers(b, f);
+    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+      epilogueOperands.push_back(f.getArgument(i));
+    tileA.shared = f.getWorkgroupAttributions()[0];
+    tileB.shared = f.getWorkgroupAttributions()[1];
+    placeBlock();
+    placeSlots(tileA);
+    placeSlots(tileB);
+    mlir::scf::ForOp loop;
+    if (staging.async) {
+      loop = asyncPipeline();
+    } else {
+      stageFirstSlice();
+      loop = pipeline();
+    }
+    writeC(loop, widthCAllowed);
+  }
+
+private:
+  // The ids, the block's tile of C, the warp's tile in it and the lane's
+  // place in its fragments.
+  void placeBlock() {
+    tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockY = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y);
+    mFastest = llvm::divideCeilSigned(p.m, cfg.blockM) <= llvm::divideCeilSigned(p.n, cfg.blockN);
+    Value tileM = mFastest ? blockX : blockY;
+    Value tileN = mFastest ? blockY : blockX;
+    if (p.rank == 3)
+      batch = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    m0 = ix.mul(tileM, cfg.blockM);
+    n0 = ix.mul(tileN, cfg.blockN);
+    steps = ix.c(llvm::divideCeilSigned(p.k, cfg.blockK));
+    maskK = p.k % cfg.blockK != 0;
+    Value warp = ix.div(tid, 32);
+    Value lane = ix.rem(tid, 32);
+    group = ix.div(lane, kLanesPerRow);
+    inGroup = ix.rem(lane, kLanesPerRow);
+    warpRow = ix.mul(ix.div(warp, cfg.warpsN), cfg.warpM());
+    warpCol = ix.mul(ix.rem(warp, cfg.warpsN), cfg.warpN());
+    // The row each lane addresses for ldmatrix.x4 (loadMatrices), lane l
+    // giving row l % 8 of matrix l / 8. Of A: matrices 1 and 3 are 8 rows
+    // (M) further, 2 and 3 are 8 further along K; of B: 1 and 3 are 8
+    // further along K, 2 and 3 the next n8 tile. A shared row is along K
+    // (K-major) or along the operand's other axis (outer-major, read
+    // transposed).
+    Value rowInMatrix = ix.rem(lane, 8), matrix = ix.div(lane, 8);
+    Value matrixLow = ix.mul(ix.rem(matrix, 2), 8), matrixHigh = ix.mul(ix.div(matrix, 2), 8);
+    placeLanes(tileA, warpRow, rowInMatrix, /*outerStep=*/matrixLow, /*kStep=*/matrixHigh);
+    placeLanes(tileB, warpCol, rowInMatrix, /*outerStep=*/matrixHigh, /*kStep=*/matrixLow);
+  }
+
+  void placeLanes(OperandTile &tile, Value warpOrigin, Value rowInMatrix, Value outerStep, Value kStep) {
+    if (tile.kMajor) {
+      tile.laneOuter = ix.add(ix.add(warpOrigin, rowInMatrix), outerStep);
+      tile.laneK = kStep;
+    } else {
+      tile.laneOuter = ix.add(warpOrigin, outerStep);
+      tile.laneK = ix.add(rowInMatrix, kStep);
+    }
+  }
+
+  // Slots: along K, (outer, kk) of each vector, consecutive threads along
+  // K; along the outer axis, the vector's first outer index and the even K
+  // row of its pair, consecutive threads on consecutive pairs. Shared rows
+  // 8 apart share banks (8 x 20 words), so threads storing pairs into rows
+  // of one vector apart would all hit one bank: threads of consecutive
+  // pairs store into the same row at consecutive words instead (two
+  // vectors a warp: two ways at most).
+  void placeSlots(OperandTile &tile) {
+    if (staging.async) {
+      placeAsyncSlots(tile);
+      return;
+    }
+    const int64_t threads = cfg.threads(), width = tile.plan.width;
+    const int64_t vectors =
+        tile.plan.alongK ? tile.blockOuter * cfg.blockK / width : tile.blockOuter / width * (cfg.blockK / 2);
+    const int64_t perRow = tile.plan.alongK ? cfg.blockK / width : cfg.blockK / 2;
+    for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
+      Value q = ix.add(tid, j * threads);
+      OperandTile::Slot slot;
+      if ((j + 1) * threads > vectors) {
+        slot.valid = ix.lt(q, vectors);
+        q = ix.min(q, vectors - 1);
+      }
+      Value major = ix.div(q, perRow), minor = ix.rem(q, perRow);
+      if (tile.plan.alongK) {
+        slot.outer = major;
+        slot.kk = ix.mul(minor, width);
+      } else {
+        slot.outer = ix.mul(major, width);
+        slot.kk = ix.mul(minor, 2);
+      }
+      tile.slots.push_back(slot);
+    }
+  }
+
+  // cp.async slots: one vector each, consecutive threads along the
+  // operand's contiguous axis (K for a K-major tile, else the outer axis),
+  // so that a warp's copies read contiguous global rows and fill
+  // contiguous shared rows.
+  void placeAsyncSlots(OperandTile &tile) {
+    const int64_t threads = cfg.threads(), width = tile.plan.width;
+    const int64_t vectors = tile.blockOuter * cfg.blockK / width;
+    const int64_t perRow = (tile.kMajor ? cfg.blockK : tile.blockOuter) / width;
+    for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
+      // (chooseStaging: every thread has every slot.)
+      Value q = ix.add(tid, j * threads);
+      OperandTile::Slot slot;
+      Value major = ix.div(q, perRow), minor = ix.mul(ix.rem(q, perRow), width);
+      slot.outer = tile.kMajor ? major : minor;
+      slot.kk = tile.kMajor ? minor : major;
+      tile.slots.push_back(slot);
+    }
+  }
+
+  // The cp.async copies of one operand's slice `slice` into shared stage
+  // `stage`: rows (or columns) past the edge clamped, K past the edge
+  // zero-filled (no bytes read from global memory).
+  void copySlice(OperandTile &tile, Value slice, Value stage, llvm::SmallVectorImpl<Value> &tokens) {
+    const int64_t width = tile.plan.width;
+    const bool kMajor = tile.kMajor;
+    Value k0 = ix.mul(slice, cfg.blockK);
+    Value source = tile.matrix->along(ix, /*alongRows=*/tile.isA ? !kMajor : kMajor);
+    for (const OperandTile::Slot &slot : tile.slots) {
+      {
+        Value outer = ix.add(tile.isA ? m0 : n0, slot.outer);
+        if (tile.extent % tile.blockOuter != 0)
+          outer = ix.min(outer, tile.extent - (kMajor ? 1 : width));
+        Value k = ix.add(k0, slot.kk);
+        Value present;
+        if (maskK) {
+          present = mlir::arith::SelectOp::create(b, loc, ix.lt(k, p.k), ix.c(width), ix.c(0));
+          k = ix.min(k, p.k - (kMajor ? width : 1));
+        }
+        // The source view's innermost axis is the contiguous one.
+        llvm::SmallVector<Value> from;
+        if (p.rank == 3)
+          from.push_back(batch);
+        from.push_back(kMajor ? outer : k);
+        from.push_back(kMajor ? k : outer);
+        llvm::SmallVector<Value> to{stage, kMajor ? slot.outer : slot.kk, kMajor ? slot.kk : slot.outer};
+        mlir::UnitAttr bypassL1 = width * eb == 16 ? b.getUnitAttr() : mlir::UnitAttr();
+        tokens.push_back(mlir::nvgpu::DeviceAsyncCopyOp::create(b, loc, tile.shared, to, source, from,
+                                                                b.getIndexAttr(width), present, bypassL1));
+      }
+    }
+  }
+
+  // Both operands' slice `slice` into `stage`, as one group of copies.
+  Value copySlices(Value slice, Value stage) {
+    llvm::SmallVector<Value> tokens;
+    copySlice(tileA, slice, stage, tokens);
+    copySlice(tileB, slice, stage, tokens);
+    return mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+  }
+
+  // The cp.async pipeline: slices 0 .. stages-2 in flight first; at step
+  // t, wait until at most stages-2 groups are pending (slice t has
+  // landed: this thread's copies), a barrier (every thread's have, and
+  // every thread has finished step t-1, whose stage the next copies
+  // overwrite), slice t+stages-1 issued into that stage, then slice t
+  // multiplied. Slices past the last are clamped to it: copies into a
+  // stage no later step reads.
+  mlir::scf::ForOp asyncPipeline() {
+    const int64_t stages = staging.stages;
+    const int64_t totalSteps = llvm::divideCeilSigned(p.k, cfg.blockK);
+    Value group;
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      group = copySlices(ix.c(std::min(s, totalSteps - 1)), ix.c(s));
+    llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
+    mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
+      // (wait_group takes no group: the token only orders the ops.)
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
+      mlir::gpu::BarrierOp::create(b, loc);
+      Value ahead = ix.add(step, stages - 1);
+      copySlices(ix.min(ahead, totalSteps - 1), ix.rem(ahead, stages));
+      return compute(ix.rem(step, stages), acc);
+    });
+    // No copy outlives the kernel.
+    mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
+    return loop;
+  }
+
+  // One vector of the operand at (outer, k), zero where k is past K.
+  Value loadVector(OperandTile &tile, Value outer, Value k, bool alongK) {
+    const int64_t width = tile.plan.width;
+    Value kInside;
+    if (maskK) {
+      kInside = ix.lt(k, p.k);
+      k = ix.min(k, p.k - (alongK ? width : 1));
+    }
+    // A is [M, K] (K along columns), B is [K, N] (K along rows).
+    Value v = tile.isA ? tile.matrix->load(ix, batch, outer, k, /*alongRows=*/!alongK, width)
+                       : tile.matrix->load(ix, batch, k, outer, /*alongRows=*/alongK, width);
+    if (kInside)
+      v = mlir::arith::SelectOp::create(b, loc, kInside, v, zeroVector(ix, storage, width));
+    return v;
+  }
+
+  // Global loads of one operand's slice at K offset `k0`.
+  llvm::SmallVector<Value> loadTile(OperandTile &tile, Value outer0, Value k0) {
+    llvm::SmallVector<Value> values;
+    const bool alongK = tile.plan.alongK;
+    for (const OperandTile::Slot &slot : tile.slots) {
+      Value outer = ix.add(outer0, slot.outer);
+      if (tile.extent % tile.blockOuter != 0)
+        outer = ix.min(outer, tile.extent - (alongK ? 1 : tile.plan.width));
+      Value k = ix.add(k0, slot.kk);
+      values.push_back(loadVector(tile, outer, k, alongK));
+      if (!alongK)
+        values.push_back(loadVector(tile, outer, ix.add(k, 1), alongK));
+    }
+    return values;
+  }
+
+  void storeTile(OperandTile &tile, llvm::ArrayRef<Value> values, Value stage) {
+    const int64_t width = tile.plan.width;
+    size_t next = 0;
+    for (const OperandTile::Slot &slot : tile.slots) {
+      Value first = values[next++];
+      Value second = tile.plan.alongK ? Value() : values[next++];
+      guarded(ix, slot.valid, [&] {
+        if (tile.plan.alongK) {
+          if (width == 1)
+            mlir::memref::StoreOp::create(b, loc, extract(ix, first, 0), tile.shared,
+                                          mlir::ValueRange{stage, slot.outer, slot.kk});
+          else
+            mlir::vector::StoreOp::create(b, loc, first, tile.shared, mlir::ValueRange{stage, slot.outer, slot.kk},
+                                          false, llvm::MaybeAlign(width * eb));
+          return;
+        }
+        // Element i of K rows kk and kk+1: one pair at (outer + i, kk).
+        auto pairType = mlir::VectorType::get({2}, storage);
+        for (int64_t i = 0; i < width; ++i) {
+          Value pair = mlir::vector::FromElementsOp::create(
+              b, loc, pairType, mlir::ValueRange{extract(ix, first, i), extract(ix, second, i)});
+          mlir::vector::StoreOp::create(b, loc, pair, tile.shared,
+                                        mlir::ValueRange{stage, ix.add(slot.outer, i), slot.kk}, false,
+                                        llvm::MaybeAlign(2 * eb));
+        }
+      });
+    }
+  }
+
+  std::pair<llvm::SmallVector<Value>, llvm::SmallVector<Value>> loadBoth(Value step) {
+    Value k0 = ix.mul(step, cfg.blockK);
+    return std::make_pair(loadTile(tileA, m0, k0), loadTile(tileB, n0, k0));
+  }
+
+  // Two consecutive 16-bit elements as one 32-bit mma operand: i32 for
+  // bf16, vector<2xf16> for f16.
+  Value operand(Value pair) {
+    if (storage.isBF16())
+      return mlir::LLVM::BitcastOp::create(b, loc, b.getI32Type(), pair);
+    return pair;
+  }
+
+  // `count` 8x8 matrices of a shared stage by one ldmatrix: lane l gives
+  // the address of row l % 8 of matrix l / 8 (`outer`, `k`: its row and
+  // first K), and receives, of each matrix j, row l / 4 at K 2(l % 4) and
+  // the next: register j of an A fragment (matrices: rows 0-7 and 8-15 at
+  // K 0-7, then at K 8-15) or of B fragments ([n][k] rows: n 0-7 at K 0-7
+  // and 8-15 for one n8 tile, then the next tile's).
+  // An outer-major tile ([k][outer]) holds the same matrices transposed:
+  // lane l then addresses K row l % 8, and ldmatrix.trans hands it the
+  // same elements.
+  llvm::SmallVector<Value> loadMatrices(const OperandTile &tile, Value stage, Value outer, Value k, int64_t count) {
+    auto type = mlir::VectorType::get({count, 2}, storage);
+    llvm::SmallVector<Value> at{stage, tile.kMajor ? outer : k, tile.kMajor ? k : outer};
+    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, tile.shared, at,
+                                                     /*transpose=*/!tile.kMajor, static_cast<uint32_t>(count));
+    llvm::SmallVector<Value> registers;
+    for (int64_t j = 0; j < count; ++j)
+      registers.push_back(operand(mlir::vector::ExtractOp::create(b, loc, matrices, j)));
+    return registers;
+  }
+
+  // D += A B on one m16n8k16 tile; `acc` the four f32 of C, in place.
+  void mma(llvm::ArrayRef<Value> fragmentA, llvm::ArrayRef<Value> fragmentB, Value *acc) {
+    auto ptx = storage.isBF16() ? mlir::NVVM::MMATypes::bf16 : mlir::NVVM::MMATypes::f16;
+    auto result = mlir::LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    Value d = mlir::NVVM::MmaOp::create(
+        b, loc, result, fragmentA, fragmentB, mlir::ValueRange{acc[0], acc[1], acc[2], acc[3]},
+        llvm::ArrayRef<int64_t>{kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+        std::array<mlir::NVVM::MMATypes, 2>{ptx, ptx},
+        std::array<mlir::NVVM::MMALayout, 2>{mlir::NVVM::MMALayout::row, mlir::NVVM::MMALayout::col});
+    for (int64_t i = 0; i < 4; ++i)
+      acc[i] = mlir::LLVM::ExtractValueOp::create(b, loc, d, llvm::ArrayRef<int64_t>{i});
+  }
+
+  // One K-slice's products from shared stage `stage`. acc[(i * tilesN + j)
+  // * 4 + r]: m16 tile i, n8 tile j, register r.
+  llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
+    const int64_t tilesM = cfg.tilesM(), tilesN = cfg.tilesN();
+    for (int64_t s = 0; s < cfg.blockK / kMmaK; ++s) {
+      // A: one ldmatrix.x4 a m16 tile.
+      llvm::SmallVector<llvm::SmallVector<Value>> fragmentsA;
+      for (int64_t i = 0; i < tilesM; ++i)
+        fragmentsA.push_back(
+            loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kMmaK), 4));
+      // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone).
+      llvm::SmallVector<llvm::SmallVector<Value>> fragmentsB;
+      for (int64_t j = 0; j < tilesN; j += 2) {
+        int64_t count = j + 1 < tilesN ? 4 : 2;
+        llvm::SmallVector<Value> registers =
+            loadMatrices(tileB, stage, ix.add(tileB.laneOuter, j * kMmaN), ix.add(tileB.laneK, s * kMmaK), count);
+        fragmentsB.push_back({registers[0], registers[1]});
+        if (count == 4)
+          fragmentsB.push_back({registers[2], registers[3]});
+      }
+      for (int64_t i = 0; i < tilesM; ++i)
+        for (int64_t j = 0; j < tilesN; ++j)
+          mma(fragmentsA[i], fragmentsB[j], &acc[(i * tilesN + j) * 4]);
+    }
+    return acc;
+  }
+
+  void stageFirstSlice() {
+    auto [va, vb] = loadBoth(ix.c(0));
+    storeTile(tileA, va, ix.c(0));
+    storeTile(tileB, vb, ix.c(0));
+    mlir::gpu::BarrierOp::create(b, loc);
+  }
+
+  mlir::scf::ForOp pipeline() {
+    llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
+    return buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
+      // The next slice first (the last step reloads its own: harmless, and
+      // no branch).
+      Value next = ix.min(ix.add(step, 1), ix.sub(steps, ix.c(1)));
+      auto [va, vb] = loadBoth(next);
+      Value stage = b.createOrFold<mlir::arith::AndIOp>(loc, step, ix.c(1));
+      Value other = b.createOrFold<mlir::arith::XOrIOp>(loc, stage, ix.c(1));
+      acc = compute(stage, acc);
+      storeTile(tileA, va, other);
+      storeTile(tileB, vb, other);
+      mlir::gpu::BarrierOp::create(b, loc);
+      return acc;
+    });
+  }
+
+  // Each lane writes its C fragments: rows g and g+8 of each m16 tile,
+  // columns 2t and 2t+1 of each n8 tile, two columns a store where C's
+  // layout allows (N even: a pair is wholly inside or outside).
+  void writeC(mlir::scf::ForOp loop, int64_t widthCAllowed) {
+    OutputWriter writer{p, c, epilogueOperands};
+    const bool rowEdge = p.m % cfg.blockM != 0, colEdge = p.n % cfg.blockN != 0;
+    const bool pairsWhole = p.n % 2 == 0;
+    const int64_t widthC = pairsWhole && widthCAllowed >= 2 ? 2 : 1;
+    Value pairCol = ix.mul(inGroup, 2);
+    for (int64_t i = 0; i < cfg.tilesM(); ++i) {
+      for (int64_t r = 0; r < 2; ++r) {
+        Value row = ix.add(ix.add(ix.add(m0, warpRow), group), i * kMmaM + r * 8);
+        guarded(ix, rowEdge ? ix.lt(row, p.m) : Value(), [&] {
+          for (int64_t j = 0; j < cfg.tilesN(); ++j) {
+            Value col = ix.add(ix.add(ix.add(n0, warpCol), pairCol), j * kMmaN);
+            int64_t base = (i * cfg.tilesN() + j) * 4 + r * 2;
+            Value values = mlir::vector::FromElementsOp::create(b, loc, mlir::VectorType::get({2}, f32),
+                                                                mlir::ValueRange{acc(loop, base), acc(loop, base + 1)});
+            if (!colEdge || pairsWhole) {
+              guarded(ix, colEdge ? ix.lt(col, p.n) : Value(), [&] {
+                if (widthC == 2) {
+                  writer.write(ix, values, batch, row, col, 2, /*vectorC=*/true);
+                  return;
+                }
+                for (int64_t e = 0; e < 2; ++e)
+                  writer.write(ix, slice(ix, values, e, 1), batch, row, ix.add(col, e), 1, false);
+              });
+              continue;
+            }
+            for (int64_t e = 0; e < 2; ++e) {
+              Value colE = ix.add(col, e);
+              guarded(ix, ix.lt(colE, p.n),
+                      [&] { writer.write(ix, slice(ix, values, e, 1), batch, row, colE, 1, false); });
+            }
+          }
+        });
+      }
+    }
+  }
+
+  static Value acc(mlir::scf::ForOp loop, int64_t i) { return loop.getResult(i); }
+
+  mlir::OpBuilder &b;
+  mlir::gpu::GPUFuncOp f;
+  mlir::Location loc;
+  Ix ix;
+  const Problem &p;
+  const TensorCoreConfig &cfg;
+  const Staging &staging;
+  mlir::Type storage, f32;
+  int64_t eb;
+  Matrix a, bm, c;
+  OperandTile tileA, tileB;
+  llvm::SmallVector<Value> epilogueOperands;
+  Value tid, batch, m0, n0, steps, group, inGroup, warpRow, warpCol;
+  bool maskK = false, mFastest = true;
+};
+
+std::string describe(const LoadPlan &plan, const char *outer) {
+  return std::to_string(plan.width) + (plan.alongK ? " along K" : std::string(" along ") + outer);
+}
+
+} // namespace
+
+bool tensorCoresTake(const Problem &p, const DeviceDescription &device) {
+  return (p.storage.isBF16() || p.storage.isF16()) && device.sixteenBitMma;
+}
+
+mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p) {
+  std::string error;
+  auto chosen = chooseTensorCore(p, launch.options, launch.device, error);
+  if (mlir::failed(chosen))
+    return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
+  TensorCoreConfig cfg = *chosen;
+  LoadPlan planA = planOperand(p, p.aType, /*isA=*/true, cfg.blockK, cfg.blockM);
+  LoadPlan planB = planOperand(p, p.bType, /*isA=*/false, cfg.blockK, cfg.blockN);
+  KernelSignature signature;
+  signature.name = launch.name;
+  signature.arguments = argumentTypes(p, /*withAB=*/true);
+  Staging staging = chooseStaging(cfg, p, planA, planB, launch.options, launch.device);
+  signature.workgroupBuffers = {
+      workgroupType(sharedShape(cfg, staging.stages, cfg.blockM, staging.kMajorA, p.elementBytes), p.storage),
+      workgroupType(sharedShape(cfg, staging.stages, cfg.blockN, staging.kMajorB, p.elementBytes), p.storage)};
+  signature.bytesMoved = launch.bytes;
+  signature.flops = launch.flops;
+  signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
+  int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
+  bool mFastest = tilesM <= tilesN;
+  LaunchDims dims;
+  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch};
+  dims.block = {cfg.threads(), 1, 1};
+  if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
+    return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
+  int64_t widthC = launch.widthC;
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
+                  << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", "
+                  << cfg.warps() << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
+                  << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N")
+                  << ", C vectors " << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
+                  << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, "
+                  << sharedBytesOf(cfg, staging, p.elementBytes) << " B shared in " << staging.stages << " stages "
+                  << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
+                                          ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
+                                    : std::string("through registers"))
+                  << "\n");
+  return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+    TensorCoreBody(b, f, p, cfg, staging, planA, planB).build(widthC);
+    return mlir::success();
+  });
+}
+
+} // namespace mlpipe::emitters::generated_matmul
