@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -274,13 +275,21 @@ void runPipeline(const std::string &text, const std::string &source, MlirModule 
     diagnostics.fail(fmt::format("the {} pipeline failed", source));
 }
 
-// outline's promise: host functions only launch kernels and manage memory.
+// outline's promise: host functions only launch kernels, manage memory and
+// run loops whose trip counts are read at run time (scf.while, its
+// condition read back from the device each trip; the scf.if that frees a
+// buffer a trip may own, and bufferization's dealloc helper's loops over
+// pointers, marked mlpipe.host_loops by outline).
 void checkHostCodeIsOutlined(const MlirModule &module) {
   for (auto function : module.op().getOps<mlir::func::FuncOp>()) {
     mlir::Operation *leftover = nullptr;
     function.walk([&](mlir::Operation *op) {
       llvm::StringRef dialect = op->getName().getDialectNamespace();
-      if (!leftover && (dialect == "scf" || dialect == "linalg" || mlir::isa<mlir::memref::AllocOp>(op)))
+      bool hostLoop =
+          mlir::isa<mlir::scf::WhileOp, mlir::scf::ConditionOp, mlir::scf::ForOp, mlir::scf::IfOp, mlir::scf::YieldOp>(
+              op) &&
+          function->hasAttr("mlpipe.host_loops");
+      if (!leftover && ((dialect == "scf" && !hostLoop) || dialect == "linalg" || mlir::isa<mlir::memref::AllocOp>(op)))
         leftover = op;
     });
     if (leftover)

@@ -1036,6 +1036,55 @@ Tensor Graph::dynamicUpdateSlice(Tensor base, Tensor update, const std::vector<T
   return add(Node{OpKind::DynamicUpdateSlice, 0, operands, base.shape(), base.dtype()});
 }
 
+std::vector<Tensor> Graph::whileLoop(const std::vector<Tensor> &initial, std::shared_ptr<const Graph> condition,
+                                     std::shared_ptr<const Graph> body) {
+  if (!condition || !body)
+    fail("whileLoop: a loop needs a condition and a body");
+  if (initial.empty())
+    fail("whileLoop: a loop carries at least one tensor");
+  std::vector<int> operands;
+  for (Tensor t : initial) {
+    checkOwned(t, "whileLoop");
+    operands.push_back(materialized(t).id());
+  }
+  auto sameSignature = [&](const Graph &graph, const char *what) {
+    if (graph.inputs().size() != operands.size())
+      fail("whileLoop: the {} takes {} tensors, but the loop carries {}", what, graph.inputs().size(), operands.size());
+    for (size_t i = 0; i < operands.size(); ++i) {
+      const Node &input = graph.node(graph.inputs()[i]), &carried = node(operands[i]);
+      if (input.shape != carried.shape || input.dtype != carried.dtype)
+        fail("whileLoop: the {}'s input {} is {} {}, but the loop carries {} {}", what, i, formatShape(input.shape),
+             dtypeName(input.dtype), formatShape(carried.shape), dtypeName(carried.dtype));
+    }
+  };
+  sameSignature(*condition, "condition");
+  sameSignature(*body, "body");
+  if (condition->outputs().size() != 1 || !condition->updates().empty())
+    fail("whileLoop: the condition returns {} tensors, not one", condition->outputs().size());
+  const Node &holds = condition->node(condition->outputs()[0].second);
+  if (holds.dtype != DType::i1 || !holds.shape.empty())
+    fail("whileLoop: the condition returns {} {}, not a rank-0 i1", formatShape(holds.shape), dtypeName(holds.dtype));
+  if (body->outputs().size() != operands.size() || !body->updates().empty())
+    fail("whileLoop: the body returns {} tensors, but the loop carries {}", body->outputs().size(), operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Node &next = body->node(body->outputs()[i].second), &carried = node(operands[i]);
+    if (next.shape != carried.shape || next.dtype != carried.dtype)
+      fail("whileLoop: the body returns {} {} as carried tensor {}, which is {} {}", formatShape(next.shape),
+           dtypeName(next.dtype), i, formatShape(carried.shape), dtypeName(carried.dtype));
+  }
+  Node loop{OpKind::While, 0, operands, {}, DType::i1};
+  loop.condition = std::move(condition);
+  loop.body = std::move(body);
+  int id = add(std::move(loop)).id();
+  std::vector<Tensor> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    Node result{OpKind::LoopResult, 0, {id}, node(operands[i]).shape, node(operands[i]).dtype};
+    result.ints = {static_cast<int64_t>(i)};
+    results.push_back(add(std::move(result)));
+  }
+  return results;
+}
+
 Tensor Graph::reduceWindow(ReduceFn fn, Tensor x, const std::vector<WindowAxis> &window) {
   checkOwned(x, "reduceWindow");
   x = materialized(x);

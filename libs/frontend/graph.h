@@ -24,6 +24,8 @@
 
 namespace mlpipe::fe {
 
+class Graph;
+
 enum class OpKind {
   Input,     // a named function argument
   Constant,  // a float scalar, broadcast wherever it is used
@@ -72,6 +74,13 @@ enum class OpKind {
   // definitions; emitMlir lowers them first (frontend/scatter_gather.h).
   GatherSlices, // a slice of the operand at each start index, starts clamped so it stays inside
   Scatter,      // the operand with each update window combined in where it lies wholly inside
+  // HLO's while, run as a loop (not unrolled): operands {the initial
+  // carried tensors}; `condition` and `body` are closed graphs over the
+  // carried tensors (their inputs, in order): the condition returns one
+  // rank-0 i1, the body the next carried tensors. The While node has no
+  // value of its own; LoopResult nodes read its results.
+  While,
+  LoopResult, // result ints[0] of the While node operands[0]: the carried tensor when the condition fails
 };
 
 // Integer forms (Neg, Abs, Sign, Popcnt on integers; Not on i1 and integers;
@@ -233,6 +242,8 @@ struct Node {
   std::string scope;          // where in the model it was recorded: "h.3.ln_1" (see Graph::Scope)
   std::vector<double> values; // Literal, C order
   bool inout = false;         // Input: updated in place by the function (a KV cache)
+  // While: the condition and the body (see OpKind::While).
+  std::shared_ptr<const Graph> condition, body;
 };
 
 // A Convolution node's dimensions, decoded from its ints.
@@ -388,6 +399,14 @@ public:
   // with kScatterAssign the last update (in the updates' row-major order)
   // aimed at an element is the one kept.
   Tensor scatter(Tensor operand, Tensor indices, Tensor updates, const SliceIndexing &dims, int fn);
+  // A loop run at run time: while `condition` (a graph whose inputs are the
+  // carried tensors and whose one output is a rank-0 i1) holds, the carried
+  // tensors become what `body` (the same inputs; one output per carried
+  // tensor, of its shape and type) computes from them. Starts from
+  // `initial`; returns the carried tensors once the condition fails (the
+  // initial ones when it fails at once).
+  std::vector<Tensor> whileLoop(const std::vector<Tensor> &initial, std::shared_ptr<const Graph> condition,
+                                std::shared_ptr<const Graph> body);
 
   // A copy of this graph in which every node of `kind` is replaced by what
   // `expand` records for it in the copy, given its operands there (with the

@@ -42,18 +42,23 @@ const char *mlirType(DType dtype) {
   }
 }
 
+// Convolutions, sorts, gathers and scatters become the ops they are
+// compiled as (convolution.h, sort.h, scatter_gather.h).
+std::unique_ptr<Graph> withOpsLowered(const Graph &graph) {
+  std::unique_ptr<Graph> lowered = withConvolutionsLowered(graph);
+  if (std::unique_ptr<Graph> sorted = withSortsLowered(lowered ? *lowered : graph))
+    lowered = std::move(sorted);
+  if (std::unique_ptr<Graph> indexed = withScatterGatherLowered(lowered ? *lowered : graph))
+    lowered = std::move(indexed);
+  return lowered;
+}
+
 std::string emitMlir(const Program &program) {
   std::string out = "module {\n";
   for (auto &function : program.functions) {
     if (function->outputs().empty())
       fail("function '{}' has no outputs", function->name());
-    // Convolutions, sorts, gathers and scatters become the ops they are
-    // compiled as (convolution.h, sort.h, scatter_gather.h).
-    std::unique_ptr<Graph> lowered = withConvolutionsLowered(*function);
-    if (std::unique_ptr<Graph> sorted = withSortsLowered(lowered ? *lowered : *function))
-      lowered = std::move(sorted);
-    if (std::unique_ptr<Graph> indexed = withScatterGatherLowered(lowered ? *lowered : *function))
-      lowered = std::move(indexed);
+    std::unique_ptr<Graph> lowered = withOpsLowered(*function);
     emitter::FunctionEmitter(lowered ? *lowered : *function, out).emit();
   }
   out += "}\n";

@@ -56,6 +56,38 @@ def PartitionFusionsPass : Pass<"mlpipe-partition-fusions", "mlir::ModuleOp"> {
     }
     ```
 
+    A loop (`scf.while`, an HLO `while` run at run time) stays: each of its
+    regions' blocks is partitioned on its own, inner loops first, so the
+    fusion calls land inside the loop and no fusion spans a region's
+    boundary (a value the region's terminator or a nested loop reads leaves
+    the block). A constant canonicalization hoisted out of the loop is
+    copied into the fusions that read it.
+
+    ```mlir
+    %w = scf.while (%a = %x) : (tensor<4xf32>) -> tensor<4xf32> {
+      %small = linalg.generic ... ins(%a ...) { max(|a|) < 1 }
+      %flag = tensor.extract %small[] : tensor<i1>
+      scf.condition(%flag) %a : tensor<4xf32>
+    } do {
+    ^bb0(%a: tensor<4xf32>):
+      %h = linalg.generic ... ins(%a ...) { a * 0.5 }
+      %n = linalg.generic ... ins(%h ...) { h + 1 }
+      scf.yield %n : tensor<4xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    %w = scf.while (%a = %x) : (tensor<4xf32>) -> tensor<4xf32> {
+      %small = func.call @small_row_reduction(%a) : (tensor<4xf32>) -> tensor<i1>
+      %flag = tensor.extract %small[] : tensor<i1>
+      scf.condition(%flag) %a : tensor<4xf32>
+    } do {
+    ^bb0(%a: tensor<4xf32>):
+      %n = func.call @step_loop(%a) : (tensor<4xf32>) -> tensor<4xf32>
+      scf.yield %n : tensor<4xf32>
+    }
+    ```
+
     Under `--debug-only=mlpipe-partitioner` it prints why each fusion
     starts where it does.
   }];

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -106,11 +107,12 @@ std::string fusionBaseName(const std::string &scope) {
 
 class Partitioner {
 public:
-  Partitioner(mlir::func::FuncOp function, mlir::SymbolTable &symbols) : function_(function), symbols_(symbols) {}
+  Partitioner(mlir::func::FuncOp function, mlir::Block &block, mlir::SymbolTable &symbols)
+      : function_(function), block_(block), symbols_(symbols) {}
 
   void run() {
     llvm::SmallVector<mlir::Operation *> computeOps;
-    for (mlir::Operation &op : function_.getBody().front())
+    for (mlir::Operation &op : block_)
       if (isCompute(&op))
         computeOps.push_back(&op);
     for (mlir::Operation *op : llvm::reverse(computeOps))
@@ -122,7 +124,7 @@ public:
     bool erased = true;
     while (erased) {
       erased = false;
-      for (mlir::Operation &op : llvm::make_early_inc_range(llvm::reverse(function_.getBody().front())))
+      for (mlir::Operation &op : llvm::make_early_inc_range(llvm::reverse(block_)))
         if (isFree(&op) && op.use_empty()) {
           op.erase();
           erased = true;
@@ -142,7 +144,7 @@ private:
       }
       // Inside a compute op's region (a gather reads its table there): the
       // compute op is the user.
-      mlir::Operation *top = function_.getBody().front().findAncestorOpInBlock(*user);
+      mlir::Operation *top = block_.findAncestorOpInBlock(*user);
       if (top && isCompute(top)) {
         uses.push_back({top, top == user ? &operand : nullptr, throughView || top != user});
         continue;
@@ -323,7 +325,10 @@ private:
     if (mlir::Value mapped = mapping.lookupOrNull(value))
       return mapped;
     mlir::Operation *producer = value.getDefiningOp();
-    if (producer && isFree(producer) && producer->getBlock() == &function_.getBody().front()) {
+    // A free producer in this block, or around it (a constant
+    // canonicalization hoisted out of a loop), is copied in.
+    bool around = producer && producer->getParentRegion()->isProperAncestor(block_.getParent());
+    if (producer && isFree(producer) && (producer->getBlock() == &block_ || around)) {
       for (mlir::Value operand : producer->getOperands())
         materialize(operand, builder, mapping, arguments, body);
       builder.clone(*producer, mapping);
@@ -394,6 +399,7 @@ private:
   }
 
   mlir::func::FuncOp function_;
+  mlir::Block &block_; // the block whose ops are partitioned: the function's, or a loop region's
   mlir::SymbolTable &symbols_;
   llvm::DenseMap<mlir::Operation *, Fusion *> fusionOf_;
   std::vector<std::unique_ptr<Fusion>> fusions_;
@@ -412,7 +418,20 @@ struct PartitionFusionsPass : impl::PartitionFusionsPassBase<PartitionFusionsPas
         function.emitError("mlpipe-partition-fusions: the function has more than one block");
         return signalPassFailure();
       }
-      Partitioner(function, symbols).run();
+      // The blocks of loops (scf.while) first, inner before outer, each
+      // partitioned alone: a fusion never spans a region's boundary, and a
+      // value a region's terminator or a nested loop reads leaves its
+      // block. The function's own block last.
+      llvm::SmallVector<mlir::Block *> blocks;
+      function.walk([&](mlir::Operation *op) {
+        if (mlir::isa<mlir::scf::WhileOp>(op))
+          for (mlir::Region &region : op->getRegions())
+            for (mlir::Block &block : region)
+              blocks.push_back(&block);
+      });
+      blocks.push_back(&function.getBody().front());
+      for (mlir::Block *block : blocks)
+        Partitioner(function, *block, symbols).run();
     }
   }
 };

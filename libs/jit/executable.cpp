@@ -157,6 +157,8 @@ std::vector<EntrySignature> entrySignatures(const MlirModule &module) {
     if (std::string mismatch = lowered ? loweredEntrySignatureMismatch(op) : ""; !mismatch.empty())
       fail("the module's entry signature does not match its function: {}", mismatch);
     entries.push_back({symbol.str(), readSpecs(op, "mlpipe.inputs"), readSpecs(op, "mlpipe.outputs"), readArena(op)});
+    if (auto loops = op->getAttrOfType<mlir::IntegerAttr>("mlpipe.host_loops"))
+      entries.back().hostLoops = loops.getInt();
   });
   return entries;
 }
@@ -218,9 +220,16 @@ bool Executable::capturable() const {
   if (impl_->target != Target::Gpu)
     return false;
   for (const EntrySignature &entry : impl_->entries)
-    if (!entry.arena.planned || entry.arena.allocatedAtRunTime > 0)
+    if (!entry.arena.planned || entry.arena.allocatedAtRunTime > 0 || entry.hostLoops > 0)
       return false;
   return true;
+}
+
+bool Executable::hasHostLoops() const {
+  for (const EntrySignature &entry : impl_->entries)
+    if (entry.hostLoops > 0)
+      return true;
+  return false;
 }
 
 Executable Executable::load(MlirModule module, const ExecutionOptions &executionOptions) {
@@ -383,8 +392,11 @@ void CallReplay::run(const TargetStream &stream, const Executable &executable, c
   TargetStream::Scope current(stream);
   if (!graphs || !stream.gpu() || !executable.capturable()) {
     if (graphs && stream.gpu() && !executable.capturable() && !warned_) {
-      std::fprintf(stderr, "mlpipe: note: running without CUDA graphs: the module allocates memory while it runs "
-                           "(its temporaries were not all planned)\n");
+      std::fprintf(stderr, executable.hasHostLoops()
+                               ? "mlpipe: note: running without CUDA graphs: the module runs loops whose trip counts "
+                                 "the host reads as they run\n"
+                               : "mlpipe: note: running without CUDA graphs: the module allocates memory while it "
+                                 "runs (its temporaries were not all planned)\n");
       warned_ = true;
     }
     enqueue();

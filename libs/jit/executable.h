@@ -53,6 +53,9 @@ struct EntrySignature {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   ArenaInfo arena;
+  // Loops the host runs, reading their conditions back from the device
+  // (mlpipe.host_loops): a CUDA graph would replay one trip count.
+  int64_t hostLoops = 0;
 };
 
 // What lower-nvvm recorded about a kernel (module attribute mlpipe.kernels):
@@ -98,8 +101,11 @@ public:
   // enqueue, then wait for the GPU.
   void call(const EntrySignature &entry, const std::vector<void *> &buffers) const;
   // Whether every call can be captured in a CUDA graph: a GPU module whose
-  // entries were all planned and allocate nothing when called.
+  // entries were all planned, allocate nothing when called and run no
+  // loop on the host.
   bool capturable() const;
+  // Whether an entry runs loops on the host (mlpipe.host_loops).
+  bool hasHostLoops() const;
   // The arena's bytes (0 on the CPU or without temporaries).
   int64_t arenaBytes() const;
   const std::map<std::string, KernelCost> &kernelCosts() const;

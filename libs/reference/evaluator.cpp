@@ -724,6 +724,9 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
     return std::make_shared<Array>(gatherSlices(node, operand(0), operand(1)));
   case OpKind::Scatter:
     return std::make_shared<Array>(scatter(node, operand(0), operand(1), operand(2)));
+  case OpKind::While: // evaluate() runs loops itself
+  case OpKind::LoopResult:
+    fail("reference: internal: a loop node reached evaluateNode");
   }
   return nullptr;
 }
@@ -748,6 +751,25 @@ ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   return value;
 }
 
+// A While node run to its end: its condition and body evaluated (each as
+// a graph of its own, inputs named as the graph names them) until the
+// condition fails; the carried values then.
+std::vector<ArrayPtr> whileLoop(const Node &node, std::vector<ArrayPtr> carried, Rounding rounding) {
+  auto bind = [&](const fe::Graph &graph) {
+    Values bound;
+    for (size_t i = 0; i < carried.size(); ++i)
+      bound[graph.node(graph.inputs()[i]).name] = carried[i];
+    return bound;
+  };
+  const std::string &holds = node.condition->outputs()[0].first;
+  while (evaluate(*node.condition, bind(*node.condition), rounding).at(holds)->data.at(0) != 0) {
+    Values next = evaluate(*node.body, bind(*node.body), rounding);
+    for (size_t i = 0; i < carried.size(); ++i)
+      carried[i] = next.at(node.body->outputs()[i].first);
+  }
+  return carried;
+}
+
 // The last node reading each value, so it can be freed after that.
 std::vector<int> lastUses(const fe::Graph &graph) {
   const auto &nodes = graph.nodes();
@@ -770,9 +792,20 @@ Values evaluate(const fe::Graph &graph, const Values &inputs, Rounding rounding)
     kept[id] = true;
 
   std::vector<ArrayPtr> values(nodes.size());
+  std::map<size_t, std::vector<ArrayPtr>> loopResults; // While node -> its results
   for (size_t id = 0; id < nodes.size(); ++id) {
     const Node &node = nodes[id];
-    values[id] = asStored(node, evaluateNode(graph, node, values, inputs), rounding);
+    if (node.kind == OpKind::While) {
+      std::vector<ArrayPtr> carried;
+      for (int operand : node.operands)
+        carried.push_back(values[operand]);
+      loopResults[id] = whileLoop(node, std::move(carried), rounding);
+      values[id] = std::make_shared<Array>();
+    } else if (node.kind == OpKind::LoopResult) {
+      values[id] = loopResults.at(static_cast<size_t>(node.operands[0])).at(static_cast<size_t>(node.ints[0]));
+    } else {
+      values[id] = asStored(node, evaluateNode(graph, node, values, inputs), rounding);
+    }
     for (int input : node.operands)
       if (lastUse[input] == static_cast<int>(id) && !kept[input])
         values[input].reset();

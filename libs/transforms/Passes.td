@@ -155,7 +155,10 @@ def BufferPlanPass : Pass<"mlpipe-buffer-plan", "mlir::ModuleOp"> {
     live at once (`peak_live_bytes`, a bound no plan can beat). Temporaries
     that cannot be planned (in a function that is not an entry, allocated
     inside a region, dynamically shaped, returned) are allocated in device
-    memory at run time instead, and counted in `allocated_at_run_time`.
+    memory at run time instead, and counted in `allocated_at_run_time`; a
+    loop's buffers are, and so every `memref.dealloc` left in host code
+    (one of a buffer a loop allocated, through the loop's values) becomes
+    `gpu.dealloc`.
     `--debug-only=mlpipe-buffer-plan` prints every plan.
   }];
   let options = [
@@ -163,6 +166,56 @@ def BufferPlanPass : Pass<"mlpipe-buffer-plan", "mlir::ModuleOp"> {
            "Every offset in the arena is a multiple of this many bytes">,
   ];
   let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect", "mlir::gpu::GPUDialect"];
+}
+
+def HostLoopsPass : Pass<"mlpipe-host-loops", "mlir::ModuleOp"> {
+  let summary = "Run loops on the host: read each condition back from the device, keep pointer lists on the host";
+  let description = [{
+    A loop whose trip count is known only at run time (an HLO `while`
+    trace did not unroll) stays on the host as `scf.while`: its condition
+    and body launch kernels, and the flag the condition's kernel writes
+    lives in device memory, where the host cannot load it. Each host
+    `memref.load` of a one-element device buffer becomes a copy of that
+    element into host memory on the stream, a wait for the stream, and a
+    load from the copy (a `memref.alloca` at the function's start, so that
+    trips do not grow the stack):
+
+    ```mlir
+    %w:2 = scf.while (%a = %x, %b = %y) : (memref<16xf32>, memref<16xf32>) -> (...) {
+      %flag = memref.alloc() : memref<i1>
+      gpu.launch_func @k::@cond ... args(%a : memref<16xf32>, %flag : memref<i1>)
+      %c = memref.load %flag[] : memref<i1>
+      scf.condition(%c) %a, %b : memref<16xf32>, memref<16xf32>
+    } do { ... }
+    ```
+    becomes
+    ```mlir
+    %host = memref.alloca() : memref<i1>
+    %w:2 = scf.while (%a = %x, %b = %y) : (memref<16xf32>, memref<16xf32>) -> (...) {
+      %flag = memref.alloc() : memref<i1>
+      gpu.launch_func @k::@cond ... args(%a : memref<16xf32>, %flag : memref<i1>)
+      %t0 = gpu.wait async
+      %t1 = gpu.memcpy async [%t0] %host, %flag : memref<i1>, memref<i1>
+      gpu.wait [%t1]
+      %c = memref.load %host[] : memref<i1>
+      scf.condition(%c) %a, %b : memref<16xf32>, memref<16xf32>
+    } do { ... }
+    ```
+
+    Bufferization's ownership-based deallocation frees a loop's buffers
+    after checking at run time which of them alias (`dealloc_helper`
+    compares their pointers): the lists of pointers and flags it hands that
+    helper are written by the host, so they become host buffers
+    (`memref.alloca` at the function's start, their deallocs gone) rather
+    than device memory. mlpipe-buffer-plan then frees in device memory
+    what the loops allocate.
+
+    A function with loops is marked `mlpipe.host_loops` (how many): the
+    host decides each trip, so `run` and `verify` launch it directly and
+    never capture it as a CUDA graph (a graph would replay one trip count).
+    A host load of a device buffer of more than one element is refused.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::gpu::GPUDialect"];
 }
 
 def RecordEntrySignaturePass : Pass<"mlpipe-record-entry-signature", "mlir::ModuleOp"> {

@@ -38,7 +38,8 @@ struct Temporary {
 int64_t byteSize(mlir::MemRefType type) {
   if (!type.hasStaticShape())
     return 0;
-  int64_t bits = type.getElementTypeBitWidth();
+  // index (a pointer list's element) has no bit width of its own: 64 bits.
+  int64_t bits = type.getElementType().isIndex() ? 64 : type.getElementTypeBitWidth();
   return type.getNumElements() * ((bits + 7) / 8);
 }
 
@@ -51,18 +52,24 @@ bool isEntry(mlir::func::FuncOp function, mlir::ModuleOp module) {
 // Follows the buffer through every op that makes a memref from it (views,
 // casts, reshapes): the lifetime ends at the last use of any alias, measured
 // at the op of the function's body that contains the use.
+//
+// A loop's results may alias the buffer (it is passed in as a carried
+// value): they extend its lifetime, but a dealloc reached through them
+// frees a buffer the loop owns (ownership-based deallocation frees the
+// loop's own allocations that way), not this one, and stays.
 void measure(Temporary &temporary, mlir::Block &body, const llvm::DenseMap<mlir::Operation *, int64_t> &position) {
   int64_t first = position.lookup(temporary.alloc), last = first;
-  llvm::SmallVector<mlir::Value> aliases = {temporary.alloc.getResult()};
+  llvm::SmallVector<std::pair<mlir::Value, bool>> aliases = {{temporary.alloc.getResult(), false}};
   llvm::SmallPtrSet<mlir::Value, 8> seen;
   while (!aliases.empty()) {
-    mlir::Value value = aliases.pop_back_val();
+    auto [value, throughRegion] = aliases.pop_back_val();
     if (!seen.insert(value).second)
       continue;
     for (mlir::OpOperand &use : value.getUses()) {
       mlir::Operation *user = use.getOwner();
       if (auto dealloc = mlir::dyn_cast<mlir::memref::DeallocOp>(user)) {
-        temporary.deallocs.push_back(dealloc);
+        if (!throughRegion)
+          temporary.deallocs.push_back(dealloc);
         continue;
       }
       if (mlir::isa<mlir::func::ReturnOp>(user)) {
@@ -75,7 +82,7 @@ void measure(Temporary &temporary, mlir::Block &body, const llvm::DenseMap<mlir:
         last = std::max(last, position.lookup(top));
       for (mlir::Value result : user->getResults())
         if (mlir::isa<mlir::BaseMemRefType>(result.getType()))
-          aliases.push_back(result);
+          aliases.push_back({result, throughRegion || user->getNumRegions() > 0});
     }
   }
   temporary.request = {byteSize(temporary.alloc.getType()), first, last};
@@ -97,6 +104,17 @@ const char *unplannable(mlir::memref::AllocOp alloc, mlir::Block &body, bool ent
   return nullptr;
 }
 
+// A memref.dealloc of device memory, as gpu.dealloc in a wait.
+void freeOnDevice(mlir::memref::DeallocOp dealloc) {
+  mlir::OpBuilder at(dealloc);
+  auto tokenType = mlir::gpu::AsyncTokenType::get(at.getContext());
+  auto before = mlir::gpu::WaitOp::create(at, dealloc.getLoc(), tokenType, mlir::ValueRange{});
+  auto free = mlir::gpu::DeallocOp::create(at, dealloc.getLoc(), tokenType, mlir::ValueRange{before.getAsyncToken()},
+                                           dealloc.getMemref());
+  mlir::gpu::WaitOp::create(at, dealloc.getLoc(), mlir::Type(), mlir::ValueRange{free.getAsyncToken()});
+  dealloc.erase();
+}
+
 // A temporary left out of the plan is allocated in device memory at run
 // time, as before, only not managed: asynchronous in a wait, because
 // gpu-to-llvm leaves a synchronous device gpu.alloc unconverted.
@@ -112,14 +130,8 @@ void allocateAtRunTime(Temporary &temporary) {
   mlir::gpu::WaitOp::create(builder, loc, mlir::Type(), mlir::ValueRange{device.getAsyncToken()});
   alloc.getResult().replaceAllUsesWith(device.getMemref());
   alloc.erase();
-  for (mlir::memref::DeallocOp dealloc : temporary.deallocs) {
-    mlir::OpBuilder at(dealloc);
-    auto before = mlir::gpu::WaitOp::create(at, dealloc.getLoc(), tokenType, mlir::ValueRange{});
-    auto free = mlir::gpu::DeallocOp::create(at, dealloc.getLoc(), tokenType, mlir::ValueRange{before.getAsyncToken()},
-                                             dealloc.getMemref());
-    mlir::gpu::WaitOp::create(at, dealloc.getLoc(), mlir::Type(), mlir::ValueRange{free.getAsyncToken()});
-    dealloc.erase();
-  }
+  for (mlir::memref::DeallocOp dealloc : temporary.deallocs)
+    freeOnDevice(dealloc);
 }
 
 struct BufferPlanPass : impl::BufferPlanPassBase<BufferPlanPass> {
@@ -221,6 +233,14 @@ struct BufferPlanPass : impl::BufferPlanPassBase<BufferPlanPass> {
                                         << " is allocated at run time: " << temporary.whyNot << "\n");
       allocateAtRunTime(temporary);
     }
+    // What is left to free frees a buffer a loop allocated at run time,
+    // reached through the loop's values (bufferization's ownership-based
+    // deallocation frees the base buffer of a carried value): in device
+    // memory, like every buffer of host code.
+    llvm::SmallVector<mlir::memref::DeallocOp> leftover;
+    function.walk([&](mlir::memref::DeallocOp dealloc) { leftover.push_back(dealloc); });
+    for (mlir::memref::DeallocOp dealloc : leftover)
+      freeOnDevice(dealloc);
   }
 };
 

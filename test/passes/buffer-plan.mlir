@@ -113,3 +113,56 @@ module attributes {gpu.container_module} {
     return
   }
 }
+
+// -----
+
+// A loop: %init is planned, and lives until the loop's result is last read
+// (the result may be %init itself); the buffers a trip allocates are
+// allocated at run time, and what frees them through the loop's values
+// (ownership-based deallocation frees a carried value's base buffer)
+// frees them in device memory, while %init's own dealloc goes.
+// CHECK-LABEL: func.func @loop
+// CHECK-SAME: allocated_at_run_time = 1 : i64, buffers = 2 : i64, bytes = 512 : i64
+// CHECK: %[[INIT:.*]] = memref.view
+// CHECK: scf.while (%{{.*}} = %[[INIT]]
+// CHECK: gpu.alloc async
+// CHECK: scf.yield
+// CHECK: %[[LAST:.*]] = memref.view
+// CHECK: gpu.launch_func @k::@k {{.*}} args(%{{.*}} : memref<64xf32>, %[[LAST]] : memref<64xf32>)
+// CHECK: %[[BASE:.*]], %{{.*}}, %{{.*}}, %{{.*}} = memref.extract_strided_metadata
+// CHECK: %[[T:.*]] = gpu.wait async
+// CHECK: gpu.dealloc async [%[[T]]] %[[BASE]] : memref<f32>
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+// DEBUG: @loop: 2 temporaries in an arena of 512 bytes
+// DEBUG-NEXT: memref<64xf32> live 1..7 at offset 0
+// DEBUG-NEXT: memref<64xf32> live 4..6 at offset 256
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @k(%in: memref<64xf32>, %out: memref<64xf32>) kernel {
+      gpu.return
+    }
+  }
+  func.func @loop(%x: memref<64xf32> {mlpipe.name = "x"}, %y: memref<64xf32> {mlpipe.name = "y"}, %go: i1)
+      attributes {mlpipe.inputs = [{name = "x", type = tensor<64xf32>}], mlpipe.outputs = [{name = "y", type = tensor<64xf32>}]} {
+    %c1 = arith.constant 1 : index
+    %init = memref.alloc() : memref<64xf32>
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%x : memref<64xf32>, %init : memref<64xf32>)
+    %w = scf.while (%a = %init) : (memref<64xf32>) -> memref<64xf32> {
+      scf.condition(%go) %a : memref<64xf32>
+    } do {
+    ^bb0(%a: memref<64xf32>):
+      %next = memref.alloc() : memref<64xf32>
+      gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%a : memref<64xf32>, %next : memref<64xf32>)
+      scf.yield %next : memref<64xf32>
+    }
+    %last = memref.alloc() : memref<64xf32>
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%w : memref<64xf32>, %last : memref<64xf32>)
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%last : memref<64xf32>, %y : memref<64xf32>)
+    %base, %offset, %size, %stride = memref.extract_strided_metadata %w : memref<64xf32> -> memref<f32>, index, index, index
+    memref.dealloc %init : memref<64xf32>
+    memref.dealloc %last : memref<64xf32>
+    memref.dealloc %base : memref<f32>
+    return
+  }
+}

@@ -183,3 +183,63 @@ func.func @spread(%x: tensor<4x8xf32>) -> tensor<2x4xf32> {
   } -> tensor<2x4xf32> loc("spread")
   return %y : tensor<2x4xf32>
 }
+
+// -----
+
+// A loop (scf.while): each region's block is partitioned alone, so the
+// loop stays and its fusions are called inside it. The condition's compare
+// reaches only tensor.extract, which leaves the block, so it is a fusion of
+// its own; the body's two elementwise ops are one. A constant hoisted out
+// of the loop (canonicalization puts them at the function's start) is
+// copied into the fusion that reads it, not passed to it.
+// CHECK-LABEL: func.func private @small_loop(
+// CHECK-SAME: %{{.*}}: tensor<f32>) -> tensor<i1>
+// CHECK: arith.cmpf olt
+// CHECK-LABEL: func.func private @step_loop(
+// CHECK-SAME: %{{.*}}: tensor<4xf32>) -> tensor<4xf32>
+// CHECK: arith.constant 5.000000e-01 : f32
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK-LABEL: func.func @halve_loop
+// CHECK: scf.while
+// CHECK: %[[FLAG:.*]] = func.call @small_loop(
+// CHECK: tensor.extract %[[FLAG]][]
+// CHECK: scf.condition
+// CHECK: } do {
+// CHECK: %[[NEXT:.*]] = func.call @step_loop(
+// CHECK: scf.yield %[[NEXT]]
+// CHECK-NOT: linalg.
+#s = affine_map<() -> ()>
+#v = affine_map<(d0) -> (d0)>
+func.func @halve_loop(%x: tensor<4xf32>, %s: tensor<f32>) -> tensor<4xf32> {
+  %half = arith.constant 5.000000e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %w:2 = scf.while (%a = %x, %b = %s) : (tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<f32>) {
+    %e = tensor.empty() : tensor<i1>
+    %small = linalg.generic {indexing_maps = [#s, #s], iterator_types = []}
+        ins(%b : tensor<f32>) outs(%e : tensor<i1>) {
+    ^bb0(%in: f32, %o: i1):
+      %c = arith.cmpf olt, %in, %one : f32
+      linalg.yield %c : i1
+    } -> tensor<i1> loc("small")
+    %flag = tensor.extract %small[] : tensor<i1>
+    scf.condition(%flag) %a, %b : tensor<4xf32>, tensor<f32>
+  } do {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<f32>):
+    %e = tensor.empty() : tensor<4xf32>
+    %m = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
+        ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %h = arith.mulf %in, %half : f32
+      linalg.yield %h : f32
+    } -> tensor<4xf32> loc("step")
+    %n = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
+        ins(%m : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %p = arith.addf %in, %one : f32
+      linalg.yield %p : f32
+    } -> tensor<4xf32> loc("step")
+    scf.yield %n, %b : tensor<4xf32>, tensor<f32>
+  }
+  return %w#0 : tensor<4xf32>
+}

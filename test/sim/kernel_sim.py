@@ -216,6 +216,7 @@ class Buffer:
         self.data = [0.0] * size
         self.name = name
         self.shared = shared
+        self.device = False  # in device memory, where host code may not load or store
         Buffer.counter += 1
         self.id = Buffer.counter
 
@@ -1292,39 +1293,172 @@ def run_module(text, seed, epilogue, stats, entry=None):
                 buf.data[i] = drawn if given is None else given[i % len(given)]
         else:
             fill_random(buf, rng)
+        # An outlined module's arguments are device memory.
+        buf.device = "mlpipe.arena" in function.attrs
         buffers.append(buf)
         env[name] = MemRef(buf, offset, sizes, strides, element_bytes)
-    run_host(body, env, functions, kernels, stats, epilogue, (body, names, env))
+    run_host(body, env, functions, kernels, stats, epilogue, (body, names, env), "mlpipe.arena" in function.attrs)
     return buffers
 
 
-def run_host(body, env, functions, kernels, stats, epilogue, entry):
+def new_memref(type_, name):
+    """A fresh buffer of a memref type, NaN everywhere: a read before a
+    write shows."""
+    sizes, strides, offset, element_bytes, _ = parse_memref(type_)
+    buf = Buffer(math.prod(sizes), name)
+    buf.data = [float("nan")] * len(buf.data)
+    return MemRef(buf, offset, sizes, strides, element_bytes)
+
+
+class DeviceHeap:
+    """What host code allocates at run time (gpu.alloc) and frees
+    (gpu.dealloc), by buffer: a double free, a free of what it did not
+    allocate, and a leak at the end are errors, as the GPU runtime would
+    report (or crash on) them."""
+
+    def __init__(self):
+        self.live = {}
+
+    def allocate(self, memref, op):
+        self.live[memref.buf.id] = op.line
+
+    def free(self, memref, op):
+        if memref.buf.id not in self.live:
+            raise SimError("line %d (gpu.dealloc): frees %s, which is not a live run-time allocation" %
+                           (op.line, memref.buf.name))
+        del self.live[memref.buf.id]
+
+
+def run_host(body, env, functions, kernels, stats, epilogue, entry, outlined=False):
     """Runs host code: launches, linalg ops as reference semantics, calls of
-    (fusion) functions, views and constants."""
+    (fusion) functions, views and constants; and the host's own control
+    flow and memory: scf.while (a loop the host runs, its condition read
+    back with gpu.memcpy), scf.if and scf.for (a dealloc helper's), gpu.alloc,
+    gpu.dealloc, gpu.memcpy, memref.alloca and arena views."""
+    heap = DeviceHeap()
+    # Host code may not touch device memory once outline is done (its
+    # buffer plan has run); a module between kernel-building passes still
+    # reads scalars where a later pass moves the read into a kernel.
+    run_host_block(body, env, functions, kernels, stats, epilogue, entry, heap, {}, outlined)
+    if heap.live:
+        raise SimError("%d run-time allocations were never freed (the first at line %d)" %
+                       (len(heap.live), min(heap.live.values())))
+
+
+def run_host_block(body, env, functions, kernels, stats, epilogue, entry, heap, views, host):
+    """Runs one host block; returns its terminator's operands (for
+    scf.condition, the condition first). `host`: the block is host code
+    (not a fusion function run as the reference of the kernel it becomes),
+    which may not load or store device memory."""
+    def run(block, inner_env=None, inner_host=True):
+        return run_host_block(block, env if inner_env is None else inner_env, functions, kernels, stats, epilogue,
+                              entry, heap, views, host and inner_host)
+
     for op in body.ops:
         args = [env[o] for o in op.operands]
-        if op.name == "func.return":
-            break
-        if op.name == "gpu.launch_func":
+        name = op.name
+        if name in ("func.return", "scf.yield", "scf.condition"):
+            return args
+        if name == "gpu.launch_func":
             launch(kernels, op, args, stats)
-        elif op.name == "func.call":
-            callee = functions[re.search(r"callee = @([\w]+)", op.attrs).group(1)].regions[0][0]
-            inner = {name: value for (name, _), value in zip(callee.args, args)}
-            run_host(callee, inner, functions, kernels, stats, epilogue, entry)
-        elif op.name == "memref.alloc":
-            sizes, strides, offset, element_bytes, _ = parse_memref(op.result_type)
-            buf = Buffer(math.prod(sizes), op.results[0])
-            buf.data = [float("nan")] * len(buf.data)
-            env[op.results[0]] = MemRef(buf, offset, sizes, strides, element_bytes)
-        elif op.name == "memref.dealloc":
+            if op.results:  # an asynchronous launch's token
+                env[op.results[0]] = None
+        elif name == "func.call":
+            function = functions[re.search(r"callee = @([\w]+)", op.attrs).group(1)]
+            callee = function.regions[0][0]
+            inner = {arg: value for (arg, _), value in zip(callee.args, args)}
+            returned = run(callee, inner, "mlpipe.fusion" not in function.attrs)
+            for r, value in zip(op.results, returned):
+                env[r] = value
+        elif name in ("memref.alloc", "memref.alloca"):
+            env[op.results[0]] = new_memref(op.result_type, op.results[0])
+        elif name == "memref.dealloc":
             continue
-        elif op.name.startswith("linalg."):
+        elif name == "gpu.wait":
+            if op.results:
+                env[op.results[0]] = None
+        elif host and name in ("memref.load", "memref.store") and args[0 if name == "memref.load" else 1].buf.device:
+            raise SimError("line %d (%s): the host accesses device memory (%s)" %
+                           (op.line, name, args[0 if name == "memref.load" else 1].buf.name))
+        elif name == "gpu.alloc":
+            memref = new_memref(op.result_type.split(",")[0].strip("( "), op.results[0])
+            memref.buf.device = True
+            heap.allocate(memref, op)
+            env[op.results[0]] = memref
+            if len(op.results) > 1:
+                env[op.results[1]] = None
+        elif name == "gpu.dealloc":
+            heap.free([a for a in args if isinstance(a, MemRef)][0], op)
+            if op.results:
+                env[op.results[0]] = None
+        elif name in ("gpu.memcpy", "memref.copy"):
+            memrefs = [a for a in args if isinstance(a, MemRef)]
+            target, source = (memrefs[0], memrefs[1]) if name == "gpu.memcpy" else (memrefs[1], memrefs[0])
+            if target.sizes != source.sizes:
+                raise SimError("line %d (%s): copies %s into %s" % (op.line, name, source.sizes, target.sizes))
+            for index in all_indices(source.sizes):
+                target.buf.data[target.address(index, op)] = source.buf.data[source.address(index, op)]
+            if op.results:
+                env[op.results[0]] = None
+        elif name == "memref.view":
+            # A temporary in the arena: one buffer per offset and type, so
+            # temporaries the plan gives the same bytes (and type) share them.
+            key = (args[0].buf.id, args[1], op.result_type)
+            if key not in views:
+                views[key] = new_memref(op.result_type, "arena view at %d" % args[1])
+                views[key].buf.device = True
+            env[op.results[0]] = views[key]
+        elif name == "memref.extract_strided_metadata":
+            m = args[0]
+            base = MemRef(m.buf, 0, [], [], m.element_bytes)
+            for r, value in zip(op.results, [base, m.offset] + list(m.sizes) + list(m.strides)):
+                env[r] = value
+        elif name == "memref.extract_aligned_pointer_as_index":
+            env[op.results[0]] = args[0].buf.id  # a buffer's identity stands for its address
+        elif name == "memref.dim":
+            env[op.results[0]] = args[0].sizes[args[1]]
+        elif name == "scf.while":
+            before, after = op.regions[0][0], op.regions[1][0]
+            carried = args
+            while True:
+                for (arg, _), value in zip(before.args, carried):
+                    env[arg] = value
+                condition = run(before)
+                if not condition[0]:
+                    break
+                for (arg, _), value in zip(after.args, condition[1:]):
+                    env[arg] = value
+                carried = run(after)
+            for r, value in zip(op.results, condition[1:]):
+                env[r] = value
+        elif name == "scf.if":
+            region = op.regions[0] if args[0] else (op.regions[1] if len(op.regions) > 1 else [])
+            values = run(region[0]) if region else []
+            for r, value in zip(op.results, values):
+                env[r] = value
+        elif name == "scf.for":
+            lower, upper, step = args[0], args[1], args[2]
+            carried = args[3:]
+            loop = op.regions[0][0]
+            i = lower
+            while i < upper:
+                env[loop.args[0][0]] = i
+                for (arg, _), value in zip(loop.args[1:], carried):
+                    env[arg] = value
+                carried = run(loop)
+                i += step
+            for r, value in zip(op.results, carried):
+                env[r] = value
+        elif name.startswith("linalg."):
             linalg_reference(op, args, env)
-            if epilogue and op.name in ("linalg.matmul", "linalg.batch_matmul"):
+            if epilogue and name in ("linalg.matmul", "linalg.batch_matmul"):
                 entry_body, names, entry_env = entry
                 apply_test_epilogue(op, entry_env, entry_body, names, args[2])
         else:
-            env[op.results[0]] = execute(op, args, None) if op.results else execute(op, args, None)
+            value = execute(op, args, None)
+            if op.results:
+                env[op.results[0]] = value
+    return []
 
 
 def apply_test_epilogue(op, env, body, names, c):

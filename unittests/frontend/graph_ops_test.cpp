@@ -308,3 +308,57 @@ BOOST_AUTO_TEST_CASE(a_matmul_of_16_bit_operands_may_keep_its_f32_result) {
   BOOST_TEST(messageOf([&] { single.matmul(sa, sb, DType::f64); }) ==
              "matmul: a result in f64 takes operands of that type, or 16-bit ones (f32 only)");
 }
+
+namespace {
+
+// while (i < n) { i += 1; x *= 2 } over (i, n, x), its condition and body
+// as graphs of their own.
+std::vector<Tensor> doublingLoop(Graph &g, Tensor i, Tensor n, Tensor x) {
+  auto condition = std::make_shared<Graph>("cond", DType::f32);
+  Tensor ci = condition->input("i", {}, DType::i32), cn = condition->input("n", {}, DType::i32);
+  condition->input("x", {3});
+  condition->output("holds", condition->compare(CompareFn::Lt, ci, cn));
+  auto body = std::make_shared<Graph>("body", DType::f32);
+  Tensor bi = body->input("i", {}, DType::i32), bn = body->input("n", {}, DType::i32), bx = body->input("x", {3});
+  body->output("i", body->binary(BinaryFn::Add, bi, body->constant(1, DType::i32)));
+  body->output("n", bn);
+  body->output("x", bx * 2.0);
+  return g.whileLoop({i, n, x}, condition, body);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_loop_runs_until_its_condition_fails) {
+  for (auto [n, trips] : {std::pair{3.0, 3}, std::pair{0.0, 0}, std::pair{-5.0, 0}}) {
+    Graph g("loop", DType::f32);
+    Tensor x = g.input("x", {3});
+    Tensor n_ = g.input("n", {}, DType::i32);
+    std::vector<Tensor> out = doublingLoop(g, g.constant(0, DType::i32), n_, x);
+    g.output("i", out[0]);
+    g.output("x", out[2]);
+    ref::Values results = ref::evaluate(g, {{"x", array({3}, {1, -2, 0.5})}, {"n", array({}, {n})}});
+    double scale = std::pow(2.0, trips);
+    BOOST_TEST(results.at("i")->data == std::vector<double>{double(trips)});
+    BOOST_TEST(results.at("x")->data == (std::vector<double>{scale, -2 * scale, 0.5 * scale}),
+               boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_refuses_regions_that_do_not_fit_what_it_carries) {
+  Graph g("loop", DType::f32);
+  Tensor x = g.input("x", {3});
+  auto body = std::make_shared<Graph>("body", DType::f32);
+  body->output("x", body->input("x", {3}) * 2.0);
+  auto wide = std::make_shared<Graph>("cond", DType::f32);
+  wide->output("holds", wide->compare(CompareFn::Lt, wide->input("x", {3}), wide->constant(1)));
+  BOOST_TEST(messageOf([&] { g.whileLoop({x}, wide, body); }) ==
+             "whileLoop: the condition returns 3 i1, not a rank-0 i1");
+  auto condition = std::make_shared<Graph>("cond", DType::f32);
+  condition->output("holds", condition->compare(CompareFn::Lt, condition->constant(0), condition->constant(1)));
+  condition->input("x", {3});
+  auto narrow = std::make_shared<Graph>("body", DType::f32);
+  narrow->input("x", {3});
+  narrow->output("x", narrow->input("y", {2}) * 2.0);
+  BOOST_TEST(messageOf([&] { g.whileLoop({x}, condition, narrow); }) ==
+             "whileLoop: the body takes 2 tensors, but the loop carries 1");
+}

@@ -54,7 +54,9 @@ std::string FunctionEmitter::outputValue(const std::string &name, int id, bool r
     fail("output '{}' of '{}' is a constant tensor of different values; mlpipe returns computed tensors (and "
          "constants that are one value everywhere)",
          name, graph_.name());
-  if (node.kind != OpKind::Input && !repeated)
+  // A loop's result may be its initial value, an input (a bound carried
+  // through): copied like an input.
+  if (node.kind != OpKind::Input && node.kind != OpKind::LoopResult && !repeated)
     return value(id);
   // A tensor of its own to copy into: tensor.empty values of one type are
   // merged by cse, and bufferization would then copy in place.
@@ -292,6 +294,11 @@ void FunctionEmitter::emitNode(int id) {
   case OpKind::GatherSlices: // and every gather and scatter
   case OpKind::Scatter:
     fail("a gather or scatter reached the MLIR emitter without being lowered (frontend/scatter_gather.h)");
+  case OpKind::While:
+    return emitWhile(id);
+  case OpKind::LoopResult: // a result of the loop, emitted before it
+    names_[id] = fmt::format("{}#{}", value(node.operands[0]), node.ints[0]);
+    return;
   }
 }
 

@@ -10,6 +10,8 @@
 //   emit_indexing.cpp       Gather, Iota, Pad, Insert, DynamicSlice,
 //                           DynamicUpdateSlice, PositionMask, Triu:
 //                           bodies and offsets that compute indices
+//   emit_control.cpp        While and LoopResult: scf.while, its regions
+//                           written by emitters of their own graphs
 #pragma once
 
 #include "frontend/emitter/mlir_text.h"
@@ -20,10 +22,20 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace mlpipe::fe {
+
+// `graph` with the nodes the emitter does not write (convolutions, sorts,
+// gathers and scatters) lowered to those it does; null when it has none
+// (mlir_emitter.cpp).
+std::unique_ptr<Graph> withOpsLowered(const Graph &graph);
+
+} // namespace mlpipe::fe
 
 namespace mlpipe::fe::emitter {
 
@@ -38,8 +50,16 @@ struct GenericInput {
 class FunctionEmitter {
 public:
   FunctionEmitter(const Graph &graph, std::string &out) : graph_(graph), out_(out) {}
+  // An emitter of a region's graph, numbering its values on from (and
+  // back into) `counter`, its enclosing emitter's: a region sees the names
+  // around it, so none may repeat.
+  FunctionEmitter(const Graph &graph, std::string &out, int &counter) : graph_(graph), out_(out), counter_(counter) {}
 
   void emit();
+  // The graph's nodes as the body of a region whose block arguments are
+  // `arguments` (one per input of the graph); returns the value of each
+  // output, in order, for the region's terminator.
+  std::vector<std::string> emitRegion(const std::vector<std::string> &arguments);
 
 private:
   // ---- Lines, values and constants (function_emitter.cpp) ----
@@ -146,6 +166,10 @@ private:
   void emitPositionMask(int id);
   void emitTriu(int id);
 
+  // ---- Loops (emit_control.cpp) ----
+
+  void emitWhile(int id);
+
   const Graph &graph_;
   std::string &out_;
   std::vector<bool> live_;
@@ -154,7 +178,8 @@ private:
   // Keepdims reductions: the value before the size-1 axis went back, and its type.
   std::map<int, std::pair<std::string, std::string>> keptReductions_;
   std::map<std::pair<int, DType>, std::string> scalarConstants_, converted_;
-  int counter_ = 0;
+  int ownCounter_ = 0;
+  int &counter_ = ownCounter_;
 };
 
 } // namespace mlpipe::fe::emitter

@@ -18,7 +18,7 @@
 //   hlo_ops_scatter_gather.cpp    scatter, and gather in its general form
 //   hlo_ops_arg_reduce.cpp        reduce of two inputs: argmax and argmin
 //   hlo_ops_reduce_window.cpp     reduce-window: pooling and running reductions
-//   hlo_ops_control.cpp           while (unrolled), conditional (every branch, then a select) and
+//   hlo_ops_control.cpp           while (unrolled, or run as a loop), conditional (every branch, then a select) and
 //                                 asynchronous pairs (fusion-start, fusion-done, ...)
 //   hlo_ops_convolution.cpp       convolution: dimension labels, window and groups
 //   hlo_ops_sort.cpp              sort: the comparator read as keys, then ranks
@@ -255,6 +255,7 @@ private:
   std::optional<int64_t> knownTripCount(const Instruction &ins) const;
   static TripCount countTrips(const LoopCounter &counter, double start);
   Value whileLoop(const Instruction &ins, const std::vector<const Value *> &operands, int depth);
+  Value runtimeLoop(const Instruction &ins, size_t conditionIndex, size_t bodyIndex, const Value &initial, int depth);
   std::vector<size_t> computationList(const Attribute &attribute) const;
   Value selectValue(Tensor pred, const Value &onTrue, const Value &onFalse);
   Value conditional(const Instruction &ins, const std::vector<const Value *> &operands, int depth);

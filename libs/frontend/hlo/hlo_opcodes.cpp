@@ -112,8 +112,9 @@ const std::vector<SupportedOp> &supportedOps() {
       {"get-tuple-element", ""},
       {"parameter", "arrays"},
       {"tuple", ""},
-      {"while", "unrolled: an integer counter in the carried tuple starts at a constant, is compared with a "
-                "constant and steps by a constant; at most 65536 trips"},
+      {"while", "unrolled when its trip count is a constant of at most 64 (an integer counter in the carried "
+                "value starts at a constant, is compared with a constant and steps by a constant); any other loop "
+                "is compiled once and run, its condition read each trip"},
   };
   return ops;
 }

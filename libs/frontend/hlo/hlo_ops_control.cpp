@@ -1,7 +1,9 @@
-// HLO's control flow, as JAX writes it: `while` (lax.scan, lax.fori_loop)
-// unrolled when its trip count is known when the module is read, and
-// `conditional` (lax.cond, lax.switch) computed as every branch and a
-// select between their results.
+// HLO's control flow, as JAX writes it: `while` (lax.scan, lax.fori_loop,
+// lax.while_loop) unrolled when its trip count is a small constant known
+// when the module is read, and otherwise recorded as a loop run at run
+// time (Graph::whileLoop: its condition and body recorded once, each as a
+// graph of its own over the carried tensors); and `conditional` (lax.cond,
+// lax.switch) computed as every branch and a select between their results.
 //
 // A loop's trip count is known in the form lax.scan and lax.fori_loop
 // write: one integer element of the loop-carried tuple (the counter) starts
@@ -10,8 +12,11 @@
 // constant. The count follows from those three numbers; the body is then
 // inlined once per trip, the tuple it returns passed to the next, so the
 // counter is a constant in every trip (a scan's dynamic-slice of its inputs
-// reads a constant start) and zero trips give the initial tuple. Any other
-// loop is refused, saying which of the three is not a constant.
+// reads a constant start) and zero trips give the initial tuple. A loop
+// whose count is not known (a bound or start computed at run time, a
+// condition on data, a counter stepped otherwise), or is larger than
+// kMaxUnrolledTrips, runs at run time instead; one whose counter provably
+// never ends is refused.
 //
 // After XLA's passes the same loop is written through fusions: the
 // condition's ROOT is a fusion computing the compare, the body's counter a
@@ -42,6 +47,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -50,6 +56,25 @@ namespace mlpipe::fe::hlo {
 namespace {
 
 using Wide = __int128;
+
+// The most trips a loop with a constant trip count is unrolled to. Unrolled,
+// every trip's counter is a constant (a scan's dynamic-slice reads a fixed
+// place) and the trips' kernels launch back to back with no read of the
+// condition; but the module grows by a body per trip, and compile time with
+// it. Past this many trips the loop is compiled once and run: a body that
+// small programs repeat a few dozen times stays unrolled, and a long loop
+// compiles in the time of one trip.
+constexpr int64_t kMaxUnrolledTrips = 64;
+
+// A value's shape as HLO writes it: "f32[3]", "(f32[3], s32[])".
+std::string valueShape(const Value &value) {
+  if (value.tensor)
+    return hloShape(value.tensor->dtype(), value.tensor->shape());
+  std::vector<std::string> parts;
+  for (const Value &element : value.elements)
+    parts.push_back(valueShape(element));
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
 
 // An instruction as a loop's condition or body computes it, seen through
 // the fusions and calls it is inside: `caller` is the fusion or call whose
@@ -344,50 +369,43 @@ Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *
       failOp(ins, fmt::format("%{} has {} parameters; a loop's condition and body take the loop-carried value alone",
                               computation->name, parameterCount(*computation)));
   const Value &initial = *operands[0];
-  if (initial.tensor)
-    failOp(ins, "its operand is an array; mlpipe unrolls loops over a tuple that holds their counter");
   std::string why;
-  std::optional<LoopCounter> found = loopCounter(condition, body, why);
+  std::optional<LoopCounter> found = initial.tensor ? std::nullopt : loopCounter(condition, body, why);
   std::optional<int64_t> known = knownTripCount(ins);
-  if (!found && !known)
-    failOp(ins, fmt::format("its trip count is not known when the module is read ({}); mlpipe unrolls loops whose "
-                            "counter starts at a constant, is compared with a constant and steps by a constant",
-                            why));
   TripCount trips;
+  std::optional<int64_t> count; // the trip count, where it is known when the module is read
   if (found) {
     LoopCounter counter = *found;
     if (counter.element >= initial.elements.size())
       failOp(ins, fmt::format("condition %{} compares tuple element {} of a tuple of {}", condition.name,
                               counter.element, initial.elements.size()));
     const Value &start = initial.elements[counter.element];
-    if (!start.tensor || start.tensor->rank() != 0 || !isInteger(start.tensor->dtype()))
-      failOp(ins, fmt::format("tuple element {}, the counter condition %{} compares, is not an integer scalar; mlpipe "
-                              "counts the trips of an integer counter",
-                              counter.element, condition.name));
-    counter.dtype = start.tensor->dtype();
-    const Node &startNode = graph_->node(start.tensor->id());
-    if (startNode.kind != OpKind::Constant)
-      failOp(ins, fmt::format("its trip count is not known when the module is read: tuple element {}, the counter "
-                              "condition %{} compares, starts at a value computed at run time",
-                              counter.element, condition.name));
-    trips = countTrips(counter, startNode.value);
-    if (trips.count < 0)
-      failOp(ins, fmt::format("it does not end: {} (tuple element {}, {} {} in condition %{})", trips.why,
-                              counter.element, directionName(counter.direction), counter.bound, condition.name));
-    // The count the reader derives and the one XLA proved must agree.
-    if (known && *known != trips.count)
-      failOp(ins, fmt::format("its backend_config's known_trip_count is {}, but its counter (tuple element {}, from "
-                              "{} by {}, {} {}) makes {} trips",
-                              *known, counter.element, startNode.value, counter.step, directionName(counter.direction),
-                              counter.bound, trips.count));
-  } else {
-    // No counter the reader recognises: XLA's proved count is all there is.
-    trips.count = *known;
+    std::optional<Node> startNode;
+    if (start.tensor && start.tensor->rank() == 0 && isInteger(start.tensor->dtype()))
+      startNode = graph_->node(start.tensor->id());
+    if (!startNode || startNode->kind != OpKind::Constant) {
+      // Not an integer counter, or one that starts at a run-time value:
+      // the loop runs at run time.
+      found.reset();
+    } else {
+      counter.dtype = start.tensor->dtype();
+      trips = countTrips(counter, startNode->value);
+      if (trips.count < 0)
+        failOp(ins, fmt::format("it does not end: {} (tuple element {}, {} {} in condition %{})", trips.why,
+                                counter.element, directionName(counter.direction), counter.bound, condition.name));
+      // The count the reader derives and the one XLA proved must agree.
+      if (known && *known != trips.count)
+        failOp(ins, fmt::format("its backend_config's known_trip_count is {}, but its counter (tuple element {}, "
+                                "from {} by {}, {} {}) makes {} trips",
+                                *known, counter.element, startNode->value, counter.step,
+                                directionName(counter.direction), counter.bound, trips.count));
+      count = trips.count;
+    }
   }
-  if (trips.count > static_cast<int64_t>(kMaxGraphNodes))
-    failOp(ins, fmt::format("it runs {} trips, more than mlpipe unrolls: a module may record at most {} operations "
-                            "once calls, fusions and loops are inlined",
-                            trips.count, kMaxGraphNodes));
+  if (!found && known) // no counter the reader recognises: XLA's proved count is all there is
+    trips.count = *(count = known);
+  if (!count || *count > kMaxUnrolledTrips)
+    return runtimeLoop(ins, conditionIndex, bodyIndex, initial, depth);
 
   // The condition as the graph computes it must agree with the count: true
   // before the first trip (if any), false after the last.
@@ -420,19 +438,92 @@ Value Builder::whileLoop(const Instruction &ins, const std::vector<const Value *
   return state;
 }
 
-namespace {
+// The loop run at run time: the condition and the body recorded once each,
+// into graphs of their own whose inputs are the carried tensors (the
+// tuple's arrays, flattened in order), then one While node in the graph
+// being built, whose results are given back in the tuple's structure.
+Value Builder::runtimeLoop(const Instruction &ins, size_t conditionIndex, size_t bodyIndex, const Value &initial,
+                           int depth) {
+  const Computation &condition = module_.computations[conditionIndex];
+  const Computation &body = module_.computations[bodyIndex];
+  std::function<void(const Value &)> checkReadable = [&](const Value &value) {
+    if (value.unread)
+      failOp(ins, "its operand holds a library call's workspace or an asynchronous op's context, which a loop run at "
+                  "run time cannot carry");
+    for (const Value &element : value.elements)
+      checkReadable(element);
+  };
+  checkReadable(initial);
+  std::vector<Tensor> carried;
+  flatten(initial, carried);
+  if (carried.empty())
+    failOp(ins, "it carries no arrays: a loop run at run time carries at least one");
 
-// A value's shape as HLO writes it: "f32[3]", "(f32[3], s32[])".
-std::string valueShape(const Value &value) {
-  if (value.tensor)
-    return hloShape(value.tensor->dtype(), value.tensor->shape());
-  std::vector<std::string> parts;
-  for (const Value &element : value.elements)
-    parts.push_back(valueShape(element));
-  return fmt::format("({})", fmt::join(parts, ", "));
+  // graph_ is the region's while it is recorded, and the enclosing graph's
+  // again after (also when recording fails).
+  struct Restore {
+    Graph *&graph;
+    Graph *saved;
+    ~Restore() { graph = saved; }
+  } restore{graph_, graph_};
+  Graph &outer = *graph_;
+  // The carried value as the region sees it: the same structure, each
+  // array an input of the region.
+  auto parameterOf = [&](Graph &region) {
+    size_t next = 0;
+    std::function<Value(const Value &)> rebuild = [&](const Value &value) {
+      if (value.tensor) {
+        size_t i = next++;
+        return tensorValue(region.input(fmt::format("carried{}", i), value.tensor->shape(), value.tensor->dtype()));
+      }
+      Value tuple;
+      for (const Value &element : value.elements)
+        tuple.elements.push_back(rebuild(element));
+      return tuple;
+    };
+    return rebuild(initial);
+  };
+
+  auto conditionGraph = std::make_shared<Graph>(outer.name() + "_" + condition.name, outer.floatType());
+  graph_ = conditionGraph.get();
+  Value holds = evaluate(conditionIndex, {parameterOf(*conditionGraph)}, depth + 1, ins.opcodeLoc);
+  if (!holds.tensor || holds.tensor->dtype() != DType::i1 || holds.tensor->rank() != 0)
+    failOp(ins, fmt::format("condition %{} returns {}, not a pred[]", condition.name, valueShape(holds)));
+  conditionGraph->output("holds", *holds.tensor);
+
+  auto bodyGraph = std::make_shared<Graph>(outer.name() + "_" + body.name, outer.floatType());
+  graph_ = bodyGraph.get();
+  Value next = evaluate(bodyIndex, {parameterOf(*bodyGraph)}, depth + 1, ins.opcodeLoc);
+  if (valueShape(next) != valueShape(initial))
+    failOp(ins, fmt::format("body %{} returns {}, but the loop carries {}", body.name, valueShape(next),
+                            valueShape(initial)));
+  std::function<void(const Value &)> checkNext = [&](const Value &value) {
+    if (value.unread)
+      failOp(ins, fmt::format("body %{} returns a library call's workspace or an asynchronous op's context, which a "
+                              "loop run at run time cannot carry",
+                              body.name));
+    for (const Value &element : value.elements)
+      checkNext(element);
+  };
+  checkNext(next);
+  std::vector<Tensor> results;
+  flatten(next, results);
+  for (size_t i = 0; i < results.size(); ++i)
+    bodyGraph->output(fmt::format("next{}", i), results[i]);
+
+  graph_ = &outer;
+  std::vector<Tensor> finals = outer.whileLoop(carried, conditionGraph, bodyGraph);
+  size_t taken = 0;
+  std::function<Value(const Value &)> rebuild = [&](const Value &value) {
+    if (value.tensor)
+      return tensorValue(finals[taken++]);
+    Value tuple;
+    for (const Value &element : value.elements)
+      tuple.elements.push_back(rebuild(element));
+    return tuple;
+  };
+  return rebuild(initial);
 }
-
-} // namespace
 
 // Element by element, `onTrue` where `pred` (a rank-0 i1) holds, else
 // `onFalse`; the two have one shape (checked by the caller).
