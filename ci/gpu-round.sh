@@ -3,7 +3,8 @@
 # last. Run it there after packing here (ci/pack-device.sh):
 #   source .device/setup.sh && ci/gpu-round.sh [PART...]
 # PART is any of units lit verify sanitize gpt2 sixteen attention rows decode timings
-# (default: all but decode), so a round can be split over calls. Full logs
+# tensorcore loops (default: all but decode, tensorcore and loops, whose tests
+# lit runs too), so a round can be split over calls. Full logs
 # are written as each step ends to logs/ (and the profile CSV beside it)
 # in $OUT (the device tool's output folder) or /tmp/mlpipe-round, so a
 # round stopped early keeps the steps it finished. Each step is stopped
@@ -11,9 +12,10 @@
 set -u
 for part in "$@"; do
   case $part in
-    units | lit | verify | sanitize | gpt2 | sixteen | attention | rows | decode | timings) ;;
+    units | lit | verify | sanitize | gpt2 | sixteen | attention | rows | decode | timings | tensorcore | loops) ;;
     *)
-      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 sixteen attention rows decode timings)" >&2
+      echo "gpu-round: no part '$part' (units lit verify sanitize gpt2 sixteen attention rows decode timings" \
+        "tensorcore loops)" >&2
       exit 2
       ;;
   esac
@@ -211,6 +213,24 @@ if want attention; then
   step timings.attention bench/scripts/time-attention.sh
 fi
 
+# The generated matmul on tensor cores: its GPU tests, then its time
+# against cuBLASLt on GPT-2's products in bf16 (T=1024, 16 rows, one row,
+# attention's batched products), and GPT-2 124M in bf16 with every matmul
+# generated against the default (cuBLASLt) in one run.
+gpt2_products=1024x768x2304,1024x768x3072,1024x3072x768,1024x768x768,1024x768x50257
+gpt2_products+=,16x768x2304,16x768x3072,16x3072x768,1x768x2304,1x3072x768,12x1024x64x1024,12x1024x1024x64
+if want tensorcore; then
+  step lit.tensorcore lit -sv -j 8 --filter 'gpu/(matmul_tensor_core|sixteen_bit|matmul_generated)' "$work/test"
+  step bench.matmul.bf16 bench matmul --dtype bf16 --shapes "$gpt2_products"
+  step bench.gpt2.bf16.cublas bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 \
+    --dtype bf16 --repeat 20 --warmup 3
+  step bench.gpt2.bf16.generated bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 \
+    --dtype bf16 --matmul generated --repeat 20 --warmup 3 --profile --csv "$logs/bf16-generated-profile.csv"
+fi
+
+# HLO while loops with run-time trip counts: their GPU tests.
+want loops && step lit.loops lit -sv -j 8 --filter 'gpu/(hlo_while|hlo_verify)' "$work/test"
+
 # A prompt longer than the fused attention's 128 keys: attention's softmax
 # is then a row reduction with the causal mask (reading only the keys up
 # to each query), verified in both modes; then GPT-2 124M's row reductions
@@ -311,6 +331,8 @@ echo
 grep -h "median" "$logs/timings.kernels.log" 2>/dev/null
 echo
 cat "$logs/timings.attention.log" 2>/dev/null
+echo
+cat "$logs/bench.matmul.bf16.log" "$logs/bench.gpt2.bf16.cublas.log" "$logs/bench.gpt2.bf16.generated.log" 2>/dev/null
 echo
 sed -n '/^product /,$p' "$logs/timings.matmuls.log" 2>/dev/null
 echo
