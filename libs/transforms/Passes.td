@@ -214,8 +214,24 @@ def HostLoopsPass : Pass<"mlpipe-host-loops", "mlir::ModuleOp"> {
     host decides each trip, so `run` and `verify` launch it directly and
     never capture it as a CUDA graph (a graph would replay one trip count).
     A host load of a device buffer of more than one element is refused.
+
+    A kernel launch's arguments go on the stack where it is launched, so
+    each region of a loop that launches kernels saves the stack pointer on
+    entry and restores it before its terminator: a loop of 100,000 trips
+    would otherwise grow the stack by its launches' arguments every trip
+    until it overflows.
+
+    ```mlir
+    scf.while (...) {
+      %sp = llvm.intr.stacksave : !llvm.ptr
+      gpu.launch_func @k::@cond ...
+      ...
+      llvm.intr.stackrestore %sp : !llvm.ptr
+      scf.condition(%c) %a, %b : memref<16xf32>, memref<16xf32>
+    } do { ... }
+    ```
   }];
-  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::gpu::GPUDialect"];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::gpu::GPUDialect", "mlir::LLVM::LLVMDialect"];
 }
 
 def RecordEntrySignaturePass : Pass<"mlpipe-record-entry-signature", "mlir::ModuleOp"> {

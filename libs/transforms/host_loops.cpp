@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
@@ -34,6 +35,34 @@ struct HostLoopsPass : impl::HostLoopsPassBase<HostLoopsPass> {
       if (!function.isExternal() &&
           (mlir::failed(keepOnHost(function, module)) || mlir::failed(readBack(function, module))))
         return signalPassFailure();
+      else if (!function.isExternal())
+        restoreStackEachTrip(function);
+  }
+
+  // A kernel launch's arguments are put on the stack where it is launched
+  // (LLVM's translation of gpu.launch_func allocates them there): in a
+  // loop's region, every trip would take more stack, until a long loop
+  // overflows it. Each region of a loop that launches kernels saves the
+  // stack pointer on entry and restores it before its terminator; nothing
+  // the region allocates on the stack outlives the trip (host buffers are
+  // allocas at the function's start).
+  static void restoreStackEachTrip(mlir::func::FuncOp function) {
+    function.walk([](mlir::Operation *op) {
+      if (!mlir::isa<mlir::scf::WhileOp, mlir::scf::ForOp>(op))
+        return;
+      bool launches = false;
+      op->walk([&](mlir::gpu::LaunchFuncOp) { launches = true; });
+      if (!launches)
+        return;
+      auto pointer = mlir::LLVM::LLVMPointerType::get(op->getContext());
+      for (mlir::Region &region : op->getRegions())
+        for (mlir::Block &block : region) {
+          auto start = mlir::OpBuilder::atBlockBegin(&block);
+          auto saved = mlir::LLVM::StackSaveOp::create(start, op->getLoc(), pointer);
+          mlir::OpBuilder end(block.getTerminator());
+          mlir::LLVM::StackRestoreOp::create(end, op->getLoc(), saved);
+        }
+    });
   }
 
   // Whether `op` (a user of a buffer in host code) works on the buffer on

@@ -2,18 +2,27 @@
 
 // A loop's condition, written by a kernel into device memory, is read on
 // the host through a one-element copy into host memory (allocated once, at
-// the function's start); the function is marked as running a loop.
+// the function's start); the function is marked as running a loop. Each
+// region of the loop, which launches kernels (whose arguments go on the
+// stack), gives back its stack before its terminator.
 // CHECK-LABEL: func.func @halve_until_small
 // CHECK-SAME: mlpipe.host_loops = 1 : i64
 // CHECK: %[[HOST:.*]] = memref.alloca() : memref<i1>
 // CHECK: scf.while
+// CHECK-NEXT: %[[SP:.*]] = llvm.intr.stacksave : !llvm.ptr
 // CHECK: %[[FLAG:.*]] = memref.alloc() : memref<i1>
 // CHECK: gpu.launch_func @k::@cond
 // CHECK: %[[T0:.*]] = gpu.wait async
 // CHECK: %[[T1:.*]] = gpu.memcpy async [%[[T0]]] %[[HOST]], %[[FLAG]] : memref<i1>, memref<i1>
 // CHECK: gpu.wait [%[[T1]]]
 // CHECK: %[[C:.*]] = memref.load %[[HOST]][] : memref<i1>
-// CHECK: scf.condition(%[[C]])
+// CHECK: llvm.intr.stackrestore %[[SP]] : !llvm.ptr
+// CHECK-NEXT: scf.condition(%[[C]])
+// CHECK: ^bb0(
+// CHECK-NEXT: %[[SP2:.*]] = llvm.intr.stacksave : !llvm.ptr
+// CHECK: gpu.launch_func @k::@body
+// CHECK-NEXT: llvm.intr.stackrestore %[[SP2]] : !llvm.ptr
+// CHECK-NEXT: scf.yield
 module attributes {gpu.container_module} {
   gpu.module @k {
     gpu.func @cond(%x: memref<16xf32>, %flag: memref<i1>) kernel {
@@ -61,8 +70,10 @@ module attributes {gpu.container_module} {
 // CHECK: return
 // CHECK-LABEL: func.func private @dealloc_helper
 // CHECK-SAME: mlpipe.host_loops = 1 : i64
+// CHECK-NOT: llvm.intr.stacksave
 // CHECK: memref.load %arg0
 // CHECK-NOT: gpu.memcpy
+// CHECK-NOT: llvm.intr.stacksave
 func.func @frees_after_checking(%p: index, %q: index, %own: i1)
     attributes {mlpipe.inputs = [], mlpipe.outputs = []} {
   %c0 = arith.constant 0 : index

@@ -1374,6 +1374,11 @@ def run_host_block(body, env, functions, kernels, stats, epilogue, entry, heap, 
             env[op.results[0]] = new_memref(op.result_type, op.results[0])
         elif name == "memref.dealloc":
             continue
+        elif name == "llvm.intr.stacksave":  # host code gives back a trip's stack: nothing to model
+            env[op.results[0]] = ("stack pointer", op.line)
+        elif name == "llvm.intr.stackrestore":
+            if not (isinstance(args[0], tuple) and args[0][0] == "stack pointer"):
+                raise SimError("line %d: restores a stack pointer no stacksave gave" % op.line)
         elif name == "gpu.wait":
             if op.results:
                 env[op.results[0]] = None
