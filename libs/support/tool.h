@@ -1,6 +1,6 @@
 // The shared frame of every tool's main(): run the body, and turn a failure
 // into one line on stderr ("fuse: error: ...", or an MLIR diagnostic as it
-// is) and exit status 1.
+// is) and exit status 1; a crash, in one line naming the tool.
 #pragma once
 
 #include <functional>
