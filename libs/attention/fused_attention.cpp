@@ -22,6 +22,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -153,7 +154,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcBlocksPerSm};
+    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcBlocksPerSm, tcStages, asyncCopy};
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
     if (match.rowsPerPosition > 0 && !batchedStepKeysSplit(*cfg))
@@ -174,6 +175,17 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     cfg->widthV = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.v.getType()), maxWidth);
     cfg->widthO =
         vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.out.getType()), kVectorBytes / cfg->outBytes);
+    // cp.async needs K and V read as vectors: otherwise through registers.
+    // (The launch chosen again for registers where it can be; else the
+    // same tiles through registers, which take less shared memory.)
+    if (cfg->asyncStages > 0 && !asyncCopiesFit(*cfg, std::min(cfg->widthK, cfg->widthV), device.warpSize)) {
+      overrides.asyncCopy = false;
+      Config throughRegisters = *cfg;
+      std::string ignored;
+      if (mlir::succeeded(chooseLaunch(throughRegisters, device, tensorCores, ignored, overrides)))
+        *cfg = throughRegisters;
+      cfg->asyncStages = 0;
+    }
 
     PreparedLaunch launch;
     prepareLaunch(match, *cfg, host, operands, launch);
@@ -417,6 +429,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                        " groups of warps (kTensorCoreWarpsPerSm), combined in shared memory"
                                  : "")
            << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory"
+           << (cfg.asyncStages > 0 ? " (" + std::to_string(cfg.asyncStages) + " stages by cp.async of " +
+                                         std::to_string(cfg.asyncWidth) + " elements, read by ldmatrix)"
+                                   : "")
            << (cfg.blocksPerSm > 0 ? ", registers bounded for " + std::to_string(cfg.blocksPerSm) + " blocks an SM"
                                    : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
