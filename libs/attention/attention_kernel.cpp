@@ -616,25 +616,28 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
   if (cfg.asyncStages > 0) {
     // Fewer keys a tile (unless fixed), then fewer key groups (unless
     // fixed); through registers where the stages still do not fit.
-    while (sharedBytes() > device.sharedMemoryPerBlock && overrides.keysPerTile == 0 &&
-           cfg.keysPerTile > kMinAsyncKeysPerTile)
+    cfg.dynamicShared = overrides.dynamicShared;
+    int64_t budget = cfg.dynamicShared ? device.sharedMemoryPerBlockOptIn : device.sharedMemoryPerBlock;
+    while (sharedBytes() > budget && overrides.keysPerTile == 0 && cfg.keysPerTile > kMinAsyncKeysPerTile)
       cfg.keysPerTile /= 2;
-    while (sharedBytes() > device.sharedMemoryPerBlock && overrides.keyGroups == 0 && cfg.keyGroups > 1)
+    while (sharedBytes() > budget && overrides.keyGroups == 0 && cfg.keyGroups > 1)
       cfg.keyGroups /= 2;
-    fits = sharedBytes() <= device.sharedMemoryPerBlock &&
-           asyncCopiesFit(cfg, kVectorBytes / cfg.storageBytes, device.warpSize);
+    fits = sharedBytes() <= budget && asyncCopiesFit(cfg, kVectorBytes / cfg.storageBytes, device.warpSize);
     if (!fits) {
       TensorCoreOverrides throughRegisters = overrides;
       throughRegisters.asyncCopy = false;
       return chooseTensorCoreLaunch(cfg, device, why, throughRegisters);
     }
+  } else {
+    cfg.dynamicShared = false;
   }
   // Fewer key groups, then fewer keys a tile, until they fit.
-  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keyGroups > 1)
+  int64_t budget = cfg.dynamicShared ? device.sharedMemoryPerBlockOptIn : device.sharedMemoryPerBlock;
+  while (sharedBytes() > budget && cfg.keyGroups > 1)
     cfg.keyGroups /= 2;
-  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMmaDepth)
+  while (sharedBytes() > budget && cfg.keysPerTile > kMmaDepth)
     cfg.keysPerTile /= 2;
-  if (sharedBytes() > device.sharedMemoryPerBlock)
+  if (sharedBytes() > budget)
     return why = "the K and V tiles do not fit shared memory", mlir::failure();
   cfg.threads = cfg.rowsPerBlock / kMmaRows * cfg.keyGroups * device.warpSize;
   if (cfg.threads > device.maxThreadsPerBlock)
@@ -666,6 +669,25 @@ llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir:
   if (cfg.keyGroups > 1)
     buffers.push_back(tile(cfg.rowsPerBlock, cfg.headSize + 2 * kLanesPerMmaRow, cfg.element));
   return buffers;
+}
+
+llvm::SmallVector<int64_t, 3> dynamicSharedOffsets(const Config &cfg, mlir::MLIRContext *context) {
+  llvm::SmallVector<int64_t, 3> offsets;
+  int64_t end = 0;
+  for (mlir::MemRefType buffer : workgroupBuffers(cfg, context)) {
+    offsets.push_back(end);
+    int64_t bytes = buffer.getNumElements() * buffer.getElementTypeBitWidth() / 8;
+    end += llvm::divideCeilSigned(bytes, kVectorBytes) * kVectorBytes;
+  }
+  return offsets;
+}
+
+int64_t dynamicSharedBytes(const Config &cfg, mlir::MLIRContext *context) {
+  llvm::SmallVector<mlir::MemRefType, 3> buffers = workgroupBuffers(cfg, context);
+  if (buffers.empty())
+    return 0;
+  mlir::MemRefType last = buffers.back();
+  return dynamicSharedOffsets(cfg, context).back() + last.getNumElements() * last.getElementTypeBitWidth() / 8;
 }
 
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,

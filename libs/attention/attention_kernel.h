@@ -105,6 +105,10 @@ struct Config {
   // keys). asyncWidth: elements a cp.async copies.
   int64_t asyncStages = 0;
   int64_t asyncWidth = 0;
+  // The kernel's shared buffers (workgroupBuffers) as views of dynamic
+  // shared memory (dynamicSharedBytes of it, up to the device's opt-in
+  // limit) instead of static workgroup buffers (48 KiB at most).
+  bool dynamicShared = false;
 };
 
 // Choices of the tensor-core launch that the pass's options may fix
@@ -114,6 +118,8 @@ struct Config {
 struct TensorCoreOverrides {
   int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, blocksPerSm = 0, stages = 0;
   bool asyncCopy = true;
+  // cp.async stages in dynamic shared memory, up to the opt-in limit.
+  bool dynamicShared = false;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
@@ -150,6 +156,11 @@ bool asyncCopiesFit(Config &cfg, int64_t globalWidth, int64_t warpSize);
 // with several key groups their partials ([rows, D +
 // 8] f32: the output, then each of a row's four lanes' max and sum).
 llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir::MLIRContext *context);
+
+// Where each of workgroupBuffers lies in dynamic shared memory (byte
+// offsets, each 16-byte aligned), and the bytes of all of them.
+llvm::SmallVector<int64_t, 3> dynamicSharedOffsets(const Config &cfg, mlir::MLIRContext *context);
+int64_t dynamicSharedBytes(const Config &cfg, mlir::MLIRContext *context);
 
 // The widest vector (at most `maxElements`) along the last dimension of a
 // memref: every vector aligned to its size, given an aligned base.

@@ -27,9 +27,10 @@
 // K and V tiles reach shared memory in one of two ways.
 //
 // By cp.async (Config::asyncStages = P stages, the default where they fit
-// the static shared memory and K and V are read as vectors), so that the
-// next tiles load while the current ones are computed, through no
-// register:
+// the static shared memory, or with Config::dynamicShared the device's
+// opt-in limit of dynamic shared memory, and K and V are read as
+// vectors), so that the next tiles load while the current ones are
+// computed, through no register:
 //
 //   cp.async rounds 0 .. P-2 into stages 0 .. P-2, a group each
 //   for each round r of the group's tiles:
@@ -87,8 +88,8 @@ public:
                  const Softmax &softmax, const FusionGraph *maskGraph)
       : b(b), f(f), loc(f.getLoc()), x{b, loc}, cfg(cfg), graph(graph), softmax(softmax), maskGraph(maskGraph),
         q(f.getArgument(0)), k(f.getArgument(1)), v(f.getArgument(2)), out(f.getArgument(3)),
-        kTile(f.getWorkgroupAttributions()[0]), vPairs(f.getWorkgroupAttributions()[1]), f32(b.getF32Type()),
-        D(cfg.headSize), T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile), S(cfg.keyGroups), P(cfg.asyncStages),
+        shared(sharedBuffers(f, cfg)), kTile(shared[0]), vPairs(shared[1]), f32(b.getF32Type()), D(cfg.headSize),
+        T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile), S(cfg.keyGroups), P(cfg.asyncStages),
         groupThreads(cfg.threads / cfg.keyGroups) {}
 
   mlir::LogicalResult build() {
@@ -135,6 +136,26 @@ public:
   }
 
 private:
+  // The shared buffers (workgroupBuffers): the kernel's workgroup
+  // buffers, or views of its dynamic shared memory made at its entry.
+  static llvm::SmallVector<Value, 3> sharedBuffers(mlir::gpu::GPUFuncOp f, const Config &cfg) {
+    if (!cfg.dynamicShared)
+      return llvm::SmallVector<Value, 3>(f.getWorkgroupAttributions());
+    mlir::OpBuilder entry = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
+    mlir::Location loc = f.getLoc();
+    auto space = mlir::gpu::AddressSpaceAttr::get(f.getContext(), mlir::gpu::AddressSpace::Workgroup);
+    auto bytesType = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, entry.getI8Type(),
+                                           mlir::MemRefLayoutAttrInterface{}, space);
+    Value bytes = mlir::gpu::DynamicSharedMemoryOp::create(entry, loc, bytesType);
+    llvm::SmallVector<Value, 3> buffers;
+    for (auto [type, offset] :
+         llvm::zip(workgroupBuffers(cfg, f.getContext()), dynamicSharedOffsets(cfg, f.getContext()))) {
+      Value shift = mlir::arith::ConstantIndexOp::create(entry, loc, offset);
+      buffers.push_back(mlir::memref::ViewOp::create(entry, loc, type, bytes, shift, mlir::ValueRange{}));
+    }
+    return buffers;
+  }
+
   void makeElementalEmitters() {
     mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
     anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
@@ -345,8 +366,8 @@ private:
       Value inside = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, key, keyEnd);
       Value present = mlir::arith::SelectOp::create(b, loc, inside, x.c(width), x.c(0));
       Value from = x.min(key, TK - 1);
-      for (auto [shared, global] : {std::pair{kTile, k}, std::pair{vPairs, v}})
-        tokens.push_back(mlir::nvgpu::DeviceAsyncCopyOp::create(b, loc, shared, mlir::ValueRange{x.add(row, r), col},
+      for (auto [buffer, global] : {std::pair{kTile, k}, std::pair{vPairs, v}})
+        tokens.push_back(mlir::nvgpu::DeviceAsyncCopyOp::create(b, loc, buffer, mlir::ValueRange{x.add(row, r), col},
                                                                 global, mlir::ValueRange{head, from, col},
                                                                 b.getIndexAttr(width), present, bypassL1));
     }
@@ -355,9 +376,9 @@ private:
 
   // `count` 8x8 matrices of a shared tile by one ldmatrix (lane l gives
   // row `row`, column `col` of matrix l / 8's row l % 8), as mma operands.
-  llvm::SmallVector<Value> loadMatrices(Value shared, Value row, Value col, int64_t count, bool transpose) {
+  llvm::SmallVector<Value> loadMatrices(Value buffer, Value row, Value col, int64_t count, bool transpose) {
     auto type = mlir::VectorType::get({count, 2}, cfg.storage);
-    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, shared, mlir::ValueRange{row, col}, transpose,
+    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, buffer, mlir::ValueRange{row, col}, transpose,
                                                      static_cast<uint32_t>(count));
     llvm::SmallVector<Value> registers;
     for (int64_t j = 0; j < count; ++j)
@@ -588,7 +609,7 @@ private:
   // Group 0 has the block's first tile, whose first key no row masks, so
   // M is finite from its turn on (and a group with no tiles adds zeros).
   void combineGroups(llvm::SmallVector<Value> state) {
-    Value partials = f.getWorkgroupAttributions()[2];
+    Value partials = shared[2];
     Value negInf = x.fconst(f32, -std::numeric_limits<double>::infinity());
     // Each lane keeps its own copy of its rows' max and sum (columns D + 2t
     // and D + 2t + 1), so no lane reads what another writes in its turn.
@@ -650,7 +671,9 @@ private:
   const FusionGraph &graph;
   const Softmax &softmax;
   const FusionGraph *maskGraph;
-  Value q, k, v, out, kTile, vPairs;
+  Value q, k, v, out;
+  llvm::SmallVector<Value, 3> shared;
+  Value kTile, vPairs;
   mlir::Type f32;
   const int64_t D, T, TK, BK, S, P, groupThreads;
   mlir::Operation *anchor = nullptr;
