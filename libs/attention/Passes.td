@@ -172,10 +172,16 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores: keys per K and V tile, a multiple of 16 (0: the heuristic's)">,
     Option<"tcBlocksPerSm", "tc-blocks-per-sm", "int64_t", /*default=*/"0",
            "On tensor cores: blocks that must fit an SM at once, ptxas bounding the registers to match (0: ptxas's choice)">,
+    Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
+           "On tensor cores: copy K and V tiles into shared stages by cp.async (where the stages fit shared memory and K and V are read as vectors), the next tiles loading while the current ones are computed; false: through registers">,
+    Option<"tcDynamicShared", "tc-dynamic-shared", "bool", /*default=*/"false",
+           "On tensor cores with async-copy: the shared buffers in dynamic shared memory, so that the stages may take up to the device's opt-in limit (not only the 48 KiB of static shared memory) before tiles are made smaller">,
+    Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
+           "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",
-                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect"];
+                           "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect", "mlir::nvgpu::NVGPUDialect"];
 }
 
 #endif // MLPIPE_ATTENTION_PASSES

@@ -92,6 +92,20 @@ constexpr int64_t kTensorCoreMaxHeadSize = 128;
 // word g: banks 8t + g).
 constexpr int64_t kKeyRowBankOffsetWords = 4;
 constexpr int64_t kValuePairRowBankOffsetWords = 8;
+// cp.async stages of K and V tiles: two, so that the next tiles load
+// while the current ones are computed (each stage costs shared memory, a
+// tile per key group, and more stages need smaller tiles to fit).
+// The stages' bytes come first: while they do not fit, keys per tile are
+// halved down to kMinAsyncKeysPerTile before key groups are given up
+// (groups shorten the longest block's walk; one mma's 16 keys still
+// amortise a tile's barrier and softmax step over 2 D / 8 mma.sync).
+constexpr int64_t kAsyncStages = 2;
+constexpr int64_t kMinAsyncKeysPerTile = 16;
+// The cp.async tiles' rows are padded by 16 bytes: a row of D 16-bit
+// elements (D a multiple of 16) is then an odd multiple of 4 words past a
+// multiple of 32, so the 8 rows of an ldmatrix 8x8 matrix fall in 8
+// different groups of 4 banks, and rows stay 16-byte aligned.
+constexpr int64_t kAsyncRowPadBytes = 16;
 
 int64_t paddedWords(int64_t words, int64_t offset) {
   constexpr int64_t kBanks = 32;
@@ -533,6 +547,17 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
   return true;
 }
 
+bool asyncCopiesFit(Config &cfg, int64_t globalWidth, int64_t warpSize) {
+  if (cfg.asyncStages == 0)
+    return false;
+  int64_t groupThreads = cfg.rowsPerBlock / kMmaRows * warpSize;
+  int64_t width = std::min(globalWidth, kVectorBytes / cfg.storageBytes);
+  while (width >= 2 && (cfg.headSize % width != 0 || cfg.keysPerTile * cfg.headSize / width % groupThreads != 0))
+    width /= 2;
+  cfg.asyncWidth = width >= 2 ? width : 0;
+  return cfg.asyncWidth > 0;
+}
+
 namespace {
 
 mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription &device, std::string &why,
@@ -571,21 +596,48 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
     cfg.keysPerTile = overrides.keysPerTile;
   }
   cfg.blocksPerSm = overrides.blocksPerSm;
+  if (overrides.stages < 0 || overrides.stages == 1)
+    return why = "tc-stages must be 2 or more (0: the heuristic's)", mlir::failure();
+  cfg.asyncStages = overrides.asyncCopy ? (overrides.stages > 0 ? overrides.stages : kAsyncStages) : 0;
   int64_t elementsPerWord = 4 / cfg.storageBytes;
   cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
   cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;
+  if (cfg.asyncStages > 0)
+    cfg.kTileRow = cfg.headSize + kAsyncRowPadBytes / cfg.storageBytes;
   auto sharedBytes = [&] {
-    int64_t tiles = cfg.keyGroups * (cfg.keysPerTile * cfg.kTileRow + cfg.keysPerTile / 2 * cfg.vPairRow);
+    int64_t tiles = cfg.asyncStages > 0
+                        ? cfg.asyncStages * cfg.keyGroups * 2 * cfg.keysPerTile * cfg.kTileRow
+                        : cfg.keyGroups * (cfg.keysPerTile * cfg.kTileRow + cfg.keysPerTile / 2 * cfg.vPairRow);
     int64_t partials =
         cfg.keyGroups > 1 ? cfg.rowsPerBlock * (cfg.headSize + 2 * kLanesPerMmaRow) * cfg.elementBytes : 0;
     return tiles * cfg.storageBytes + partials;
   };
+  bool fits = false;
+  if (cfg.asyncStages > 0) {
+    // Fewer keys a tile (unless fixed), then fewer key groups (unless
+    // fixed); through registers where the stages still do not fit.
+    cfg.dynamicShared = overrides.dynamicShared;
+    int64_t budget = cfg.dynamicShared ? device.sharedMemoryPerBlockOptIn : device.sharedMemoryPerBlock;
+    while (sharedBytes() > budget && overrides.keysPerTile == 0 && cfg.keysPerTile > kMinAsyncKeysPerTile)
+      cfg.keysPerTile /= 2;
+    while (sharedBytes() > budget && overrides.keyGroups == 0 && cfg.keyGroups > 1)
+      cfg.keyGroups /= 2;
+    fits = sharedBytes() <= budget && asyncCopiesFit(cfg, kVectorBytes / cfg.storageBytes, device.warpSize);
+    if (!fits) {
+      TensorCoreOverrides throughRegisters = overrides;
+      throughRegisters.asyncCopy = false;
+      return chooseTensorCoreLaunch(cfg, device, why, throughRegisters);
+    }
+  } else {
+    cfg.dynamicShared = false;
+  }
   // Fewer key groups, then fewer keys a tile, until they fit.
-  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keyGroups > 1)
+  int64_t budget = cfg.dynamicShared ? device.sharedMemoryPerBlockOptIn : device.sharedMemoryPerBlock;
+  while (sharedBytes() > budget && cfg.keyGroups > 1)
     cfg.keyGroups /= 2;
-  while (sharedBytes() > device.sharedMemoryPerBlock && cfg.keysPerTile > kMmaDepth)
+  while (sharedBytes() > budget && cfg.keysPerTile > kMmaDepth)
     cfg.keysPerTile /= 2;
-  if (sharedBytes() > device.sharedMemoryPerBlock)
+  if (sharedBytes() > budget)
     return why = "the K and V tiles do not fit shared memory", mlir::failure();
   cfg.threads = cfg.rowsPerBlock / kMmaRows * cfg.keyGroups * device.warpSize;
   if (cfg.threads > device.maxThreadsPerBlock)
@@ -606,11 +658,36 @@ llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir:
   };
   if (!cfg.tensorCores)
     return {tile(cfg.keysPerTile, cfg.headSize, cfg.storage), tile(cfg.keysPerTile, cfg.headSize, cfg.storage)};
-  llvm::SmallVector<mlir::MemRefType, 3> buffers{tile(cfg.keyGroups * cfg.keysPerTile, cfg.kTileRow, cfg.storage),
-                                                 tile(cfg.keyGroups * cfg.keysPerTile / 2, cfg.vPairRow, cfg.storage)};
+  llvm::SmallVector<mlir::MemRefType, 3> buffers;
+  if (cfg.asyncStages > 0) {
+    int64_t rows = cfg.asyncStages * cfg.keyGroups * cfg.keysPerTile;
+    buffers = {tile(rows, cfg.kTileRow, cfg.storage), tile(rows, cfg.kTileRow, cfg.storage)};
+  } else {
+    buffers = {tile(cfg.keyGroups * cfg.keysPerTile, cfg.kTileRow, cfg.storage),
+               tile(cfg.keyGroups * cfg.keysPerTile / 2, cfg.vPairRow, cfg.storage)};
+  }
   if (cfg.keyGroups > 1)
     buffers.push_back(tile(cfg.rowsPerBlock, cfg.headSize + 2 * kLanesPerMmaRow, cfg.element));
   return buffers;
+}
+
+llvm::SmallVector<int64_t, 3> dynamicSharedOffsets(const Config &cfg, mlir::MLIRContext *context) {
+  llvm::SmallVector<int64_t, 3> offsets;
+  int64_t end = 0;
+  for (mlir::MemRefType buffer : workgroupBuffers(cfg, context)) {
+    offsets.push_back(end);
+    int64_t bytes = buffer.getNumElements() * buffer.getElementTypeBitWidth() / 8;
+    end += llvm::divideCeilSigned(bytes, kVectorBytes) * kVectorBytes;
+  }
+  return offsets;
+}
+
+int64_t dynamicSharedBytes(const Config &cfg, mlir::MLIRContext *context) {
+  llvm::SmallVector<mlir::MemRefType, 3> buffers = workgroupBuffers(cfg, context);
+  if (buffers.empty())
+    return 0;
+  mlir::MemRefType last = buffers.back();
+  return dynamicSharedOffsets(cfg, context).back() + last.getNumElements() * last.getElementTypeBitWidth() / 8;
 }
 
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,

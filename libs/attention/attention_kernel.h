@@ -98,13 +98,28 @@ struct Config {
   // Blocks that must fit an SM at once (ptxas bounds the registers to
   // match), or 0 for ptxas's own choice.
   int64_t blocksPerSm = 0;
+  // On tensor cores, K and V tiles copied by cp.async into this many
+  // shared stages (each stage a tile per key group, K and V both as
+  // [keys, kTileRow], read by ldmatrix, V's with .trans), the next tiles
+  // in flight while one is computed; 0: through registers (V as pairs of
+  // keys). asyncWidth: elements a cp.async copies.
+  int64_t asyncStages = 0;
+  int64_t asyncWidth = 0;
+  // The kernel's shared buffers (workgroupBuffers) as views of dynamic
+  // shared memory (dynamicSharedBytes of it, up to the device's opt-in
+  // limit) instead of static workgroup buffers (48 KiB at most).
+  bool dynamicShared = false;
 };
 
 // Choices of the tensor-core launch that the pass's options may fix
 // instead of the heuristics (0: the heuristic's): query rows per block,
-// key groups, keys per tile, blocks per SM.
+// key groups, keys per tile, blocks per SM, cp.async stages; and whether
+// tiles may be copied by cp.async at all.
 struct TensorCoreOverrides {
-  int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, blocksPerSm = 0;
+  int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, blocksPerSm = 0, stages = 0;
+  bool asyncCopy = true;
+  // cp.async stages in dynamic shared memory, up to the opt-in limit.
+  bool dynamicShared = false;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
@@ -129,11 +144,23 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,
                                  const TensorCoreOverrides &overrides = {});
 
+// Whether the tensor-core kernel's K and V tiles (cfg.asyncStages > 0)
+// can be copied by cp.async from global vectors of `globalWidth`
+// elements: copies of 4 to 16 bytes, every thread of a key group the same
+// number of them; sets cfg.asyncWidth to the widest such copy.
+bool asyncCopiesFit(Config &cfg, int64_t globalWidth, int64_t warpSize);
+
 // The buffers the kernel keeps in shared memory: the tiles of K's and V's
 // rows, or on tensor cores K's padded rows and V's pairs of keys (a tile
-// per key group), and with several key groups their partials ([rows, D +
+// per key group; with cp.async, stages of K's and V's padded rows), and
+// with several key groups their partials ([rows, D +
 // 8] f32: the output, then each of a row's four lanes' max and sum).
 llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir::MLIRContext *context);
+
+// Where each of workgroupBuffers lies in dynamic shared memory (byte
+// offsets, each 16-byte aligned), and the bytes of all of them.
+llvm::SmallVector<int64_t, 3> dynamicSharedOffsets(const Config &cfg, mlir::MLIRContext *context);
+int64_t dynamicSharedBytes(const Config &cfg, mlir::MLIRContext *context);
 
 // The widest vector (at most `maxElements`) along the last dimension of a
 // memref: every vector aligned to its size, given an aligned base.

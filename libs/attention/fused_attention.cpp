@@ -22,6 +22,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -153,7 +154,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile, tcBlocksPerSm};
+    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile,  tcBlocksPerSm,
+                                  tcStages,       asyncCopy,   tcDynamicShared};
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
     if (match.rowsPerPosition > 0 && !batchedStepKeysSplit(*cfg))
@@ -174,6 +176,17 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     cfg->widthV = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.v.getType()), maxWidth);
     cfg->widthO =
         vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.out.getType()), kVectorBytes / cfg->outBytes);
+    // cp.async needs K and V read as vectors: otherwise through registers.
+    // (The launch chosen again for registers where it can be; else the
+    // same tiles through registers, which take less shared memory.)
+    if (cfg->asyncStages > 0 && !asyncCopiesFit(*cfg, std::min(cfg->widthK, cfg->widthV), device.warpSize)) {
+      overrides.asyncCopy = false;
+      Config throughRegisters = *cfg;
+      std::string ignored;
+      if (mlir::succeeded(chooseLaunch(throughRegisters, device, tensorCores, ignored, overrides)))
+        *cfg = throughRegisters;
+      cfg->asyncStages = 0;
+    }
 
     PreparedLaunch launch;
     prepareLaunch(match, *cfg, host, operands, launch);
@@ -186,7 +199,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         op->erase();
       return why = "the kernel could not be built", mlir::failure();
     }
-    describe(*cfg, launch);
+    describe(*cfg, launch, host.getContext());
     launchAndReplace(match, *cfg, host, operands, launch, kernels, *kernel, combine);
     return mlir::success();
   }
@@ -310,8 +323,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       }
     }
     prepareCacheWrite(match, cfg, operands, launch);
-    for (mlir::MemRefType buffer : workgroupBuffers(cfg, host.getContext()))
-      signature.workgroupBuffers.push_back(buffer);
+    if (!cfg.dynamicShared)
+      for (mlir::MemRefType buffer : workgroupBuffers(cfg, host.getContext()))
+        signature.workgroupBuffers.push_back(buffer);
     launch.rowBytes = cfg.heads * cfg.headSize * cfg.storageBytes;
     launch.partialBytes = cfg.splits > 1 ? launch.partialsType.getNumElements() * cfg.elementBytes : 0;
     int64_t rowBytes = launch.rowBytes;
@@ -395,7 +409,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     return mlir::success();
   }
 
-  static void describe(const Config &cfg, const PreparedLaunch &launch) {
+  static void describe(const Config &cfg, const PreparedLaunch &launch, mlir::MLIRContext *context) {
     std::string splitText =
         cfg.splits > 1 ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
                              " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel"
@@ -417,6 +431,13 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                        " groups of warps (kTensorCoreWarpsPerSm), combined in shared memory"
                                  : "")
            << ", " << cfg.keysPerTile << "-key tiles of K and V in shared memory"
+           << (cfg.asyncStages > 0 ? " (" + std::to_string(cfg.asyncStages) + " stages by cp.async of " +
+                                         std::to_string(cfg.asyncWidth) + " elements, read by ldmatrix" +
+                                         (cfg.dynamicShared ? ", " + std::to_string(dynamicSharedBytes(cfg, context)) +
+                                                                  " bytes of dynamic shared memory"
+                                                            : "") +
+                                         ")"
+                                   : "")
            << (cfg.blocksPerSm > 0 ? ", registers bounded for " + std::to_string(cfg.blocksPerSm) + " blocks an SM"
                                    : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
@@ -438,7 +459,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     LaunchDims dims;
     dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};
-    kernels.launch(host, loc, kernel, dims, launch.operands);
+    kernels.launch(host, loc, kernel, dims, launch.operands,
+                   cfg.dynamicShared ? dynamicSharedBytes(cfg, host.getContext()) : 0);
     if (Value partials = launch.partials) {
       LaunchDims combineDims;
       combineDims.grid = {llvm::divideCeilSigned(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};

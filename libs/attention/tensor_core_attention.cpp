@@ -24,11 +24,39 @@
 // with its own part of shared memory, and the groups' max, sum and output
 // are combined in turn through shared memory at the end.
 //
-// Shared memory: K as [keys, D + pad] (B of S reads key 8n+g, elements 2t,
-// 2t+1: one 32-bit load); V as pairs of keys [keys / 2, 2 D + pad], the
-// values of keys 2i and 2i+1 side by side per head element, so that B of
-// O (keys 2t, 2t+1 at element g) is one 32-bit load too. The pads put the
-// 32 lanes' loads in 32 different banks.
+// K and V tiles reach shared memory in one of two ways.
+//
+// By cp.async (Config::asyncStages = P stages, the default where they fit
+// the static shared memory, or with Config::dynamicShared the device's
+// opt-in limit of dynamic shared memory, and K and V are read as
+// vectors), so that the next tiles load while the current ones are
+// computed, through no register:
+//
+//   cp.async rounds 0 .. P-2 into stages 0 .. P-2, a group each
+//   for each round r of the group's tiles:
+//     wait until at most P-2 groups are pending; barrier
+//                         (round r has landed, and every thread is done
+//                          with round r-1, whose stage is overwritten next)
+//     cp.async round r+P-1 into stage (r+P-1) mod P, a group
+//     the products and softmax step of round r from stage r mod P
+//   wait for every group
+//
+// K and V both as [keys, D + pad] per stage and key group: B of S by
+// ldmatrix.x4 (8 keys by 32 head elements: B of two 16-element steps), B
+// of O by ldmatrix.x4.trans (16 keys by 16 head elements: B of two
+// 8-element tiles). Keys past the block's tiles or past the last key are
+// zero-filled, not read (masked scores, zero weights). Each row is padded
+// by 16 bytes (kAsyncRowPadBytes): an odd multiple of 16 bytes past a
+// multiple of 128, so the 8 rows of an 8x8 matrix fall in 8 different
+// groups of 4 banks, and every row stays 16-byte aligned as cp.async and
+// ldmatrix need.
+//
+// Through registers otherwise (two barriers a tile): K as [keys, D + pad]
+// (B of S reads key 8n+g, elements 2t, 2t+1: one 32-bit load); V as pairs
+// of keys [keys / 2, 2 D + pad], the values of keys 2i and 2i+1 side by
+// side per head element, so that B of O (keys 2t, 2t+1 at element g) is
+// one 32-bit load too. The pads put the 32 lanes' loads in 32 different
+// banks.
 #include "attention/attention_kernel.h"
 #include "attention/kernel_builder.h"
 #include "attention/split_combine.h"
@@ -39,6 +67,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -59,8 +88,8 @@ public:
                  const Softmax &softmax, const FusionGraph *maskGraph)
       : b(b), f(f), loc(f.getLoc()), x{b, loc}, cfg(cfg), graph(graph), softmax(softmax), maskGraph(maskGraph),
         q(f.getArgument(0)), k(f.getArgument(1)), v(f.getArgument(2)), out(f.getArgument(3)),
-        kTile(f.getWorkgroupAttributions()[0]), vPairs(f.getWorkgroupAttributions()[1]), f32(b.getF32Type()),
-        D(cfg.headSize), T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile), S(cfg.keyGroups),
+        shared(sharedBuffers(f, cfg)), kTile(shared[0]), vPairs(shared[1]), f32(b.getF32Type()), D(cfg.headSize),
+        T(cfg.length), TK(cfg.keys), BK(cfg.keysPerTile), S(cfg.keyGroups), P(cfg.asyncStages),
         groupThreads(cfg.threads / cfg.keyGroups) {}
 
   mlir::LogicalResult build() {
@@ -80,9 +109,17 @@ public:
     // Each key group walks every keyGroups-th tile of the block's.
     tiles = keyTiles();
     Value rounds = x.div(x.add(tiles, S - 1), S);
+    if (P > 0) {
+      placeAsyncCopies();
+      for (int64_t s = 0; s + 1 < P; ++s)
+        asyncGroup = copyRound(x.c(s));
+    }
     auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), rounds, x.c(1), init);
     if (mlir::failed(buildTileStep(loop)))
       return mlir::failure();
+    // No copy outlives the kernel (those of rounds past the last included).
+    if (P > 0)
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, asyncGroup, b.getI32IntegerAttr(0));
     llvm::SmallVector<Value> state(loop.getResults().begin(), loop.getResults().end());
     // Each row's sum over its four lanes.
     for (int r = 0; r < 2; ++r)
@@ -99,6 +136,26 @@ public:
   }
 
 private:
+  // The shared buffers (workgroupBuffers): the kernel's workgroup
+  // buffers, or views of its dynamic shared memory made at its entry.
+  static llvm::SmallVector<Value, 3> sharedBuffers(mlir::gpu::GPUFuncOp f, const Config &cfg) {
+    if (!cfg.dynamicShared)
+      return llvm::SmallVector<Value, 3>(f.getWorkgroupAttributions());
+    mlir::OpBuilder entry = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
+    mlir::Location loc = f.getLoc();
+    auto space = mlir::gpu::AddressSpaceAttr::get(f.getContext(), mlir::gpu::AddressSpace::Workgroup);
+    auto bytesType = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, entry.getI8Type(),
+                                           mlir::MemRefLayoutAttrInterface{}, space);
+    Value bytes = mlir::gpu::DynamicSharedMemoryOp::create(entry, loc, bytesType);
+    llvm::SmallVector<Value, 3> buffers;
+    for (auto [type, offset] :
+         llvm::zip(workgroupBuffers(cfg, f.getContext()), dynamicSharedOffsets(cfg, f.getContext()))) {
+      Value shift = mlir::arith::ConstantIndexOp::create(entry, loc, offset);
+      buffers.push_back(mlir::memref::ViewOp::create(entry, loc, type, bytes, shift, mlir::ValueRange{}));
+    }
+    return buffers;
+  }
+
   void makeElementalEmitters() {
     mlir::OpBuilder top = mlir::OpBuilder::atBlockBegin(&f.getBody().front());
     anchor = mlir::arith::ConstantIndexOp::create(top, loc, 0);
@@ -273,6 +330,62 @@ private:
     }
   }
 
+  // cp.async's slots: a key group's threads copy the tile's keys x D
+  // elements as vectors of asyncWidth, consecutive threads along a key's
+  // row (asyncCopiesFit: every thread the same number of them, for K and
+  // for V alike). Keys from keyEnd on (past the block's tiles or past the
+  // keys) are zero-filled, nothing read: their scores are masked, their
+  // weights zero. The lane's place for ldmatrix: row lane % 8 of matrix
+  // lane / 8.
+  void placeAsyncCopies() {
+    const int64_t width = cfg.asyncWidth, vectors = D / width;
+    for (int64_t start = 0; start < BK * vectors; start += groupThreads) {
+      Value linear = x.add(groupTid, start);
+      copySlots.push_back({x.div(linear, vectors), x.mul(x.rem(linear, vectors), width)});
+    }
+    keyEnd = x.min(x.mul(tiles, BK), TK);
+    Value lane = x.rem(tid, 32);
+    matrixRow = x.rem(lane, 8);
+    matrix = x.div(lane, 8);
+  }
+
+  // The first row of this key group's tile in stage `stage`.
+  Value stageRow(Value stage) { return x.add(x.mul(stage, S * BK), kRowBase); }
+
+  // The copies of this group's K and V tile of round `round` into stage
+  // round mod P, as one group of copies (its token).
+  Value copyRound(Value round) {
+    const int64_t width = cfg.asyncWidth;
+    Value tile = S > 1 ? x.add(x.mul(round, S), keyGroup) : round;
+    Value firstKey = x.mul(tile, BK);
+    Value row = stageRow(x.rem(round, P));
+    mlir::UnitAttr bypassL1 = width * cfg.storageBytes == kVectorBytes ? b.getUnitAttr() : mlir::UnitAttr();
+    llvm::SmallVector<Value> tokens;
+    for (auto [r, col] : copySlots) {
+      Value key = x.add(firstKey, r);
+      Value inside = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, key, keyEnd);
+      Value present = mlir::arith::SelectOp::create(b, loc, inside, x.c(width), x.c(0));
+      Value from = x.min(key, TK - 1);
+      for (auto [buffer, global] : {std::pair{kTile, k}, std::pair{vPairs, v}})
+        tokens.push_back(mlir::nvgpu::DeviceAsyncCopyOp::create(b, loc, buffer, mlir::ValueRange{x.add(row, r), col},
+                                                                global, mlir::ValueRange{head, from, col},
+                                                                b.getIndexAttr(width), present, bypassL1));
+    }
+    return mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+  }
+
+  // `count` 8x8 matrices of a shared tile by one ldmatrix (lane l gives
+  // row `row`, column `col` of matrix l / 8's row l % 8), as mma operands.
+  llvm::SmallVector<Value> loadMatrices(Value buffer, Value row, Value col, int64_t count, bool transpose) {
+    auto type = mlir::VectorType::get({count, 2}, cfg.storage);
+    Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, buffer, mlir::ValueRange{row, col}, transpose,
+                                                     static_cast<uint32_t>(count));
+    llvm::SmallVector<Value> registers;
+    for (int64_t j = 0; j < count; ++j)
+      registers.push_back(operand(mlir::vector::ExtractOp::create(b, loc, matrices, j)));
+    return registers;
+  }
+
   mlir::LogicalResult buildTileStep(mlir::scf::ForOp loop) {
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -285,11 +398,22 @@ private:
     Value active =
         S > 1 ? b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, tile, tiles) : Value();
     Value firstKey = x.mul(tile, BK);
-    mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
-    x.guarded(active, [&] { storeTile(loadTile(firstKey)); });
-    mlir::gpu::BarrierOp::create(b, loc);
+    Value tileRow;
+    if (P > 0) {
+      // This thread's copies of the round have landed; then every
+      // thread's have, and every thread is done with the previous round,
+      // whose stage the round P - 1 ahead is copied into.
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, asyncGroup, b.getI32IntegerAttr(static_cast<int32_t>(P - 2)));
+      mlir::gpu::BarrierOp::create(b, loc);
+      copyRound(x.add(loop.getInductionVar(), P - 1));
+      tileRow = stageRow(x.rem(loop.getInductionVar(), P));
+    } else {
+      mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
+      x.guarded(active, [&] { storeTile(loadTile(firstKey)); });
+      mlir::gpu::BarrierOp::create(b, loc);
+    }
     if (!active) {
-      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey);
+      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey, tileRow);
       if (mlir::failed(yielded))
         return mlir::failure();
       mlir::scf::YieldOp::create(b, loc, *yielded);
@@ -299,7 +423,7 @@ private:
     {
       mlir::OpBuilder::InsertionGuard inBranch(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
-      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey);
+      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey, tileRow);
       if (mlir::failed(yielded))
         return mlir::failure();
       mlir::scf::YieldOp::create(b, loc, *yielded);
@@ -320,7 +444,7 @@ private:
   // One tile of this group's: scores, the online softmax's step, the
   // output's accumulators. What the loop yields: the rows' max, their
   // per-lane sums, the accumulators.
-  mlir::FailureOr<llvm::SmallVector<Value>> foldTile(llvm::ArrayRef<Value> carried, Value firstKey) {
+  mlir::FailureOr<llvm::SmallVector<Value>> foldTile(llvm::ArrayRef<Value> carried, Value firstKey, Value tileRow) {
     Value rowMax[2] = {carried[0], carried[1]};
     Value rowSum[2] = {carried[2], carried[3]};
 
@@ -330,6 +454,21 @@ private:
     Value zero = x.fconst(f32, 0.0);
     for (int64_t n = 0; n < slices; ++n) {
       scores[n].assign(4, zero);
+      if (P > 0) {
+        // ldmatrix.x4: the slice's 8 keys at 16 s .. 16 s + 31, lanes
+        // 8m .. 8m + 7 addressing keys 0..7 at 16 s + 8m: B of steps s
+        // and s + 1 (x2 for a last step alone).
+        Value keyRow = x.add(x.add(tileRow, matrixRow), n * kMmaCols);
+        for (int64_t s = 0; s < D / kMmaDepth; s += 2) {
+          int64_t count = s + 1 < D / kMmaDepth ? 4 : 2;
+          Value col = x.add(x.mul(count == 4 ? matrix : x.rem(matrix, 2), 8), s * kMmaDepth);
+          llvm::SmallVector<Value> registers = loadMatrices(kTile, keyRow, col, count, /*transpose=*/false);
+          mma(queryFragments[s], {registers[0], registers[1]}, scores[n]);
+          if (count == 4)
+            mma(queryFragments[s + 1], {registers[2], registers[3]}, scores[n]);
+        }
+        continue;
+      }
       Value keyRow = x.add(x.add(kRowBase, group), n * kMmaCols);
       for (int64_t s = 0; s < D / kMmaDepth; ++s) {
         Value col = x.add(x.mul(inGroup, 2), s * kMmaDepth);
@@ -388,10 +527,33 @@ private:
       probabilities.push_back(
           {pairOf(weights[2 * j][0], weights[2 * j][1]), pairOf(weights[2 * j][2], weights[2 * j][3]),
            pairOf(weights[2 * j + 1][0], weights[2 * j + 1][1]), pairOf(weights[2 * j + 1][2], weights[2 * j + 1][3])});
-    for (int64_t n = 0; n < D / kMmaCols; ++n) {
+    auto rescaled = [&](int64_t n) {
       llvm::SmallVector<Value> acc;
       for (int64_t i = 0; i < 4; ++i)
         acc.push_back(mlir::arith::MulFOp::create(b, loc, carried[4 + n * 4 + i], correction[i / 2]));
+      return acc;
+    };
+    if (P > 0) {
+      // ldmatrix.x4.trans: V's keys 16 j .. 16 j + 15 at elements 8 n ..
+      // 8 n + 15, lanes 8m .. 8m + 7 addressing keys 16 j + 8 (m mod 2)
+      // + 0..7 at element 8 n + 8 (m / 2): B of element tiles n and n + 1
+      // (D / 8 is even).
+      for (int64_t n = 0; n < D / kMmaCols; n += 2) {
+        llvm::SmallVector<Value> acc[2] = {rescaled(n), rescaled(n + 1)};
+        Value col = x.add(x.mul(x.div(matrix, 2), 8), n * kMmaCols);
+        for (int64_t j = 0; j < BK / kMmaDepth; ++j) {
+          Value keyRow = x.add(x.add(x.add(tileRow, x.mul(x.rem(matrix, 2), 8)), matrixRow), j * kMmaDepth);
+          llvm::SmallVector<Value> registers = loadMatrices(vPairs, keyRow, col, 4, /*transpose=*/true);
+          mma(probabilities[j], {registers[0], registers[1]}, acc[0]);
+          mma(probabilities[j], {registers[2], registers[3]}, acc[1]);
+        }
+        yielded.append(acc[0].begin(), acc[0].end());
+        yielded.append(acc[1].begin(), acc[1].end());
+      }
+      return yielded;
+    }
+    for (int64_t n = 0; n < D / kMmaCols; ++n) {
+      llvm::SmallVector<Value> acc = rescaled(n);
       Value col = x.mul(x.add(group, n * kMmaCols), 2);
       for (int64_t j = 0; j < BK / kMmaDepth; ++j) {
         Value pairRow = x.add(vRowBase, inGroup);
@@ -447,7 +609,7 @@ private:
   // Group 0 has the block's first tile, whose first key no row masks, so
   // M is finite from its turn on (and a group with no tiles adds zeros).
   void combineGroups(llvm::SmallVector<Value> state) {
-    Value partials = f.getWorkgroupAttributions()[2];
+    Value partials = shared[2];
     Value negInf = x.fconst(f32, -std::numeric_limits<double>::infinity());
     // Each lane keeps its own copy of its rows' max and sum (columns D + 2t
     // and D + 2t + 1), so no lane reads what another writes in its turn.
@@ -509,14 +671,22 @@ private:
   const FusionGraph &graph;
   const Softmax &softmax;
   const FusionGraph *maskGraph;
-  Value q, k, v, out, kTile, vPairs;
+  Value q, k, v, out;
+  llvm::SmallVector<Value, 3> shared;
+  Value kTile, vPairs;
   mlir::Type f32;
-  const int64_t D, T, TK, BK, S, groupThreads;
+  const int64_t D, T, TK, BK, S, P, groupThreads;
   mlir::Operation *anchor = nullptr;
   std::optional<ElementalEmitter> elemental, mask;
   Value tid, head, queryTile, group, inGroup, keyGroup, groupTid, kRowBase, vRowBase, tiles;
   llvm::SmallVector<Value, 2> rows, rowsInBlock, rowValid, queries;
   llvm::SmallVector<std::array<Value, 4>> queryFragments;
+  // With cp.async: each copy slot's row of the tile and column; the key
+  // past the last one a copy reads (the block's tiles, the keys); the
+  // lane's row of an ldmatrix's 8x8 matrix and the matrix it addresses;
+  // the token of a group of copies.
+  llvm::SmallVector<std::pair<Value, Value>> copySlots;
+  Value keyEnd, matrixRow, matrix, asyncGroup;
 };
 
 } // namespace

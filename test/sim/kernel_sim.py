@@ -11,7 +11,8 @@ the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by interpreting the kernels' ops
 (arith, math, memref, vector, scf, gpu; nvvm.mma.sync and nvgpu.ldmatrix
 across a warp's lanes; cp.async as nvgpu.device_async_copy, its data
-landing at the wait_group that covers it) for every thread of every block.
+landing at the wait_group that covers it; dynamic shared memory as the
+typed views memref.view makes of it) for every thread of every block.
 The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
@@ -496,15 +497,48 @@ def attrs_alignment(attrs):
     return int(m.group(1)) if m else None
 
 
-class Thread:
-    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "pending", "groups")
+class DynamicShared:
+    """A block's dynamic shared memory (gpu.dynamic_shared_memory), of the
+    launch's size in bytes, as the typed buffers memref.view makes of it:
+    one per byte offset and type, shared by the block's threads (views
+    given overlapping bytes would not see each other's data: two views
+    that overlap are an error here). Each view must lie inside the size
+    and be aligned to its element."""
 
-    def __init__(self, tid, bid, shared_log, global_log):
+    def __init__(self, size, block):
+        self.size = size
+        self.block = block
+        self.views = {}
+
+    def view(self, op, offset):
+        key = (offset, op.result_type)
+        if key not in self.views:
+            sizes, strides, _, element_bytes, _ = parse_memref(op.result_type)
+            end = offset + math.prod(sizes) * element_bytes
+            if offset % element_bytes != 0 or end > self.size:
+                raise SimError("line %d: a view of bytes %d..%d of %d bytes of dynamic shared memory" %
+                               (op.line, offset, end, self.size))
+            for (other, _), view in self.views.items():
+                if offset < other + view.buf.bytes and other < end:
+                    raise SimError("line %d: views of dynamic shared memory overlap at bytes %d and %d" %
+                                   (op.line, offset, other))
+            buf = Buffer(math.prod(sizes), "dynamic shared at %d" % offset, shared=True)
+            buf.data = [float("nan")] * len(buf.data)  # uninitialised
+            buf.bytes = end - offset
+            self.views[key] = MemRef(buf, 0, sizes, strides, element_bytes)
+        return self.views[key]
+
+
+class Thread:
+    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "pending", "groups", "dynamic_shared")
+
+    def __init__(self, tid, bid, shared_log, global_log, dynamic_shared=None):
         self.tid = tid
         self.bid = bid
         self.key = (bid, tid)
         self.shared_log = shared_log
         self.global_log = global_log
+        self.dynamic_shared = dynamic_shared
         # cp.async copies issued and not yet committed, and the committed
         # groups not yet waited for (oldest first): (memref, address, values).
         self.pending = []
@@ -964,6 +998,12 @@ def execute(op, args, thread):
                 raise SimError("line %d: cannot match a rank-reducing subview" % op.line)
             sizes, strides = [k[0] for k in kept], [k[1] for k in kept]
         return MemRef(src.buf, offset, sizes, strides, src.element_bytes)
+    if name == "gpu.dynamic_shared_memory":
+        # The block's dynamic shared memory (launch): its bytes, viewed
+        # by memref.view below.
+        return thread.dynamic_shared
+    if name == "memref.view" and isinstance(args[0], DynamicShared):
+        return args[0].view(op, args[1])
     if name == "gpu.thread_id":
         return thread.tid[gpu_dimension(op.attrs)]
     if name == "gpu.block_id":
@@ -1010,6 +1050,7 @@ def launch(module_ops, op, args, stats):
     grid = args[start:start + 3]
     block = args[start + 3:start + 6]
     operands = args[-segments[11]:] if segments[11] else []
+    dynamic_bytes = args[sum(segments[:10])] if segments[10] else 0
     body = kernel.regions[0][0]
     workgroup = body.args[len(operands):]
     global_log = GlobalLog()
@@ -1018,6 +1059,7 @@ def launch(module_ops, op, args, stats):
         for by in range(grid[1]):
             for bx in range(grid[0]):
                 shared_log = SharedLog()
+                dynamic_shared = DynamicShared(dynamic_bytes, (bx, by, bz))
                 env = {}
                 for (name, _), value in zip(body.args, operands):
                     env[name] = value
@@ -1031,7 +1073,7 @@ def launch(module_ops, op, args, stats):
                 for tz in range(block[2]):
                     for ty in range(block[1]):
                         for tx in range(block[0]):
-                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log)
+                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log, dynamic_shared)
                             threads.append(run_block(body, dict(env), t))
                 stats["threads"] += len(threads)
                 run_threads(threads, (bx, by, bz), stats, shared_log, global_log)
