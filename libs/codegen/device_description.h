@@ -19,9 +19,15 @@ struct DeviceDescription {
   int maxThreadsPerSm = 2048;
   int registersPerSm = 65536;
   int maxRegistersPerThread = 255;
-  // Static shared memory a block may use without opting in, and with.
+  // Shared memory a block may use without opting in (all a block's static
+  // shared memory must fit here), and with (dynamic shared memory, the
+  // launch raising its limit).
   int64_t sharedMemoryPerBlock = 48 * 1024;
   int64_t sharedMemoryPerBlockOptIn = 48 * 1024;
+  // Shared memory of one SM, shared by its resident blocks, each of which
+  // also takes sharedMemoryReservedPerBlock of it (1 KiB from sm_80 on).
+  int64_t sharedMemoryPerSm = 48 * 1024;
+  int64_t sharedMemoryReservedPerBlock = 0;
   int64_t l2CacheBytes = 0;
   // Programmatic dependent launch (sm_90 and later): a kernel may be
   // scheduled while the one before it finishes, waiting in griddepcontrol

@@ -176,14 +176,17 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     ```
     becomes
     ```mlir
-    gpu.launch_func @f_matmul::@f_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(...)
-    gpu.func @f_matmul(...) workgroup(%sa : memref<2x128x40xbf16, #gpu.address_space<workgroup>>,
-                                      %sb : memref<2x32x136xbf16, #gpu.address_space<workgroup>>) kernel {
-      nvgpu.device_async_copy %a[...], %sa[%c0, ...], 8 {bypassL1} ...  (slice 0, cp.async)
+    gpu.launch_func @f_matmul::@f_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1)
+        dynamic_shared_memory_size %c75776_i32 args(...)
+    gpu.func @f_matmul(...) kernel {
+      %shared = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+      %sa = memref.view %shared[%c0][] : ... to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
+      %sb = memref.view %shared[%c40960][] : ... to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
+      nvgpu.device_async_copy %a[...], %sa[%c0, ...], 8 {bypassL1} ...  (slices 0-2, cp.async, a group each)
       %g = nvgpu.device_async_create_group ...
       scf.for %step = ... iter_args(%acc0 = ..., ... %acc63 = ...) -> (f32, ...) {
-        nvgpu.device_async_wait %g {numGroups = 0 : i32}; gpu.barrier
-        nvgpu.device_async_copy ... %sa[%next, ...]        (slice step+1 into the other stage)
+        nvgpu.device_async_wait %g {numGroups = 2 : i32}; gpu.barrier
+        nvgpu.device_async_copy ... %sa[%ahead, ...]       (slice step+3 into the stage step-1 read)
         nvgpu.device_async_create_group ...
         nvgpu.ldmatrix %sa[%stage, ...] {numTiles = 4 : i32, transpose = false} ... -> vector<4x2xbf16>
         nvgpu.ldmatrix %sb[%stage, ...] {numTiles = 4 : i32, transpose = true} ...
@@ -196,10 +199,14 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     Blocks of 128x128 (8 warps of 64x32), or 64x128 and 64x64 where the
     large tile leaves SMs idle, 32 of K per step. Where both operands are
     read as vectors, K-slices go to shared memory by cp.async in as many
-    stages (2 to 4) as 48 KiB holds, each operand stored along its
-    contiguous axis with 16-byte row pads and read by ldmatrix (.trans for
-    one stored along M or N), K past the edge zero-filled; otherwise (an
-    odd extent: scalar reads) through registers into two stages. On older
+    stages (2 to 4) as fit the block's share of the SM's shared memory
+    while the register file holds two blocks of 8 warps (`stages=N` forces
+    the count), in dynamic shared memory sized at launch (past the 48 KiB
+    of static shared memory: four stages of 128x128 take 74 KiB), each
+    operand stored along its contiguous axis with 16-byte row pads and
+    read by ldmatrix (.trans for one stored along M or N), K past the edge
+    zero-filled; otherwise (an odd extent: scalar reads) through registers
+    into two stages. On older
     chips (sm_75) those products are not taken here (bf16 has no tensor
     cores there).
   }];
@@ -220,6 +227,8 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
            "Widest global load or store, in elements (0: 128 bits)">,
     Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
            "The tensor-core form stages K-slices by cp.async where both operands are read as vectors (false: through registers)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "The tensor-core form's cp.async stages, at least 2 (0: chosen per product and device; staging through registers keeps two)">,
     Option<"testEpilogueKind", "test-epilogue", "std::string", /*default=*/"\"\"",
            "For tests: give every matmul an epilogue (bias-gelu-residual: "
            "gelu_tanh(A B + bias[col]) + residual, from the arguments named bias and residual)",

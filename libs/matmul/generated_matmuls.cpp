@@ -188,6 +188,7 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
     options.splitK = splitK;
     options.vectorWidth = vectorWidth;
     options.asyncCopy = asyncCopy;
+    options.stages = stages;
 
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     module.walk([&](mlir::linalg::LinalgOp op) {

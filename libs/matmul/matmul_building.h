@@ -268,11 +268,13 @@ using KernelBody = std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::gp
 // of its own).
 Problem productProblem(const Problem &p, int64_t splits);
 
-// Builds the product kernel (its body by `body`) and launches it; with split
-// K, C is zeroed first (unless accumulating) and the epilogue runs after, as
-// kernels over C.
+// Builds the product kernel (its body by `body`) and launches it, with
+// `dynamicSharedBytes` of dynamic shared memory; with split K, C is zeroed
+// first (unless accumulating) and the epilogue runs after, as kernels over
+// C.
 mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p, int64_t splits,
-                                  const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body);
+                                  const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body,
+                                  int64_t dynamicSharedBytes = 0);
 
 // The tiled form (tiled_matmul.cpp): its configuration chosen, built and
 // launched.

@@ -175,7 +175,8 @@ Problem productProblem(const Problem &p, int64_t splits) {
 }
 
 mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p, int64_t splits,
-                                  const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body) {
+                                  const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body,
+                                  int64_t dynamicSharedBytes) {
   mlir::OpBuilder &host = launch.host;
   mlir::Location loc = launch.loc;
   const MatmulOperands &operands = launch.operands;
@@ -193,7 +194,7 @@ mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p,
     arguments.append(launch.epilogueOperands.begin(), launch.epilogueOperands.end());
   if (p.prologue)
     arguments.append(p.prologue->hostOperands.begin(), p.prologue->hostOperands.end());
-  kernels.launch(host, loc, kernel, dims, arguments);
+  kernels.launch(host, loc, kernel, dims, arguments, dynamicSharedBytes);
   if (splits > 1 && p.epilogue)
     return emitElementwise(host, loc, p, operands.c, launch.epilogueOperands, Elementwise::Epilogue, kernels, name);
   return mlir::success();

@@ -87,6 +87,10 @@ struct GeneratedMatmulOptions {
   // The tensor-core form stages K-slices by cp.async where both operands
   // are read as vectors (false: through registers, as the CUDA-core forms).
   bool asyncCopy = true;
+  // The tensor-core form's cp.async stages (0: as many as the heuristic
+  // picks; at least 2, within the block's opt-in shared memory). Staging
+  // through registers keeps its two.
+  int64_t stages = 0;
 };
 
 // Builds the kernel (through `kernels`, named `name`) and launches it at the

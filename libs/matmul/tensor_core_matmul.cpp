@@ -4,7 +4,9 @@
 // two ways.
 //
 // By cp.async, where both operands are read as vectors (4 to 16 bytes), in
-// S stages (2 to 4, as many as the static shared memory holds):
+// S stages (2 to 4: as many as fit the block's share of the SM's shared
+// memory while the register file holds two blocks of 8 warps; the option
+// stages=N forces S):
 //
 //   cp.async slices 0 .. S-2 into stages 0 .. S-2, a group each
 //   for t in slices:                       (blockK of K per step)
@@ -37,7 +39,11 @@
 //   B (col-major)  K 2t, 2t+1 (then 8 further) at column g;
 //   C              rows g, g+8 at columns 2t, 2t+1.
 //
-// Shared memory holds each operand along its contiguous axis. K-major
+// The stages are views of the block's dynamic shared memory (its size
+// passed at launch, which raises the kernel's limit past the 48 KiB of
+// static shared memory: four stages of 128x128x32 take 74 KiB), A's from
+// byte 0, B's after them. Shared memory holds each operand along its
+// contiguous axis. K-major
 // ([stage][outer][k]: A as [m][k], B as [n][k], B's columns) holds the
 // fragments as ldmatrix's 8x8 matrices: one ldmatrix.x4 gives a lane its
 // four A registers of an m16 tile, or its B registers of two n8 tiles.
@@ -76,8 +82,8 @@ namespace {
 constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
 // Lanes holding one row of a C fragment.
 constexpr int64_t kLanesPerRow = 4;
-// K per pipeline step: two mma K-steps; with 128x128 tiles the two stages
-// of A and B take 40 KiB, under the 48 KiB a block has without opting in.
+// K per pipeline step: two mma K-steps (a stage of 128x128 tiles of A and
+// B takes 19 to 20 KiB).
 constexpr int64_t kTensorCoreBlockK = 32;
 // Each shared row is padded by 16 bytes (see above).
 constexpr int64_t kTensorCorePadBytes = 16;
@@ -96,10 +102,26 @@ constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 4},
 // blocks is taken; the smallest where none does.
 constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
-// slices t+1 .. t+stages-1 are in flight. As many as the static shared
-// memory holds (48 KiB: two for 128x128 tiles, four for 64x64); more buys
-// little once a few slices cover the latency of global memory.
+// slices t+1 .. t+stages-1 are in flight. Two stages of 128x128x32 (all
+// that 48 KiB of static shared memory held) left every step waiting a
+// whole round trip to global memory (H200: about 1.9 us a step, 24 steps
+// of 1024x768x3072 in 46 us). Four keep three slices in flight while one
+// is multiplied; more would take shared memory a second block needs, for
+// latency that three slices should already cover.
 constexpr int64_t kMaxAsyncStages = 4;
+// Registers a thread of the tensor-core form takes (ptxas, sm_90: 128 for
+// the 64x32 warp tile's 64 accumulators, fragments and addresses).
+constexpr int64_t kTensorCoreRegisters = 128;
+// The stages stop where their shared memory would keep out a block the
+// register file still holds (two of 256 threads at kTensorCoreRegisters:
+// one block's barriers and waits are then covered by the other's mma.sync)
+// and the grid gives the SM. At least one block always fits.
+int64_t tensorCoreBlocksPerSm(int64_t threads, int64_t blocks, const DeviceDescription &device) {
+  int64_t byRegisters = device.registersPerSm / (kTensorCoreRegisters * threads);
+  int64_t byThreads = device.maxThreadsPerSm / threads;
+  int64_t given = llvm::divideCeilSigned(blocks, device.smCount);
+  return std::max<int64_t>(1, std::min({byRegisters, byThreads, given}));
+}
 
 // Elements of a shared row of `elements` with its pad.
 int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kTensorCorePadBytes / elementBytes; }
@@ -114,6 +136,9 @@ struct TensorCoreConfig {
   int64_t warpN() const { return blockN / warpsN; }
   int64_t tilesM() const { return warpM() / kMmaM; } // m16 tiles a warp
   int64_t tilesN() const { return warpN() / kMmaN; } // n8 tiles a warp
+  int64_t blocks(const Problem &p) const {
+    return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN);
+  }
   // Shared memory of two K-major stages of A and B (through registers).
   int64_t twoStageBytes(int64_t elementBytes) const {
     return 2 * (blockM + blockN) * sharedRow(blockK, elementBytes) * elementBytes;
@@ -130,6 +155,7 @@ struct Staging {
   bool async = false;
   int64_t stages = 2;
   bool kMajorA = true, kMajorB = true;
+  int64_t blocksPerSm = 1; // what the stages leave room for
 };
 
 // The shape of an operand's shared buffer.
@@ -139,30 +165,64 @@ llvm::SmallVector<int64_t> sharedShape(const TensorCoreConfig &c, int64_t stages
     return {stages, blockOuter, sharedRow(c.blockK, elementBytes)};
   return {stages, c.blockK, sharedRow(blockOuter, elementBytes)};
 }
+// The shared buffers live in dynamic shared memory (beyond the 48 KiB of
+// static shared memory, up to the block's opt-in limit): A's stages from
+// byte 0, B's from sharedOffsetB, both 16-byte aligned.
+int64_t operandSharedBytes(const TensorCoreConfig &c, int64_t stages, int64_t outer, bool kMajor,
+                           int64_t elementBytes) {
+  auto shape = sharedShape(c, stages, outer, kMajor, elementBytes);
+  return shape[0] * shape[1] * shape[2] * elementBytes;
+}
+int64_t sharedOffsetB(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
+  return roundUp(operandSharedBytes(c, staging.stages, c.blockM, staging.kMajorA, elementBytes), kVectorBytes);
+}
 int64_t sharedBytesOf(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
-  auto bytes = [&](int64_t outer, bool kMajor) {
-    auto shape = sharedShape(c, staging.stages, outer, kMajor, elementBytes);
-    return shape[0] * shape[1] * shape[2] * elementBytes;
-  };
-  return bytes(c.blockM, staging.kMajorA) + bytes(c.blockN, staging.kMajorB);
+  return sharedOffsetB(c, staging, elementBytes) +
+         operandSharedBytes(c, staging.stages, c.blockN, staging.kMajorB, elementBytes);
 }
 
-Staging chooseStaging(const TensorCoreConfig &c, const Problem &p, const LoadPlan &planA, const LoadPlan &planB,
-                      const GeneratedMatmulOptions &options, const DeviceDescription &device) {
+// The staging, and for cp.async the stages: as many as fit (at most
+// kMaxAsyncStages) in the block's opt-in shared memory and in its share of
+// the SM's, tensorCoreBlocksPerSm blocks each with the system's reserve;
+// or the count the options force (staging through registers keeps its
+// two). Fails with `error` where a forced count does not fit a block.
+mlir::FailureOr<Staging> chooseStaging(const TensorCoreConfig &c, const Problem &p, const LoadPlan &planA,
+                                       const LoadPlan &planB, const GeneratedMatmulOptions &options,
+                                       const DeviceDescription &device, std::string &error) {
   Staging staging;
+  staging.blocksPerSm = tensorCoreBlocksPerSm(c.threads(), c.blocks(p), device);
   // cp.async copies 4, 8 or 16 bytes: vectors of at least two elements;
   // every thread copies the same number of them (its copies are then one
   // group of tokens, with no thread left out).
   auto whole = [&](const LoadPlan &plan, int64_t outer) { return outer * c.blockK / plan.width % c.threads() == 0; };
   if (!options.asyncCopy || planA.width < 2 || planB.width < 2 || !whole(planA, c.blockM) || !whole(planB, c.blockN))
     return staging;
-  Staging async;
+  Staging async = staging;
   async.async = true;
   async.kMajorA = planA.alongK;
   async.kMajorB = planB.alongK;
+  auto fits = [&](int64_t stages, int64_t limit) {
+    Staging s = async;
+    s.stages = stages;
+    return sharedBytesOf(c, s, p.elementBytes) <= limit;
+  };
+  if (options.stages > 0) {
+    async.stages = options.stages;
+    if (options.stages < 2 || !fits(options.stages, device.sharedMemoryPerBlockOptIn)) {
+      error = "stages=" + std::to_string(options.stages) + " must be at least 2 and fit the " +
+              std::to_string(device.sharedMemoryPerBlockOptIn) + " B of shared memory a block may have";
+      return mlir::failure();
+    }
+    for (async.blocksPerSm = staging.blocksPerSm; async.blocksPerSm > 1; --async.blocksPerSm)
+      if (fits(async.stages, device.sharedMemoryPerSm / async.blocksPerSm - device.sharedMemoryReservedPerBlock))
+        break;
+    return async;
+  }
+  int64_t limit = std::min(device.sharedMemoryPerBlockOptIn,
+                           device.sharedMemoryPerSm / staging.blocksPerSm - device.sharedMemoryReservedPerBlock);
   async.stages = 1;
-  int64_t stageBytes = sharedBytesOf(c, async, p.elementBytes);
-  async.stages = std::min<int64_t>(kMaxAsyncStages, device.sharedMemoryPerBlock / stageBytes);
+  while (async.stages < kMaxAsyncStages && fits(async.stages + 1, limit))
+    ++async.stages;
   return async.stages >= 2 ? async : staging;
 }
 
@@ -174,7 +234,7 @@ std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const D
     return "the K-slice must be a multiple of 16";
   if (c.threads() > device.maxThreadsPerBlock)
     return "too many warps for a block";
-  if (c.twoStageBytes(p.elementBytes) > device.sharedMemoryPerBlock)
+  if (c.twoStageBytes(p.elementBytes) > device.sharedMemoryPerBlockOptIn)
     return "the double-buffered tiles need more shared memory than a block has";
   return "";
 }
@@ -205,8 +265,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     if (!checkTensorCore(c, p, device).empty())
       continue;
     chosen = c;
-    int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, c.blockM) * llvm::divideCeilSigned(p.n, c.blockN);
-    if (blocks >= kTensorCoreMinBlocksPerSm * device.smCount)
+    if (c.blocks(p) >= kTensorCoreMinBlocksPerSm * device.smCount)
       break;
   }
   if (!chosen) {
@@ -258,11 +317,9 @@ public:
   }
 
   void build(int64_t widthCAllowed) {
-    alignWorkgroupBuffers(b, f);
     for (unsigned i = 3; i < f.getNumArguments(); ++i)
       epilogueOperands.push_back(f.getArgument(i));
-    tileA.shared = f.getWorkgroupAttributions()[0];
-    tileB.shared = f.getWorkgroupAttributions()[1];
+    placeShared();
     placeBlock();
     placeSlots(tileA);
     placeSlots(tileB);
@@ -277,6 +334,20 @@ public:
   }
 
 private:
+  // The operands' stages as views of the block's dynamic shared memory.
+  void placeShared() {
+    auto space = mlir::gpu::AddressSpaceAttr::get(b.getContext(), mlir::gpu::AddressSpace::Workgroup);
+    auto bytes =
+        mlir::MemRefType::get({mlir::ShapedType::kDynamic}, b.getI8Type(), mlir::MemRefLayoutAttrInterface(), space);
+    Value dynamic = mlir::gpu::DynamicSharedMemoryOp::create(b, loc, bytes);
+    auto view = [&](const OperandTile &tile, int64_t offset) -> Value {
+      auto type = workgroupType(sharedShape(cfg, staging.stages, tile.blockOuter, tile.kMajor, eb), storage);
+      return mlir::memref::ViewOp::create(b, loc, type, dynamic, ix.c(offset), mlir::ValueRange{});
+    };
+    tileA.shared = view(tileA, 0);
+    tileB.shared = view(tileB, sharedOffsetB(cfg, staging, eb));
+  }
+
   // The ids, the block's tile of C, the warp's tile in it and the lane's
   // place in its fragments.
   void placeBlock() {
@@ -679,10 +750,11 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   KernelSignature signature;
   signature.name = launch.name;
   signature.arguments = argumentTypes(p, /*withAB=*/true);
-  Staging staging = chooseStaging(cfg, p, planA, planB, launch.options, launch.device);
-  signature.workgroupBuffers = {
-      workgroupType(sharedShape(cfg, staging.stages, cfg.blockM, staging.kMajorA, p.elementBytes), p.storage),
-      workgroupType(sharedShape(cfg, staging.stages, cfg.blockN, staging.kMajorB, p.elementBytes), p.storage)};
+  auto chosenStaging = chooseStaging(cfg, p, planA, planB, launch.options, launch.device, error);
+  if (mlir::failed(chosenStaging))
+    return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
+  Staging staging = *chosenStaging;
+  int64_t sharedBytes = sharedBytesOf(cfg, staging, p.elementBytes);
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
   signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
@@ -702,15 +774,19 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
                   << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N")
                   << ", C vectors " << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
                   << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, "
-                  << sharedBytesOf(cfg, staging, p.elementBytes) << " B shared in " << staging.stages << " stages "
+                  << sharedBytes << " B shared in " << staging.stages << " stages "
                   << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
                                           ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
                                     : std::string("through registers"))
-                  << "\n");
-  return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-    TensorCoreBody(b, f, p, cfg, staging, planA, planB).build(widthC);
-    return mlir::success();
-  });
+                  << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
+                  << " an SM\n");
+  return launchProduct(
+      launch, p, /*splits=*/1, signature, dims,
+      [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+        TensorCoreBody(b, f, p, cfg, staging, planA, planB).build(widthC);
+        return mlir::success();
+      },
+      sharedBytes);
 }
 
 } // namespace mlpipe::emitters::generated_matmul

@@ -11,26 +11,38 @@
 // c_fc at T = 1024 in bf16, C in f32: 128x128 blocks of 8 warps (2x4, each
 // 64x32: 4x4 mma tiles, 64 f32 accumulators a lane), K in slices of 32.
 // Both operands are read as 128-bit vectors, so slices go to shared
-// memory by cp.async, two stages (as many as 48 KiB holds): A along K
-// into [m][k] rows of 32 + 8 (pad), B along N into [k][n] rows of 128 + 8;
-// slice t+1 is issued right after the barrier of step t, then slice t is
-// multiplied. Fragments by ldmatrix.x4 (per 16 of K, one for each of the
+// memory by cp.async, four stages (74 KiB of dynamic shared memory, its
+// size passed at launch; two blocks an SM still fit): A along K into
+// [m][k] rows of 32 + 8 (pad), B along N into [k][n] rows of 128 + 8,
+// views of the dynamic shared memory from byte 0 and after A's stages.
+// Slices 0-2 are issued first, a group each; at step t, once slice t has
+// landed (at most two groups pending) and a barrier, slice t+3 is issued,
+// then slice t is multiplied. Fragments by ldmatrix.x4 (per 16 of K, one for each of the
 // warp's 4 m16 tiles, one for each pair of its 4 n8 tiles, B's transposed
 // by .trans), bf16 pairs as i32.
 // CHECK-LABEL: func.func @c_fc
 // CHECK-NOT: linalg.
-// CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
-// CHECK: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) workgroup(%[[SA:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:.*]] : memref<2x32x136xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c0, {{.*}}], 8 {bypassL1} : memref<768x3072xbf16> to memref<2x32x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c75776_i32 args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
+// CHECK: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// CHECK: %[[SHARED:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[SA:.*]] = memref.view %[[SHARED]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SB:.*]] = memref.view %[[SHARED]][%c40960][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c0, {{.*}}], 8 {bypassL1} : memref<768x3072xbf16> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c1, {{.*}}]
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c1, {{.*}}]
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c2, {{.*}}]
+// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c2, {{.*}}]
 // CHECK: %[[GROUP:.*]] = nvgpu.device_async_create_group
 // CHECK: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
-// CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
+// CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 2 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK-COUNT-4: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = true} : memref<2x32x136xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<4x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = true} : memref<4x32x136xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK: %[[PAIR:.*]] = vector.extract %{{.*}}[3] : vector<2xbf16> from vector<4x2xbf16>
 // CHECK: llvm.bitcast %[[PAIR]] : vector<2xbf16> to i32
 // CHECK-COUNT-32: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
@@ -44,8 +56,11 @@
 // slice loaded into registers before the products and stored after them.
 // REG-LABEL: func.func @c_fc
 // REG-NOT: linalg.
-// REG: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
-// REG: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) workgroup(%[[SA:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:.*]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// REG: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c40960_i32 args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
+// REG: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// REG: %[[SHARED:.*]] = gpu.dynamic_shared_memory
+// REG: %[[SA:.*]] = memref.view %[[SHARED]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
+// REG: %[[SB:.*]] = memref.view %[[SHARED]][%c20480][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
 // REG: vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<768x3072xbf16>, vector<8xbf16>
 // REG: vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<1024x768xbf16>, vector<8xbf16>
 // REG: vector.store %{{.*}}, %[[SA]][{{.*}}] {alignment = 16 : i64} : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
@@ -78,7 +93,9 @@ func.func @c_fc(%a: memref<1024x768xbf16>, %b: memref<768x3072xbf16>, %c: memref
 // pairs go to mma.sync as vector<2xf16>; C is rounded to f16 once.
 // CHECK-LABEL: func.func @c_proj
 // CHECK: gpu.launch_func @c_proj_matmul_module::@c_proj_matmul blocks in (%c12, %c16, %c1) threads in (%c128, %c1, %c1)
-// CHECK: gpu.func @c_proj_matmul({{.*}} workgroup({{.*}} : memref<4x64x40xf16, #gpu.address_space<workgroup>> {{.*}} : memref<4x32x72xf16, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @c_proj_matmul(
+// CHECK: memref.view %{{.*}}[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x64x40xf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}}[%c20480][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x32x72xf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
 // CHECK: nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: arith.truncf %{{.*}} : f32 to f16
@@ -98,7 +115,7 @@ func.func @c_proj(%a: memref<1024x3072xf16>, %b: memref<3072x768xf16>, %c: memre
 // CHECK-LABEL: func.func @logits
 // CHECK: gpu.func @logits_matmul(
 // CHECK: %[[WTE:.*]] = memref.transpose %{{.*}} : memref<768x50257xbf16, strided<[1, 768]>> to memref<50257x768xbf16, strided<[768, 1]>>
-// CHECK: nvgpu.device_async_copy %[[WTE]][{{.*}}], %{{.*}}[%c0, {{.*}}], 8 {bypassL1} : memref<50257x768xbf16, strided<[768, 1]>> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy %[[WTE]][{{.*}}], %{{.*}}[%c0, {{.*}}], 8 {bypassL1} : memref<50257x768xbf16, strided<[768, 1]>> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}} : memref<1024x50257xf32>
 func.func @logits(%h: memref<1024x768xbf16>, %wte: memref<50257x768xbf16>, %c: memref<1024x50257xf32>) {
@@ -135,13 +152,17 @@ func.func @step(%a: memref<1x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1x
   return
 }
 
-// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, 8 warps 2x4 of 64x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (8, 24, 1) with M tiles fastest, 37888 B shared in 2 stages by cp.async (A K-major, B N-major)
-// CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 38912 B shared in 4 stages by cp.async (A K-major, B N-major)
+// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, 8 warps 2x4 of 64x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (8, 24, 1) with M tiles fastest, 75776 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
+// CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 38912 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
 // CHOICE: logits_matmul: generated matmul 1x1024x50257x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, {{.*}} B vectors 8 along K, C vectors 1, grid (8, 393, 1)
 // CHOICE: scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tensor cores {{.*}} block 128x128x32, {{.*}} B vectors 8 along K
 // CHOICE: step_matmul: generated matmul 1x1x3072x768 (batch x M x N x K), skinny form
 
+// Two blocks of 8 warps an SM (what the stages leave shared memory for)
+// need at most 128 registers a thread, without spills.
+// PTX80: c_fc_matmul_module::c_fc_matmul {{ *}}{{([0-9]{1,2}|1[01][0-9]|12[0-8])}} registers {{.*}} 0 B spill stores
 // PTX80: ptx-check: 5 kernels assembled for sm_80
+// PTX90: c_fc_matmul_module::c_fc_matmul {{ *}}{{([0-9]{1,2}|1[01][0-9]|12[0-8])}} registers {{.*}} 0 B spill stores
 // PTX90: ptx-check: 5 kernels assembled for sm_90
 // MMA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
