@@ -197,7 +197,9 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     }
     ```
     Blocks of 128x128 (8 warps of 64x32), or 64x128 and 64x64 where the
-    large tile leaves SMs idle, 32 of K per step. Where both operands are
+    large tile leaves SMs idle, 32 of K per step; for at most 16 rows,
+    tiles of one m16 row (warps of 16x16 along N, or one of 16x8, 128 of K
+    per step). Where both operands are
     read as vectors, K-slices go to shared memory by cp.async in as many
     stages (2 to 4) as fit the block's share of the SM's shared memory
     while the register file holds two blocks of 8 warps (`stages=N` forces

@@ -33,8 +33,10 @@
 //
 // A block computes a blockM x blockN tile of C with warpsM x warpsN warps,
 // each warp a (blockM / warpsM) x (blockN / warpsN) tile: a grid of m16n8
-// tiles, 4 f32 accumulators each per lane. Fragments as mma.sync lays them
-// out, lane l, g = l / 4, t = l % 4:
+// tiles, 4 f32 accumulators each per lane. Products of at most 16 rows
+// take tiles of one m16 row (warps of 16x16 along N, or one of 16x8; 128
+// of K a step), so that no mma.sync computes rows that are never stored.
+// Fragments as mma.sync lays them out, lane l, g = l / 4, t = l % 4:
 //   A (row-major)  rows g, g+8 at K 2t, 2t+1, then the same 8 further;
 //   B (col-major)  K 2t, 2t+1 (then 8 further) at column g;
 //   C              rows g, g+8 at columns 2t, 2t+1.
@@ -83,7 +85,7 @@ constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
 // Lanes holding one row of a C fragment.
 constexpr int64_t kLanesPerRow = 4;
 // K per pipeline step: two mma K-steps (a stage of 128x128 tiles of A and
-// B takes 19 to 20 KiB).
+// B takes 18.5 to 20 KiB).
 constexpr int64_t kTensorCoreBlockK = 32;
 // Each shared row is padded by 16 bytes (see above).
 constexpr int64_t kTensorCorePadBytes = 16;
@@ -101,6 +103,23 @@ constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 4},
 // The largest candidate whose grid gives every SM at least this many
 // blocks is taken; the smallest where none does.
 constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
+// Products of at most this many rows (a short prompt's prefill) take tiles
+// of one m16 row: on the smallest tile above (64 rows) three quarters of
+// the mma.sync and of A's staging would go to rows never stored, with a
+// quarter of the blocks.
+constexpr int64_t kFewRowsMaxRows = kMmaM;
+// Their tiles, widest first: warps of 16x16 (one m16 tile and two n8
+// tiles, one ldmatrix.x4 each a K-step) side by side along N, then one
+// warp of 16x8; taken by the same rule (kTensorCoreMinBlocksPerSm). Such
+// a product streams B (each element is used by at most 16 rows): its speed
+// is that of the SMs streaming, so the grid's width comes before the
+// block's (GPT-2's N = 768 at 16 rows: 96 blocks of 16x8, not 48).
+constexpr std::array<TensorCoreShape, 4> kFewRowsShapes = {
+    {{16, 64, 1, 4}, {16, 32, 1, 2}, {16, 16, 1, 1}, {16, 8, 1, 1}}};
+// Their K-slice: with little arithmetic a step, longer slices keep more of
+// B in flight per block (three slices of 128 x 16 columns: 12 KiB) in
+// fewer steps (6 for K = 768).
+constexpr int64_t kFewRowsBlockK = 128;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
 // slices t+1 .. t+stages-1 are in flight. Two stages of 128x128x32 (all
 // that 48 KiB of static shared memory held) left every step waiting a
@@ -243,7 +262,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
                                                    const DeviceDescription &device, std::string &error) {
   if (options.blockTile[0] > 0) {
     // A forced tile: warps of 64x32 where the tile is 128 rows, of 32x32
-    // otherwise (a 32x32 tile is one warp).
+    // otherwise (a 32x32 tile is one warp; 16 rows: warps of 16x32).
     TensorCoreConfig c;
     c.blockM = options.blockTile[0];
     c.blockN = options.blockTile[1];
@@ -256,10 +275,13 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     return c;
   }
   std::optional<TensorCoreConfig> chosen;
-  for (const TensorCoreShape &shape : kTensorCoreShapes) {
+  const bool fewRows = p.m <= kFewRowsMaxRows;
+  llvm::ArrayRef<TensorCoreShape> shapes = fewRows ? llvm::ArrayRef(kFewRowsShapes) : llvm::ArrayRef(kTensorCoreShapes);
+  for (const TensorCoreShape &shape : shapes) {
     TensorCoreConfig c;
     c.blockM = shape.blockM;
     c.blockN = shape.blockN;
+    c.blockK = fewRows ? kFewRowsBlockK : kTensorCoreBlockK;
     c.warpsM = shape.warpsM;
     c.warpsN = shape.warpsN;
     if (!checkTensorCore(c, p, device).empty())
