@@ -232,6 +232,12 @@ class MemRef:
         self.element_bytes = element_bytes
 
     def address(self, indices, op):
+        sizes = self.sizes
+        if len(sizes) == 2 and len(indices) == 2:  # the common case, without a loop
+            i, j = indices
+            if 0 <= i < sizes[0] and 0 <= j < sizes[1]:
+                strides = self.strides
+                return self.offset + i * strides[0] + j * strides[1]
         if len(indices) != len(self.sizes):
             raise SimError("line %d: %d indices into a rank-%d memref" % (op.line, len(indices), len(self.sizes)))
         a = self.offset
@@ -260,7 +266,26 @@ class SharedLog:
         if w is not None and w != thread:
             raise SimError("line %d: shared race: thread %s reads what thread %s wrote before the same barrier" %
                            (op.line, thread, w))
-        self.readers.setdefault(key, set()).add(thread)
+        readers = self.readers.get(key)
+        if readers is None:
+            self.readers[key] = {thread}
+        else:
+            readers.add(thread)
+
+    def read_range(self, number, base, width, thread, op):
+        """`read` of the elements base .. base + width - 1 of buffer `number`."""
+        writer, readers = self.writer, self.readers
+        for a in range(base, base + width):
+            key = (number, a)
+            w = writer.get(key)
+            if w is not None and w != thread:
+                raise SimError("line %d: shared race: thread %s reads what thread %s wrote before the same "
+                               "barrier" % (op.line, thread, w))
+            seen = readers.get(key)
+            if seen is None:
+                readers[key] = {thread}
+            else:
+                seen.add(thread)
 
     def write(self, key, thread, op):
         w = self.writer.get(key)
@@ -296,6 +321,10 @@ class GlobalLog:
                            (op.line, thread, block))
         if key in self.atomic:
             raise SimError("line %d: global race: %s reads an element being added to atomically" % (op.line, thread))
+
+    def read_range(self, number, base, width, thread, op):
+        for a in range(base, base + width):
+            self.read((number, a), thread, op)
 
     def write(self, key, thread, op):
         w = self.writer.get(key)
@@ -524,67 +553,18 @@ def access(thread, memref, address, op, kind):
         log.add(key, thread.key, op)
 
 
-def run_block(block, env, thread):
-    """Runs a block; a generator that yields at each gpu.barrier and returns
-    the operands of its terminator."""
-    for op in block.ops:
-        name = op.name
-        args = [env[o] for o in op.operands]
-        if name == "scf.for":
-            lower, upper, step = args[0], args[1], args[2]
-            carried = args[3:]
-            body = op.regions[0][0]
-            i = lower
-            while i < upper:
-                env[body.args[0][0]] = i
-                for (arg, _), value in zip(body.args[1:], carried):
-                    env[arg] = value
-                carried = yield from run_block(body, env, thread)
-                i += step
-            for r, value in zip(op.results, carried):
-                env[r] = value
-            continue
-        if name == "scf.if":
-            region = op.regions[0] if args[0] else (op.regions[1] if len(op.regions) > 1 else [])
-            values = []
-            if region:
-                values = yield from run_block(region[0], env, thread)
-            for r, value in zip(op.results, values):
-                env[r] = value
-            continue
-        if name in ("scf.yield", "gpu.return", "func.return"):
-            if name == "gpu.return" and (thread.pending or thread.groups):
-                raise SimError("line %d: cp.async copies never waited for at the kernel's end" % op.line)
-            return args
-        if name == "gpu.barrier":
-            yield op
-            continue
-        if name == "gpu.shuffle":
-            # Lanes exchange values in lock step: the launcher answers.
-            value = yield (op, op, args[0], args[1], args[2])
-            env[op.results[0]] = value
-            if len(op.results) > 1:
-                env[op.results[1]] = True
-            continue
-        if name == "nvvm.mma.sync":
-            # A warp's matrix product: the launcher answers from every lane's fragments.
-            env[op.results[0]] = yield (op, "mma", args)
-            continue
-        if name == "nvgpu.ldmatrix":
-            # A warp's load of 8x8 matrices: the launcher answers from every lane's row address.
-            env[op.results[0]] = yield (op, "ldmatrix", args, thread)
-            continue
-        if name == "memref.extract_strided_metadata":
-            # The base (the buffer from its start), offset, sizes, strides.
-            m = args[0]
-            base = MemRef(m.buf, 0, [], [], m.element_bytes)
-            for r, value in zip(op.results, [base, m.offset] + list(m.sizes) + list(m.strides)):
-                env[r] = value
-            continue
-        results = execute(op, args, thread)
-        if op.results:
-            env[op.results[0]] = results
-    return []
+def access_range(thread, memref, base, width, op, kind):
+    """`access` of `width` elements from `base` on, in order ("read" or "write")."""
+    if thread is None or isinstance(thread, Indices):
+        return
+    buf = memref.buf
+    log, who = (thread.shared_log, thread.tid) if buf.shared else (thread.global_log, thread.key)
+    if kind == "read":
+        log.read_range(buf.id, base, width, who, op)
+        return
+    number = buf.id
+    for a in range(base, base + width):
+        log.write((number, a), who, op)
 
 
 def warp_mma(op, lanes):
@@ -718,6 +698,72 @@ def async_wait(op, thread):
                 dst.buf.data[base + j] = value
 
 
+def maximumf(a, b):
+    if a == 0 and b == 0:  # +0 above -0
+        return a if math.copysign(1.0, a) > 0 else b
+    return a if a != a else (b if b != b else max(a, b))  # NaN propagates
+
+
+def maxnumf(a, b):
+    return b if a != a else (a if b != b else max(a, b))  # NaN loses
+
+
+def minimumf(a, b):
+    if a == 0 and b == 0:  # -0 below +0
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a != a else (b if b != b else min(a, b))  # NaN propagates
+
+
+def minnumf(a, b):
+    return b if a != a else (a if b != b else min(a, b))  # NaN loses
+
+
+def exp(x):
+    if x != x:
+        return x  # NaN stays NaN
+    return 0.0 if x < -700 else (math.inf if x > 700 else math.exp(x))
+
+
+def exp2(x):
+    if x != x:
+        return x
+    return 0.0 if x < -1100 else (math.inf if x > 1100 else 2.0**x)
+
+
+def memref_load(thread, op, memref, indices):
+    a = memref.address(indices, op)
+    access(thread, memref, a, op, "read")
+    return memref.buf.data[a]
+
+
+def memref_store(thread, op, value, memref, indices):
+    a = memref.address(indices, op)
+    access(thread, memref, a, op, "write")
+    memref.buf.data[a] = value
+
+
+def vector_access(thread, op, memref, indices, value, width):
+    """vector.load (value None: returns the elements) or vector.store."""
+    name = op.name
+    last = memref.sizes[-1]
+    if not 0 <= indices[-1] <= last - width:
+        raise SimError("line %d (%s): vector of %d at %s runs out of %s (%s)" %
+                       (op.line, name, width, indices, memref.sizes, memref.buf.name))
+    base = memref.address(indices, op)
+    check_alignment(op, memref, base)
+    if memref.strides[-1] != 1:
+        raise SimError("line %d: %s along a dimension of stride %d" % (op.line, name, memref.strides[-1]))
+    if has_i1_vector(op.signature):
+        return bit_packed_access(thread, memref, base, width, value, op)
+    # The accesses are checked first, then made: a race stops the run either way.
+    if value is not None:
+        access_range(thread, memref, base, width, op, "write")
+        memref.buf.data[base:base + width] = [value[j] for j in range(width)]
+        return None
+    access_range(thread, memref, base, width, op, "read")
+    return memref.buf.data[base:base + width]
+
+
 def execute(op, args, thread):
     name = op.name
     if name == "nvgpu.device_async_copy":
@@ -747,13 +793,9 @@ def execute(op, args, thread):
     if name == "arith.divf":
         return [x / y for x, y in zip(*args)] if isinstance(args[0], list) else args[0] / args[1]
     if name == "arith.maximumf":
-        a, b = args
-        if a == 0 and b == 0:  # +0 above -0
-            return a if math.copysign(1.0, a) > 0 else b
-        return a if a != a else (b if b != b else max(a, b))  # NaN propagates
+        return maximumf(*args)
     if name == "arith.maxnumf":
-        a, b = args
-        return b if a != a else (a if b != b else max(a, b))  # NaN loses
+        return maxnumf(*args)
     if name == "arith.bitcast":
         import struct
         if op.signature.startswith("(i") and op.signature.split(") -> ")[0][1:] == op.result_type:
@@ -785,13 +827,9 @@ def execute(op, args, thread):
     if name == "arith.cmpf":
         return CMPF[attr_int(op, "predicate")](args[0], args[1])
     if name == "arith.minimumf":
-        a, b = args
-        if a == 0 and b == 0:  # -0 below +0
-            return a if math.copysign(1.0, a) < 0 else b
-        return a if a != a else (b if b != b else min(a, b))  # NaN propagates
+        return minimumf(*args)
     if name == "arith.minnumf":
-        a, b = args
-        return b if a != a else (a if b != b else min(a, b))  # NaN loses
+        return minnumf(*args)
     if name == "math.rsqrt":
         return 1.0 / math.sqrt(args[0])
     if name == "math.sqrt":
@@ -803,15 +841,9 @@ def execute(op, args, thread):
     if name == "arith.negf":
         return -args[0]
     if name == "math.exp":
-        x = args[0]
-        if x != x:
-            return x  # NaN stays NaN
-        return 0.0 if x < -700 else (math.inf if x > 700 else math.exp(x))
+        return exp(args[0])
     if name == "math.exp2":
-        x = args[0]
-        if x != x:
-            return x
-        return 0.0 if x < -1100 else (math.inf if x > 1100 else 2.0**x)
+        return exp2(args[0])
     if name == "memref.get_global":
         type_, values = GLOBALS[re.search(r"name = @([\w]+)", op.attrs).group(1)]
         sizes, strides, offset, element_bytes, _ = parse_memref(type_)
@@ -866,15 +898,9 @@ def execute(op, args, thread):
         v[position(op)] = args[0]
         return v
     if name == "memref.load":
-        memref = args[0]
-        a = memref.address(args[1:], op)
-        access(thread, memref, a, op, "read")
-        return memref.buf.data[a]
+        return memref_load(thread, op, args[0], args[1:])
     if name == "memref.store":
-        memref = args[1]
-        a = memref.address(args[2:], op)
-        access(thread, memref, a, op, "write")
-        memref.buf.data[a] = args[0]
+        memref_store(thread, op, args[0], args[1], args[2:])
         return None
     if name == "memref.atomic_rmw":
         if attr_int(op, "kind") != 0:
@@ -885,30 +911,10 @@ def execute(op, args, thread):
         old = memref.buf.data[a]
         memref.buf.data[a] = old + args[0]
         return old
-    if name in ("vector.load", "vector.store"):
-        value = args[0] if name == "vector.store" else None
-        memref = args[1] if name == "vector.store" else args[0]
-        indices = list(args[2:] if name == "vector.store" else args[1:])
-        width = len(value) if value is not None else vector_width(op.result_type)
-        last = memref.sizes[-1]
-        if not 0 <= indices[-1] <= last - width:
-            raise SimError("line %d (%s): vector of %d at %s runs out of %s (%s)" %
-                           (op.line, name, width, indices, memref.sizes, memref.buf.name))
-        base = memref.address(indices, op)
-        check_alignment(op, memref, base)
-        if memref.strides[-1] != 1:
-            raise SimError("line %d: %s along a dimension of stride %d" % (op.line, name, memref.strides[-1]))
-        if has_i1_vector(op.signature):
-            return bit_packed_access(thread, memref, base, width, value, op)
-        out = []
-        for j in range(width):
-            a = base + j
-            access(thread, memref, a, op, "write" if value is not None else "read")
-            if value is not None:
-                memref.buf.data[a] = value[j]
-            else:
-                out.append(memref.buf.data[a])
-        return None if value is not None else out
+    if name == "vector.load":
+        return vector_access(thread, op, args[0], list(args[1:]), None, vector_width(op.result_type))
+    if name == "vector.store":
+        return vector_access(thread, op, args[1], list(args[2:]), args[0], len(args[0]))
     if name == "memref.transpose":
         src = args[0]
         m = re.search(r"affine_map<\(([^)]*)\) -> \(([^)]*)\)>", op.attrs)
@@ -979,12 +985,21 @@ def extract_position(attrs):
 @functools.lru_cache(maxsize=None)
 def affine_apply_code(attrs):
     """affine.apply's map compiled to Python over v, its operands."""
+    return compile(affine_apply_expression(attrs, None), "<affine.apply>", "eval")
+
+
+@functools.lru_cache(maxsize=None)
+def affine_apply_expression(attrs, operands):
+    """affine.apply's map as Python over `operands` (their names), or over
+    v, the list of them, where None."""
     m = re.search(r"affine_map<\(([^)]*)\)(?:\[([^\]]*)\])? -> \(([^>]*)\)>", attrs)
     names = [d.strip() for d in m.group(1).split(",") if d.strip()]
     names += [d.strip() for d in (m.group(2) or "").split(",") if d.strip()]
-    expr = re.sub(r"\b([ds]\d+)\b", lambda v: "v[%d]" % names.index(v.group(1)), m.group(3))
-    expr = expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
-    return compile(expr, "<affine.apply>", "eval")
+    def operand(v):
+        at = names.index(v.group(1))
+        return "v[%d]" % at if operands is None else operands[at]
+    expr = re.sub(r"\b([ds]\d+)\b", operand, m.group(3))
+    return expr.replace("floordiv", "//").replace(" mod ", " % ").replace("ceildiv", "//")
 
 
 @functools.lru_cache(maxsize=None)
@@ -1000,6 +1015,271 @@ def has_i1_vector(signature):
 @functools.lru_cache(maxsize=None)
 def gpu_dimension(attrs):
     return "xyz".index(re.search(r"dim (\w)", attrs).group(1))
+
+
+# ----------------------------------------------------------------------------
+# Kernels compiled to Python.
+# ----------------------------------------------------------------------------
+
+# A kernel runs for every thread of every block, its loops many times over:
+# rather than dispatch each op on its name and keep values in a dict, each
+# gpu.func is translated once into the source of a Python generator, its SSA
+# values local variables, scf.for and scf.if Python loops and branches. The
+# common ops become Python expressions of what `execute` computes for them;
+# the others call `execute` itself. The generator yields as the interpreter
+# did: at a gpu.barrier the op, at a warp-wide op (gpu.shuffle, mma,
+# ldmatrix) what the launcher needs to answer it.
+
+BINARY = {"arith.addi": "+", "arith.addf": "+", "arith.subi": "-", "arith.subf": "-", "arith.muli": "*",
+          "arith.mulf": "*", "arith.divf": "/"}
+INTEGER_BINARY = {"arith.divui": "//", "arith.divsi": "//", "arith.remui": "%", "arith.remsi": "%",
+                  "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shrui": ">>"}
+SAME_VALUE = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "memref.cast")
+CALLS = {"arith.maximumf": "maximumf", "arith.maxnumf": "maxnumf", "arith.minimumf": "minimumf",
+         "arith.minnumf": "minnumf", "math.exp": "exp", "math.exp2": "exp2", "math.sqrt": "math.sqrt",
+         "math.log": "math.log", "math.absf": "abs", "math.tanh": "math.tanh"}
+
+
+class KernelCompiler:
+    def __init__(self):
+        self.names = {}  # SSA name -> Python local
+        self.namespace = {"execute": execute, "SimError": SimError, "math": math, "maximumf": maximumf,
+                          "maxnumf": maxnumf, "minimumf": minimumf, "minnumf": minnumf, "exp": exp, "exp2": exp2,
+                          "memref_load": memref_load, "memref_store": memref_store,
+                          "vector_access": vector_access, "MemRef": MemRef}
+        self.lines = []
+        self.loops = 0
+
+    def var(self, name):
+        local = self.names.get(name)
+        if local is None:
+            local = self.names[name] = "v%d" % len(self.names)
+        return local
+
+    def constant(self, value):
+        key = "K%d" % len(self.namespace)
+        self.namespace[key] = value
+        return key
+
+    def emit(self, depth, line):
+        self.lines.append("    " * depth + line)
+
+    def compile(self, kernel):
+        body = kernel.regions[0][0]
+        self.emit(0, "def kernel(thread, env):")
+        self.emit(1, "if thread is None:")  # a generator, even without a barrier
+        self.emit(2, "yield")
+        for name, _ in body.args:
+            self.emit(1, "%s = env[%r]" % (self.var(name), name))
+        self.block(body, 1, None)
+        source = "\n".join(self.lines) + "\n"
+        exec(compile(source, "<kernel %s>" % kernel.line, "exec"), self.namespace)
+        return self.namespace["kernel"]
+
+    def compile_body(self, body):
+        """A linalg body: values from outside it are read from `outer`."""
+        self.emit(0, "def body(thread, outer, values):")
+        defined = set()
+        for k, (name, _) in enumerate(body.args):
+            self.emit(1, "%s = values[%d]" % (self.var(name), k))
+            defined.add(name)
+        for op in body.ops:
+            for name in op.operands:
+                if name not in defined:
+                    self.emit(1, "%s = outer[%r]" % (self.var(name), name))
+                    defined.add(name)
+            defined.update(op.results)
+        for op in body.ops:
+            if op.name == "linalg.yield":
+                self.emit(1, "return [%s]" % ", ".join(self.var(o) for o in op.operands))
+                break
+            self.op(op, 1, None)
+        source = "\n".join(self.lines) + "\n"
+        exec(compile(source, "<linalg body>", "exec"), self.namespace)
+        return self.namespace["body"]
+
+    def block(self, block, depth, targets):
+        """Emits a block's ops; its scf.yield assigns `targets`."""
+        start = len(self.lines)
+        for op in block.ops:
+            self.op(op, depth, targets)
+        if len(self.lines) == start:
+            self.emit(depth, "pass")
+
+    def op(self, op, depth, targets):
+        name = op.name
+        args = [self.var(o) for o in op.operands]
+        results = [self.var(r) for r in op.results]
+        if name == "scf.for":
+            n = self.loops
+            self.loops += 1
+            body = op.regions[0][0]
+            carried = ["c%d_%d" % (n, k) for k in range(len(args) - 3)]
+            self.emit(depth, "i%d, upper%d, step%d = %s, %s, %s" % (n, n, n, args[0], args[1], args[2]))
+            for c, a in zip(carried, args[3:]):
+                self.emit(depth, "%s = %s" % (c, a))
+            self.emit(depth, "while i%d < upper%d:" % (n, n))
+            self.emit(depth + 1, "%s = i%d" % (self.var(body.args[0][0]), n))
+            for (arg, _), c in zip(body.args[1:], carried):
+                self.emit(depth + 1, "%s = %s" % (self.var(arg), c))
+            self.block(body, depth + 1, carried)
+            self.emit(depth + 1, "i%d += step%d" % (n, n))
+            for r, c in zip(results, carried):
+                self.emit(depth, "%s = %s" % (r, c))
+            return
+        if name == "scf.if":
+            self.emit(depth, "if %s:" % args[0])
+            self.block(op.regions[0][0], depth + 1, results)
+            if len(op.regions) > 1 and op.regions[1]:
+                self.emit(depth, "else:")
+                self.block(op.regions[1][0], depth + 1, results)
+            return
+        if name == "scf.yield":
+            for t, a in zip(targets or [], args):
+                self.emit(depth, "%s = %s" % (t, a))
+            return
+        if name in ("gpu.return", "func.return"):
+            if name == "gpu.return":
+                self.emit(depth, "if thread.pending or thread.groups:")
+                self.emit(depth + 1, "raise SimError(%r)" %
+                          ("line %d: cp.async copies never waited for at the kernel's end" % op.line))
+            self.emit(depth, "return")
+            return
+        K = self.constant(op)
+        if name == "gpu.barrier":
+            self.emit(depth, "yield %s" % K)
+            return
+        if name == "gpu.shuffle":
+            self.emit(depth, "%s = yield (%s, %s, %s, %s, %s)" % (results[0], K, K, args[0], args[1], args[2]))
+            if len(results) > 1:
+                self.emit(depth, "%s = True" % results[1])
+            return
+        if name == "nvvm.mma.sync":
+            self.emit(depth, "%s = yield (%s, 'mma', [%s])" % (results[0], K, ", ".join(args)))
+            return
+        if name == "nvgpu.ldmatrix":
+            self.emit(depth, "%s = yield (%s, 'ldmatrix', [%s], thread)" % (results[0], K, ", ".join(args)))
+            return
+        if name == "memref.extract_strided_metadata":
+            m = args[0]
+            self.emit(depth, "m_ = %s" % m)
+            values = ["MemRef(m_.buf, 0, [], [], m_.element_bytes)", "m_.offset"]
+            values += ["m_.sizes[%d]" % k for k in range((len(results) - 2) // 2)]
+            values += ["m_.strides[%d]" % k for k in range((len(results) - 2) // 2)]
+            for r, value in zip(results, values):
+                self.emit(depth, "%s = %s" % (r, value))
+            return
+        try:
+            expression = self.expression(op, args)
+        except Exception:  # what cannot be read now fails, as before, when it runs
+            expression = None
+        if expression is None:
+            expression = "execute(%s, [%s], thread)" % (K, ", ".join(args))
+        if results:
+            self.emit(depth, "%s = %s" % (results[0], expression))
+        else:
+            self.emit(depth, expression)
+
+    def expression(self, op, args):
+        """Python for what `execute` computes for this op, or None."""
+        name = op.name
+        vector = op.result_type.startswith("vector<")
+        if name == "arith.constant":
+            value = parsed_constant(op.attrs, op.result_type)
+            return "list(%s)" % self.constant(value) if isinstance(value, list) else self.constant(value)
+        if name in BINARY:
+            if vector:
+                return "[x %s y for x, y in zip(%s, %s)]" % (BINARY[name], args[0], args[1])
+            return "%s %s %s" % (args[0], BINARY[name], args[1])
+        if name in INTEGER_BINARY and not vector:
+            return "%s %s %s" % (args[0], INTEGER_BINARY[name], args[1])
+        if name in SAME_VALUE:
+            return args[0]
+        if name in CALLS and not vector:
+            return "%s(%s)" % (CALLS[name], ", ".join(args))
+        if name == "arith.shli" and not vector:
+            return "(%s << %s) & %d" % (args[0], args[1], 2**64 - 1)
+        if name == "arith.trunci" and not vector:
+            return "%s & %d" % (args[0], (1 << int(op.result_type[1:])) - 1)
+        if name in ("arith.sitofp", "arith.uitofp", "arith.extf", "arith.truncf"):
+            return "[float(v) for v in %s] if isinstance(%s, list) else float(%s)" % (args[0], args[0], args[0])
+        if name == "arith.negf" and not vector:
+            return "-%s" % args[0]
+        if name == "math.rsqrt" and not vector:
+            return "1.0 / math.sqrt(%s)" % args[0]
+        if name == "arith.cmpf" and not vector:
+            return "%s(%s, %s)" % (self.constant(CMPF[attr_int(op, "predicate")]), args[0], args[1])
+        if name == "arith.cmpi" and not vector:
+            predicate, bits = attr_int(op, "predicate"), operand_bits(op)
+            wrap = self.constant(as_signed if 2 <= predicate <= 5 else as_unsigned)
+            return "%s(%s(%s, %d), %s(%s, %d))" % (self.constant(CMP[predicate]), wrap, args[0], bits, wrap,
+                                                   args[1], bits)
+        if name in ("arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui") and not vector:
+            bits = operand_bits(op)
+            wrap = self.constant(as_signed if name.endswith("si") else as_unsigned)
+            return "%s(%s(%s, %d), %s(%s, %d))" % ("min" if "min" in name else "max", wrap, args[0], bits, wrap,
+                                                   args[1], bits)
+        if name == "arith.select":
+            return "%s if %s else %s" % (args[1], args[0], args[2])
+        if name == "vector.fma":
+            return "[a * b + c for a, b, c in zip(%s, %s, %s)]" % tuple(args)
+        if name == "vector.from_elements":
+            return "[%s]" % ", ".join(args)
+        if name == "vector.broadcast":
+            return "[%s] * %d" % (args[0], vector_width(op.result_type))
+        if name == "vector.extract" and len(args) == 1:
+            return args[0] + "".join("[%d]" % i for i in static_positions(op.attrs))
+        if name == "vector.insert" and len(args) == 2:
+            return "%s(%s, %s, %d)" % (self.constant(vector_insert), args[0], args[1], position(op))
+        if name == "vector.shuffle":
+            return "%s(%s, %s, %r)" % (self.constant(vector_shuffle), args[0], args[1], shuffle_mask(op.attrs))
+        if name == "memref.load":
+            return "memref_load(thread, %s, %s, [%s])" % (self.constant(op), args[0], ", ".join(args[1:]))
+        if name == "memref.store":
+            return "memref_store(thread, %s, %s, %s, [%s])" % (self.constant(op), args[0], args[1],
+                                                              ", ".join(args[2:]))
+        if name == "vector.load":
+            return "vector_access(thread, %s, %s, [%s], None, %d)" % (self.constant(op), args[0],
+                                                                     ", ".join(args[1:]), vector_width(op.result_type))
+        if name == "vector.store":
+            return "vector_access(thread, %s, %s, [%s], %s, len(%s))" % (self.constant(op), args[1],
+                                                                        ", ".join(args[2:]), args[0], args[0])
+        if name == "affine.apply":
+            return "(%s)" % affine_apply_expression(op.attrs, tuple(args))
+        if name == "linalg.index":
+            return "thread.index[%d]" % attr_int(op, "dim")
+        if name == "gpu.thread_id":
+            return "thread.tid[%d]" % gpu_dimension(op.attrs)
+        if name == "gpu.block_id":
+            return "thread.bid[%d]" % gpu_dimension(op.attrs)
+        return None
+
+
+def vector_insert(value, vector, at):
+    v = list(vector)
+    v[at] = value
+    return v
+
+
+def vector_shuffle(a, b, mask):
+    both = list(a) + list(b)
+    return [both[i] for i in mask]
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_kernel(kernel):
+    return KernelCompiler().compile(kernel)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_body(op):
+    """A linalg op's body as a function of (Indices, the enclosing
+    function's values, the body's arguments) that returns what it yields;
+    None for a body without linalg.yield (run_body reports it)."""
+    body = op.regions[0][0]
+    if not any(inner.name == "linalg.yield" for inner in body.ops):
+        return None
+    return KernelCompiler().compile_body(body)
 
 
 def launch(module_ops, op, args, stats):
@@ -1032,7 +1312,7 @@ def launch(module_ops, op, args, stats):
                     for ty in range(block[1]):
                         for tx in range(block[0]):
                             t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log)
-                            threads.append(run_block(body, dict(env), t))
+                            threads.append(compiled_kernel(kernel)(t, env))
                 stats["threads"] += len(threads)
                 run_threads(threads, (bx, by, bz), stats, shared_log, global_log)
 
@@ -1191,6 +1471,9 @@ def parse_maps(op):
 
 
 def run_body(op, values, index, outer):
+    compiled = compiled_body(op)
+    if compiled is not None:
+        return compiled(Indices(index), outer, values)
     body = op.regions[0][0]
     env = dict(outer)
     env.update({name: value for (name, _), value in zip(body.args, values)})
