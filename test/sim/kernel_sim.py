@@ -36,6 +36,7 @@ those of the loop kernels outline makes of fills.
 
 import argparse
 import functools
+import itertools
 import math
 import random
 import re
@@ -238,6 +239,14 @@ class MemRef:
             if 0 <= i < sizes[0] and 0 <= j < sizes[1]:
                 strides = self.strides
                 return self.offset + i * strides[0] + j * strides[1]
+        elif len(indices) == len(sizes):
+            a = self.offset
+            for i, size, stride in zip(indices, sizes, self.strides):
+                if not 0 <= i < size:
+                    break
+                a += i * stride
+            else:
+                return a
         if len(indices) != len(self.sizes):
             raise SimError("line %d: %d indices into a rank-%d memref" % (op.line, len(indices), len(self.sizes)))
         a = self.offset
@@ -1186,7 +1195,11 @@ class KernelCompiler:
         vector = op.result_type.startswith("vector<")
         if name == "arith.constant":
             value = parsed_constant(op.attrs, op.result_type)
-            return "list(%s)" % self.constant(value) if isinstance(value, list) else self.constant(value)
+            if isinstance(value, list):
+                return "list(%s)" % self.constant(value)
+            if value.__class__ is int or (value.__class__ is float and math.isfinite(value)):
+                return "(%r)" % value  # repr gives back the same number
+            return self.constant(value)
         if name in BINARY:
             if vector:
                 return "[x %s y for x, y in zip(%s, %s)]" % (BINARY[name], args[0], args[1])
@@ -1212,13 +1225,17 @@ class KernelCompiler:
         if name == "arith.cmpi" and not vector:
             predicate, bits = attr_int(op, "predicate"), operand_bits(op)
             wrap = self.constant(as_signed if 2 <= predicate <= 5 else as_unsigned)
-            return "%s(%s(%s, %d), %s(%s, %d))" % (self.constant(CMP[predicate]), wrap, args[0], bits, wrap,
-                                                   args[1], bits)
+            general = "%s(%s(%s, %d), %s(%s, %d))" % (self.constant(CMP[predicate]), wrap, args[0], bits, wrap,
+                                                      args[1], bits)
+            # Integers from 0 below 2^(bits-1) read the same signed and unsigned: compared as they are.
+            return "(%s %s %s) if %s else %s" % (args[0], CMP_OPERATOR[predicate], args[1],
+                                                 small_integers(args, bits), general)
         if name in ("arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui") and not vector:
             bits = operand_bits(op)
             wrap = self.constant(as_signed if name.endswith("si") else as_unsigned)
-            return "%s(%s(%s, %d), %s(%s, %d))" % ("min" if "min" in name else "max", wrap, args[0], bits, wrap,
-                                                   args[1], bits)
+            which = "min" if "min" in name else "max"
+            general = "%s(%s(%s, %d), %s(%s, %d))" % (which, wrap, args[0], bits, wrap, args[1], bits)
+            return "%s(%s, %s) if %s else %s" % (which, args[0], args[1], small_integers(args, bits), general)
         if name == "arith.select":
             return "%s if %s else %s" % (args[1], args[0], args[2])
         if name == "vector.fma":
@@ -1253,6 +1270,15 @@ class KernelCompiler:
         if name == "gpu.block_id":
             return "thread.bid[%d]" % gpu_dimension(op.attrs)
         return None
+
+
+CMP_OPERATOR = {0: "==", 1: "!=", 2: "<", 3: "<=", 4: ">", 5: ">=", 6: "<", 7: "<=", 8: ">", 9: ">="}
+
+
+def small_integers(names, bits):
+    """Python that is true where the values of `names` are ints (not bools)
+    from 0 below 2^(bits-1): as_signed and as_unsigned leave those as they are."""
+    return " and ".join("%s.__class__ is int and 0 <= %s < %d" % (n, n, 1 << (bits - 1)) for n in names[:2])
 
 
 def vector_insert(value, vector, at):
@@ -1389,20 +1415,26 @@ INTEGER_INPUTS = {}
 
 
 def fill_random(buf, rng):
-    for i in range(len(buf.data)):
-        buf.data[i] = rng.uniform(-1.0, 1.0)
+    # rng.uniform(-1.0, 1.0), as it computes it, without a call per element.
+    draw = rng.random
+    buf.data[:] = [-1.0 + 2.0 * draw() for _ in range(len(buf.data))]
 
 
 def linalg_reference(op, args, outer=None):
     name = op.name
     if name == "linalg.fill":
         value, out = args[0], args[1]
-        for index in all_indices(out.sizes):
-            out.buf.data[out.address(index, op)] = value
+        data = out.buf.data
+        for a in flat_addresses(out.offset, out.sizes, out.strides):
+            data[a] = value
         return
     if name == "linalg.transpose":
         source, target = args
         order = [int(d) for d in re.search(r"permutation = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+        if len(order) == len(target.sizes) == len(source.sizes) and \
+                all(target.sizes[i] <= source.sizes[d] for i, d in enumerate(order)):  # every index in bounds
+            copy_elements(source.offset, [source.strides[d] for d in order], source.buf.data, target)
+            return
         for index in all_indices(target.sizes):
             source_index = [0] * len(index)
             for i, d in enumerate(order):
@@ -1411,6 +1443,9 @@ def linalg_reference(op, args, outer=None):
         return
     if name == "linalg.copy":
         source, target = args
+        if source.sizes == target.sizes:
+            copy_elements(source.offset, source.strides, source.buf.data, target)
+            return
         for index in all_indices(target.sizes):
             target.buf.data[target.address(index, op)] = source.buf.data[source.address(index, op)]
         return
@@ -1427,19 +1462,27 @@ def linalg_reference(op, args, outer=None):
     # k run past B's rows, every element is checked, to name the first out
     # of bounds. Sums run in k's order, as before.
     strided = depth > 0 and depth <= b.sizes[-2]
-    for index in all_indices(c.sizes):
+    c_data = c.buf.data
+    for index, c_at in zip(all_indices(c.sizes), flat_addresses(c.offset, c.sizes, c.strides)):
         *batch, i, j = index
-        total = c.buf.data[c.address(index, op)]
+        total = c_data[c_at]
         if strided:
             a_at, a_step = a.address(batch + [i, 0], op), a.strides[-1]
             b_at, b_step = b.address(batch + [0, j], op), b.strides[-2]
             a_data, b_data = a.buf.data, b.buf.data
-            for k in range(depth):
-                total += a_data[a_at + k * a_step] * b_data[b_at + k * b_step]
+            if a_step > 0 and b_step > 0:
+                a_row = a_data[a_at:a_at + (depth - 1) * a_step + 1:a_step]
+                b_column = b_data[b_at:b_at + (depth - 1) * b_step + 1:b_step]
+            if a_step > 0 and b_step > 0 and len(a_row) == depth == len(b_column):
+                for x, y in zip(a_row, b_column):
+                    total += x * y
+            else:
+                for k in range(depth):
+                    total += a_data[a_at + k * a_step] * b_data[b_at + k * b_step]
         else:
             for k in range(depth):
                 total += a.buf.data[a.address(batch + [i, k], op)] * b.buf.data[b.address(batch + [k, j], op)]
-        c.buf.data[c.address(index, op)] = total
+        c_data[c_at] = total
 
 
 class Indices:
@@ -1500,6 +1543,17 @@ def generic_reference(op, args, outer):
                 sizes[int(m.group(1))] = memref.sizes[d]
     outputs = int(re.search(r"operandSegmentSizes = array<i32: (\d+), (\d+)>", op.attrs).group(2))
     inputs = len(args) - outputs
+    columns = [projected_addresses(memref, results, sizes) if isinstance(memref, MemRef) else
+               (itertools.repeat(None) if not results else None) for memref, results in zip(args, maps)]
+    if len(maps) == len(args) and None not in columns and all(isinstance(m, MemRef) for m in args[inputs:]):
+        # Every map a projection in bounds: the addresses of each operand, made at once.
+        datas = [memref.buf.data if isinstance(memref, MemRef) else None for memref in args]
+        for index, *at in zip(all_indices(sizes), *columns):
+            values = [memref if data is None else data[a] for memref, data, a in zip(args, datas, at)]
+            results = run_body(op, values, index, outer)
+            for data, a, value in zip(datas[inputs:], at[inputs:], results):
+                data[a] = value
+        return
     codes = [affine_map_code(tuple(results)) for results in maps]
     for index in all_indices(sizes):
         at = [eval(code, {"dims": index}) for code in codes]
@@ -1513,19 +1567,61 @@ def generic_reference(op, args, outer):
 def reduce_reference(op, args, outer):
     source, target = args
     dims = [int(d) for d in re.search(r"dimensions = array<i64: ([\d, ]+)>", op.attrs).group(1).split(",")]
+    kept = [d for d in range(len(source.sizes)) if d not in dims]
+    if len(kept) == len(target.sizes) and all(source.sizes[d] <= size for d, size in zip(kept, target.sizes)):
+        # Every index in bounds: the addresses made at once.
+        strides = [0] * len(source.sizes)
+        for d, stride in zip(kept, target.strides):
+            strides[d] = stride
+        sources = flat_addresses(source.offset, source.sizes, source.strides)
+        targets = flat_addresses(target.offset, source.sizes, strides)
+        source_data, target_data = source.buf.data, target.buf.data
+        for index, s, a in zip(all_indices(source.sizes), sources, targets):
+            target_data[a] = run_body(op, [source_data[s], target_data[a]], index, outer)[0]
+        return
     for index in all_indices(source.sizes):
         kept = [i for d, i in enumerate(index) if d not in dims]
         a = target.address(kept, op)
         target.buf.data[a] = run_body(op, [source.buf.data[source.address(index, op)], target.buf.data[a]], index, outer)[0]
 
 
+def flat_addresses(offset, sizes, strides):
+    """offset + index . strides for every index of `sizes`, in row-major
+    order (the order of all_indices)."""
+    addresses = [offset]
+    for size, stride in zip(sizes, strides):
+        steps = [i * stride for i in range(size)]
+        addresses = [a + step for a in addresses for step in steps]
+    return addresses
+
+
+def copy_elements(offset, strides, data, target):
+    """Copies into every element of `target` (in row-major order) the
+    element of `data` at offset + index . strides."""
+    target_data = target.buf.data
+    for t, s in zip(flat_addresses(target.offset, target.sizes, target.strides),
+                    flat_addresses(offset, target.sizes, strides)):
+        target_data[t] = data[s]
+
+
+def projected_addresses(memref, results, sizes):
+    """The addresses of `memref` for every index of loops of `sizes`, where
+    each of its map's `results` is one loop (dN) whose every index is in the
+    memref's bounds; None otherwise."""
+    if len(results) != len(memref.sizes) or None in sizes:
+        return None
+    strides = [0] * len(sizes)
+    for r, expr in enumerate(results):
+        m = re.fullmatch(r"d(\d+)", expr.strip())
+        if not m or sizes[int(m.group(1))] > memref.sizes[r]:
+            return None
+        strides[int(m.group(1))] += memref.strides[r]
+    return flat_addresses(memref.offset, sizes, strides)
+
+
 def all_indices(sizes):
-    if not sizes:
-        yield []
-        return
-    for i in range(sizes[0]):
-        for rest in all_indices(sizes[1:]):
-            yield [i] + rest
+    """Every index of a shape, in row-major order, each a list."""
+    return map(list, itertools.product(*[range(size) for size in sizes]))
 
 
 def gelu_tanh(x):
@@ -1787,6 +1883,8 @@ def main():
         return 1
     worst = 0.0
     for e, a in zip(expected, actual):
+        if e.data == a.data:  # equal element by element (NaN only where both hold the same NaN object)
+            continue
         scale = max([1.0] + [abs(v) for v in e.data if math.isfinite(v)])
         for i, (x, y) in enumerate(zip(e.data, a.data)):
             if x != x or y != y or math.isinf(x) or math.isinf(y):  # NaN matches NaN, infinities themselves
