@@ -38,6 +38,7 @@ import argparse
 import functools
 import itertools
 import math
+import operator
 import random
 import re
 import sys
@@ -598,13 +599,14 @@ def warp_mma(op, lanes):
                 b[2 * t + e + 8 * reg][g] = args[4 + reg][e]
         for i in range(4):
             c[g + 8 * (i // 2)][2 * t + i % 2] = args[6 + i]
+    columns = list(zip(*b))  # B's columns
     results = []
     for lane in range(32):
         g, t = lane // 4, lane % 4
         d = []
         for i in range(4):
             row, col = g + 8 * (i // 2), 2 * t + i % 2
-            d.append(c[row][col] + sum(a[row][kk] * b[kk][col] for kk in range(16)))
+            d.append(c[row][col] + sum(map(operator.mul, a[row], columns[col])))
         results.append(d)
     return results
 
@@ -1263,6 +1265,11 @@ class KernelCompiler:
                                                                         ", ".join(args[2:]), args[0], args[0])
         if name == "affine.apply":
             return "(%s)" % affine_apply_expression(op.attrs, tuple(args))
+        if name == "llvm.extractvalue":
+            return "%s[%d]" % (args[0], extract_position(op.attrs))
+        if name == "llvm.bitcast" and op.result_type == "i32":
+            return "tuple(%s) if isinstance(%s, list) and len(%s) == 2 else execute(%s, [%s], thread)" % (
+                args[0], args[0], args[0], self.constant(op), args[0])
         if name == "linalg.index":
             return "thread.index[%d]" % attr_int(op, "dim")
         if name == "gpu.thread_id":
@@ -1462,27 +1469,50 @@ def linalg_reference(op, args, outer=None):
     # k run past B's rows, every element is checked, to name the first out
     # of bounds. Sums run in k's order, as before.
     strided = depth > 0 and depth <= b.sizes[-2]
+    a_step, b_step = a.strides[-1], b.strides[-2]
+    # A's rows and B's columns taken once each, where C is neither.
+    sliced = strided and a_step > 0 and b_step > 0 and c.buf is not a.buf and c.buf is not b.buf
+    rows, columns = {}, {}
     c_data = c.buf.data
     for index, c_at in zip(all_indices(c.sizes), flat_addresses(c.offset, c.sizes, c.strides)):
         *batch, i, j = index
         total = c_data[c_at]
+        if sliced:
+            key = (*batch, i)
+            a_row = rows.get(key)
+            if a_row is None:
+                a_at = a.address(batch + [i, 0], op)
+                a_row = rows[key] = a.buf.data[a_at:a_at + (depth - 1) * a_step + 1:a_step]
+            key = (*batch, j)
+            b_column = columns.get(key)
+            if b_column is None:
+                b_at = b.address(batch + [0, j], op)
+                b_column = columns[key] = b.buf.data[b_at:b_at + (depth - 1) * b_step + 1:b_step]
+            if len(a_row) == depth == len(b_column):
+                c_data[c_at] = dot(total, a_row, b_column)
+                continue
         if strided:
-            a_at, a_step = a.address(batch + [i, 0], op), a.strides[-1]
-            b_at, b_step = b.address(batch + [0, j], op), b.strides[-2]
+            a_at = a.address(batch + [i, 0], op)
+            b_at = b.address(batch + [0, j], op)
             a_data, b_data = a.buf.data, b.buf.data
-            if a_step > 0 and b_step > 0:
-                a_row = a_data[a_at:a_at + (depth - 1) * a_step + 1:a_step]
-                b_column = b_data[b_at:b_at + (depth - 1) * b_step + 1:b_step]
-            if a_step > 0 and b_step > 0 and len(a_row) == depth == len(b_column):
-                for x, y in zip(a_row, b_column):
-                    total += x * y
-            else:
-                for k in range(depth):
-                    total += a_data[a_at + k * a_step] * b_data[b_at + k * b_step]
+            for k in range(depth):
+                total += a_data[a_at + k * a_step] * b_data[b_at + k * b_step]
         else:
             for k in range(depth):
                 total += a.buf.data[a.address(batch + [i, k], op)] * b.buf.data[b.address(batch + [k, j], op)]
         c_data[c_at] = total
+
+
+if sys.version_info < (3, 12):
+    def dot(total, xs, ys):
+        """total + xs[0] ys[0] + xs[1] ys[1] + ..., added in order (as sum
+        adds floats before Python 3.12; later ones compensate)."""
+        return sum(map(operator.mul, xs, ys), total)
+else:
+    def dot(total, xs, ys):
+        for x, y in zip(xs, ys):
+            total += x * y
+        return total
 
 
 class Indices:
