@@ -8,10 +8,12 @@ Both files are in MLIR's generic form (mlpipe-opt --mlir-print-op-generic
 fusion functions it calls) runs linalg.fill, linalg.transpose,
 linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
-outline), whose gpu.launch_func are run by interpreting the kernels' ops
+outline), whose gpu.launch_func are run by executing the kernels' ops
 (arith, math, memref, vector, scf, gpu; nvvm.mma.sync and nvgpu.ldmatrix
 across a warp's lanes; cp.async as nvgpu.device_async_copy, its data
-landing at the wait_group that covers it) for every thread of every block.
+landing at the wait_group that covers it) for every thread of every block:
+each kernel is translated once into a Python generator that one thread
+runs.
 The public function's arguments get the same random
 values in both runs (arguments with strided layouts get a buffer large enough
 for the layout); afterwards every buffer must match.
@@ -36,6 +38,7 @@ those of the loop kernels outline makes of fills.
 
 import argparse
 import functools
+import gc
 import itertools
 import math
 import operator
@@ -1685,12 +1688,17 @@ def run_module(text, seed, epilogue, stats, entry=None):
     env = {}
     buffers = []
     names = re.findall(r'mlpipe\.name = "([\w.]+)"', function.attrs)
+    # Arguments of the same types and names as the other run's get its values, copied, not drawn again.
+    key = (seed, tuple((type_, names[p] if p < len(names) else name) for p, (name, type_) in enumerate(body.args)))
+    drawn_before = DRAWN.get(key)
     for position_, (name, type_) in enumerate(body.args):
         sizes, strides, offset, element_bytes, _ = parse_memref(type_)
         extent = offset + sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
         label = names[position_] if position_ < len(names) else name
         buf = Buffer(extent, label)
-        if re.search(r"[x<]i1>", type_):
+        if drawn_before is not None:
+            buf.data = list(drawn_before[position_])
+        elif re.search(r"[x<]i1>", type_):
             # Predicates: a byte each in memory, 0 or 1.
             for i in range(len(buf.data)):
                 buf.data[i] = rng.randrange(2)
@@ -1706,8 +1714,14 @@ def run_module(text, seed, epilogue, stats, entry=None):
         buf.device = "mlpipe.arena" in function.attrs
         buffers.append(buf)
         env[name] = MemRef(buf, offset, sizes, strides, element_bytes)
+    if drawn_before is None:
+        DRAWN[key] = [list(buf.data) for buf in buffers]
     run_host(body, env, functions, kernels, stats, epilogue, (body, names, env), "mlpipe.arena" in function.attrs)
     return buffers
+
+
+# The arguments' values drawn by run_module, by seed and the arguments' types and names.
+DRAWN = {}
 
 
 def new_memref(type_, name):
@@ -1895,6 +1909,10 @@ def main():
                         help="an integer argument (by its mlpipe.name) given this value, not drawn; with "
                              "several, element i is given the (i mod count)-th")
     options = parser.parse_args()
+    # Nearly everything a run allocates lives to its end, and what it frees
+    # goes by reference counts: the cycle collector would only walk the
+    # large buffers over and over.
+    gc.disable()
     INTEGER_INPUT_LIMIT = options.integer_limit
     for setting in options.set:
         name, _, value = setting.partition("=")
