@@ -175,7 +175,7 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
            "On tensor cores: copy K and V tiles into shared stages by cp.async (where the stages fit shared memory and K and V are read as vectors), the next tiles loading while the current ones are computed; false: through registers">,
     Option<"tcDynamicShared", "tc-dynamic-shared", "bool", /*default=*/"false",
-           "On tensor cores with async-copy: the shared buffers in dynamic shared memory, so that the stages may take up to the device's opt-in limit (not only the 48 KiB of static shared memory) before tiles are made smaller">,
+           "On tensor cores with async-copy: the shared buffers in dynamic shared memory, so that the stages may take up to the device's opt-in limit (not only the 48 KiB of static shared memory) before tiles are made smaller; without it, they go there where the heuristic's tiles (no tc-keys-per-tile or tc-key-groups given) do not fit the static 48 KiB">,
     Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
            "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
   ];
