@@ -15,7 +15,14 @@ on_the_gpu_host profile-matmul
 dtype=${1:-bf16} shape=${2:-1024x768x3072} options=${3:-}
 IFS=x read -r m k n <<<"$shape"
 work=$(mktemp -d)
-sed "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip} $options}/" \
+# A matmul with an epilogue (a 16-bit C: f32 rounded) is a matmul fusion,
+# emitted by mlpipe-emit-fusions: its block-tile, warp-tile and stages go there too.
+fused=""
+for word in $options; do
+  if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* ]]; then fused+=" matmul-$word"; fi
+done
+sed -e "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip} $options}/" \
+  -e "s/mlpipe-emit-fusions{chip={chip}}/mlpipe-emit-fusions{chip={chip}$fused}/" \
   pipelines/outline.pipeline >"$work/outline.pipeline"
 verify matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" --target cpu --save "$work/data" >/dev/null
 trace matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" | fuse | bufferize |
@@ -25,7 +32,7 @@ lower-nvvm --format isa "$work/outlined.mlir" -o "$work/matmul.ptx.mlir"
 ncu --clock-control none -k regex:matmul -c 1 \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
   --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
-  --section MemoryWorkloadAnalysis \
+  --section MemoryWorkloadAnalysis --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
   run "$work/matmul.mlir" --input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy" --no-graphs 2>&1 |
   grep -v '^==PROF==' || true
 chip=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)

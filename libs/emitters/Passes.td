@@ -93,6 +93,17 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
            "The GPU the launch heuristics read the device description of">,
     Option<"matmul", "matmul", "std::string", /*default=*/"\"generated\"",
            "Matmul fusions left for this pass: 'generated' (the register-tiled kernel, or tensor cores for bf16/f16)">,
+    ListOption<"matmulBlockTile", "matmul-block-tile", "int64_t",
+               "The generated kernel's block tile M,N,K for every matmul fusion (default: chosen per product; "
+               "as mlpipe-generated-matmuls' block-tile)">,
+    ListOption<"matmulWarpTile", "matmul-warp-tile", "int64_t",
+               "The tensor-core form's warp tile M,N under matmul-block-tile (as mlpipe-generated-matmuls' "
+               "warp-tile)">,
+    Option<"matmulPrefetchFragments", "matmul-prefetch-fragments", "bool", /*default=*/"true",
+           "As mlpipe-generated-matmuls' prefetch-fragments, for every matmul fusion">,
+    Option<"matmulStages", "matmul-stages", "int64_t", /*default=*/"0",
+           "The tensor-core form's cp.async stages for every matmul fusion (0: chosen per product; as "
+           "mlpipe-generated-matmuls' stages)">,
   ];
   // LLVM, NVVM and NVGPU: the tensor-core matmul's mma.sync and ldmatrix.
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",

@@ -107,6 +107,18 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
     if (!options.device)
       return signalPassFailure();
     options.matmul = matmul == "cublas" ? MatmulBackend::Cublas : MatmulBackend::Generated;
+    if (!matmulBlockTile.empty()) {
+      if (matmulBlockTile.size() != 3)
+        return module.emitError("mlpipe-emit-fusions: matmul-block-tile takes M,N,K"), signalPassFailure();
+      options.matmulBlockTile = {matmulBlockTile[0], matmulBlockTile[1], matmulBlockTile[2]};
+    }
+    if (!matmulWarpTile.empty()) {
+      if (matmulWarpTile.size() != 2)
+        return module.emitError("mlpipe-emit-fusions: matmul-warp-tile takes M,N"), signalPassFailure();
+      options.matmulWarpTile = {matmulWarpTile[0], matmulWarpTile[1]};
+    }
+    options.matmulStages = matmulStages;
+    options.matmulPrefetchFragments = matmulPrefetchFragments;
     KernelFactory kernels(module);
     mlir::SymbolTable symbols(module);
     symbols_ = &symbols;

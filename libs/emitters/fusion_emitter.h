@@ -26,6 +26,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,6 +45,12 @@ struct EmitterOptions {
   // that argument. Found before any call is emitted, while the mask's
   // writer is still a call (causalMaskWriter). Null: none known.
   const llvm::DenseMap<mlir::Operation *, unsigned> *causalMaskArguments = nullptr;
+  // Forced choices of the generated matmul kernel for matmul fusions (the
+  // pass's matmul-* options; zeros: chosen per product).
+  std::array<int64_t, 3> matmulBlockTile = {0, 0, 0};
+  std::array<int64_t, 2> matmulWarpTile = {0, 0};
+  int64_t matmulStages = 0;
+  bool matmulPrefetchFragments = true;
 };
 
 class FusionEmitter {

@@ -46,8 +46,13 @@ public:
       return mlir::failure();
     makeEpilogue(e, call);
     std::string name = kernelName(graph_);
+    GeneratedMatmulOptions forced;
+    forced.blockTile = options_.matmulBlockTile;
+    forced.warpTile = options_.matmulWarpTile;
+    forced.stages = options_.matmulStages;
+    forced.prefetchFragments = options_.matmulPrefetchFragments;
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), e.operands, e.accumulate,
-                                         e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, {},
+                                         e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, forced,
                                          rowCall_ ? &e.prologue : nullptr))) {
       mlir::LogicalResult refused =
           giveUp(e,

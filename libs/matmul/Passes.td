@@ -229,6 +229,12 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
            "Widest global load or store, in elements (0: 128 bits)">,
     Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
            "The tensor-core form stages K-slices by cp.async where both operands are read as vectors (false: through registers)">,
+    Option<"prefetchFragments", "prefetch-fragments", "bool", /*default=*/"true",
+           "The tensor-core form's cp.async pipeline loads the next K-step's fragments before the current step's "
+           "mma.sync (false: load, then multiply, each K-step)">,
+    ListOption<"warpTile", "warp-tile", "int64_t",
+               "The tensor-core form's warp tile M,N under a forced block tile (default: 64x32 for tiles of 128 "
+               "rows or more, else 32x32)">,
     Option<"stages", "stages", "int64_t", /*default=*/"0",
            "The tensor-core form's cp.async stages, at least 2 (0: chosen per product and device; staging through registers keeps two)">,
     Option<"testEpilogueKind", "test-epilogue", "std::string", /*default=*/"\"\"",

@@ -185,9 +185,15 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
         return module.emitError("mlpipe-generated-matmuls: thread-tile takes M,N"), signalPassFailure();
       options.threadTile = {threadTile[0], threadTile[1]};
     }
+    if (!warpTile.empty()) {
+      if (warpTile.size() != 2)
+        return module.emitError("mlpipe-generated-matmuls: warp-tile takes M,N"), signalPassFailure();
+      options.warpTile = {warpTile[0], warpTile[1]};
+    }
     options.splitK = splitK;
     options.vectorWidth = vectorWidth;
     options.asyncCopy = asyncCopy;
+    options.prefetchFragments = prefetchFragments;
     options.stages = stages;
 
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;

@@ -91,6 +91,14 @@ struct GeneratedMatmulOptions {
   // picks; at least 2, within the block's opt-in shared memory). Staging
   // through registers keeps its two.
   int64_t stages = 0;
+  // The tensor-core form's warp tile (M, N; multiples of 16 and 8) under a
+  // forced block tile (0: 64x32 where the block tile has 128 rows or more,
+  // else 32x32).
+  std::array<int64_t, 2> warpTile = {0, 0};
+  // The tensor-core form's cp.async pipeline loads the next mma K-step's
+  // fragments (across a stage's end: after its wait and barrier) before
+  // the current step's mma.sync (false: each K-step loads, then multiplies).
+  bool prefetchFragments = true;
 };
 
 // Builds the kernel (through `kernels`, named `name`) and launches it at the

@@ -129,14 +129,20 @@ constexpr int64_t kFewRowsBlockK = 128;
 // latency that three slices should already cover.
 constexpr int64_t kMaxAsyncStages = 4;
 // Registers a thread of the tensor-core form takes (ptxas, sm_90: 128 for
-// the 64x32 warp tile's 64 accumulators, fragments and addresses).
+// the 64x32 warp tile's 64 accumulators, fragments and addresses): at
+// least this many, and for larger warp tiles their accumulators and this
+// many besides for fragments and addresses.
 constexpr int64_t kTensorCoreRegisters = 128;
+constexpr int64_t kTensorCoreRegistersBesideAccumulators = 64;
+int64_t tensorCoreRegisters(int64_t accumulators) {
+  return std::max(kTensorCoreRegisters, accumulators + kTensorCoreRegistersBesideAccumulators);
+}
 // The stages stop where their shared memory would keep out a block the
 // register file still holds (two of 256 threads at kTensorCoreRegisters:
 // one block's barriers and waits are then covered by the other's mma.sync)
 // and the grid gives the SM. At least one block always fits.
-int64_t tensorCoreBlocksPerSm(int64_t threads, int64_t blocks, const DeviceDescription &device) {
-  int64_t byRegisters = device.registersPerSm / (kTensorCoreRegisters * threads);
+int64_t tensorCoreBlocksPerSm(int64_t threads, int64_t accumulators, int64_t blocks, const DeviceDescription &device) {
+  int64_t byRegisters = device.registersPerSm / (tensorCoreRegisters(accumulators) * threads);
   int64_t byThreads = device.maxThreadsPerSm / threads;
   int64_t given = llvm::divideCeilSigned(blocks, device.smCount);
   return std::max<int64_t>(1, std::min({byRegisters, byThreads, given}));
@@ -153,8 +159,9 @@ struct TensorCoreConfig {
   int64_t threads() const { return warps() * 32; }
   int64_t warpM() const { return blockM / warpsM; }
   int64_t warpN() const { return blockN / warpsN; }
-  int64_t tilesM() const { return warpM() / kMmaM; } // m16 tiles a warp
-  int64_t tilesN() const { return warpN() / kMmaN; } // n8 tiles a warp
+  int64_t tilesM() const { return warpM() / kMmaM; }               // m16 tiles a warp
+  int64_t tilesN() const { return warpN() / kMmaN; }               // n8 tiles a warp
+  int64_t accumulators() const { return tilesM() * tilesN() * 4; } // f32 of C a lane
   int64_t blocks(const Problem &p) const {
     return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN);
   }
@@ -209,7 +216,7 @@ mlir::FailureOr<Staging> chooseStaging(const TensorCoreConfig &c, const Problem 
                                        const LoadPlan &planB, const GeneratedMatmulOptions &options,
                                        const DeviceDescription &device, std::string &error) {
   Staging staging;
-  staging.blocksPerSm = tensorCoreBlocksPerSm(c.threads(), c.blocks(p), device);
+  staging.blocksPerSm = tensorCoreBlocksPerSm(c.threads(), c.accumulators(), c.blocks(p), device);
   // cp.async copies 4, 8 or 16 bytes: vectors of at least two elements;
   // every thread copies the same number of them (its copies are then one
   // group of tokens, with no thread left out).
@@ -267,8 +274,16 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     c.blockM = options.blockTile[0];
     c.blockN = options.blockTile[1];
     c.blockK = options.blockTile[2] > 0 ? options.blockTile[2] : kTensorCoreBlockK;
-    c.warpsM = std::max<int64_t>(1, c.blockM / (c.blockM >= 128 ? 64 : 32));
-    c.warpsN = std::max<int64_t>(1, c.blockN / 32);
+    // A forced warp tile must divide the block tile.
+    const bool forcedWarp = options.warpTile[0] > 0;
+    int64_t warpM = forcedWarp ? options.warpTile[0] : (c.blockM >= 128 ? 64 : 32);
+    int64_t warpN = forcedWarp ? options.warpTile[1] : 32;
+    if (forcedWarp && (warpN <= 0 || c.blockM % warpM != 0 || c.blockN % warpN != 0)) {
+      error = "the block tile must be whole warp tiles";
+      return mlir::failure();
+    }
+    c.warpsM = std::max<int64_t>(1, c.blockM / warpM);
+    c.warpsN = std::max<int64_t>(1, c.blockN / warpN);
     error = checkTensorCore(c, p, device);
     if (!error.empty())
       return mlir::failure();
@@ -320,9 +335,9 @@ struct OperandTile {
 class TensorCoreBody {
 public:
   TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
-                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB)
-      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), storage(p.storage),
-        f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
+                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB, bool prefetch)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), prefetch(prefetch),
+        storage(p.storage), f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
         c(f.getArgument(2), bytesOfElement(p.cType)) {
     tileA.matrix = &a;
     tileA.isA = true;
@@ -339,6 +354,11 @@ public:
   }
 
   void build(int64_t widthCAllowed) {
+    // The registers a thread may take: as many as leave room for the
+    // blocks the stages were sized for (prefetched fragments would
+    // otherwise take a second block's share).
+    if (staging.blocksPerSm > 1)
+      f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(staging.blocksPerSm)));
     for (unsigned i = 3; i < f.getNumArguments(); ++i)
       epilogueOperands.push_back(f.getArgument(i));
     placeShared();
@@ -346,7 +366,9 @@ public:
     placeSlots(tileA);
     placeSlots(tileB);
     mlir::scf::ForOp loop;
-    if (staging.async) {
+    if (staging.async && prefetch) {
+      loop = prefetchingPipeline();
+    } else if (staging.async) {
       loop = asyncPipeline();
     } else {
       stageFirstSlice();
@@ -535,6 +557,53 @@ private:
     return loop;
   }
 
+  // The same pipeline with each mma K-step's fragments loaded one K-step
+  // ahead, carried through the loop with the accumulators: while step s
+  // multiplies, step s+1's ldmatrix are in flight; at a stage's last
+  // K-step, the wait and barrier for the next stage come first, then its
+  // first fragments, then the last step's mma.sync, so that the barrier
+  // and the first ldmatrix overlap the tensor cores' work. Slice t+stages-1
+  // is copied at the top of step t into the stage step t-1 read: every
+  // read of it came before the barrier that ended step t-1.
+  mlir::scf::ForOp prefetchingPipeline() {
+    const int64_t stages = staging.stages, kSteps = cfg.blockK / kMmaK;
+    const int64_t totalSteps = llvm::divideCeilSigned(p.k, cfg.blockK);
+    const int64_t accumulators = cfg.accumulators();
+    Value group;
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      group = copySlices(ix.c(std::min(s, totalSteps - 1)), ix.c(s));
+    auto waitForSlice = [&](Value pending) {
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, pending, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
+      mlir::gpu::BarrierOp::create(b, loc);
+    };
+    waitForSlice(group);
+    llvm::SmallVector<Value> init(accumulators, zeroScalar(ix, f32));
+    llvm::append_range(init, loadFragments(ix.c(0), 0).flat());
+    mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> carried) {
+      llvm::SmallVector<Value> acc(carried.begin(), carried.begin() + accumulators);
+      Fragments current = Fragments::of(cfg, llvm::ArrayRef(carried).drop_front(accumulators));
+      Value ahead = ix.add(step, stages - 1);
+      Value issued = copySlices(ix.min(ahead, totalSteps - 1), ix.rem(ahead, stages));
+      Value stage = ix.rem(step, stages);
+      for (int64_t s = 0; s < kSteps; ++s) {
+        Fragments next;
+        if (s + 1 < kSteps) {
+          next = loadFragments(stage, s + 1);
+        } else {
+          waitForSlice(issued);
+          next = loadFragments(ix.rem(ix.add(step, 1), stages), 0);
+        }
+        multiply(current, acc);
+        current = std::move(next);
+      }
+      llvm::append_range(acc, current.flat());
+      return acc;
+    });
+    // No copy outlives the kernel.
+    mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
+    return loop;
+  }
+
   // One vector of the operand at (outer, k), zero where k is past K.
   Value loadVector(OperandTile &tile, Value outer, Value k, bool alongK) {
     const int64_t width = tile.plan.width;
@@ -642,30 +711,58 @@ private:
       acc[i] = mlir::LLVM::ExtractValueOp::create(b, loc, d, llvm::ArrayRef<int64_t>{i});
   }
 
-  // One K-slice's products from shared stage `stage`. acc[(i * tilesN + j)
-  // * 4 + r]: m16 tile i, n8 tile j, register r.
-  llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
-    const int64_t tilesM = cfg.tilesM(), tilesN = cfg.tilesN();
-    for (int64_t s = 0; s < cfg.blockK / kMmaK; ++s) {
-      // A: one ldmatrix.x4 a m16 tile.
-      llvm::SmallVector<llvm::SmallVector<Value>> fragmentsA;
-      for (int64_t i = 0; i < tilesM; ++i)
-        fragmentsA.push_back(
-            loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kMmaK), 4));
-      // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone).
-      llvm::SmallVector<llvm::SmallVector<Value>> fragmentsB;
-      for (int64_t j = 0; j < tilesN; j += 2) {
-        int64_t count = j + 1 < tilesN ? 4 : 2;
-        llvm::SmallVector<Value> registers =
-            loadMatrices(tileB, stage, ix.add(tileB.laneOuter, j * kMmaN), ix.add(tileB.laneK, s * kMmaK), count);
-        fragmentsB.push_back({registers[0], registers[1]});
-        if (count == 4)
-          fragmentsB.push_back({registers[2], registers[3]});
-      }
-      for (int64_t i = 0; i < tilesM; ++i)
-        for (int64_t j = 0; j < tilesN; ++j)
-          mma(fragmentsA[i], fragmentsB[j], &acc[(i * tilesN + j) * 4]);
+  // One mma K-step's fragments: of A, four registers a m16 tile; of B, two
+  // an n8 tile. flat() and of() pass them through a loop's carried values.
+  struct Fragments {
+    llvm::SmallVector<llvm::SmallVector<Value>> a, b;
+    llvm::SmallVector<Value> flat() const {
+      llvm::SmallVector<Value> values;
+      for (const auto &registers : a)
+        llvm::append_range(values, registers);
+      for (const auto &registers : b)
+        llvm::append_range(values, registers);
+      return values;
     }
+    static Fragments of(const TensorCoreConfig &cfg, llvm::ArrayRef<Value> values) {
+      Fragments f;
+      for (int64_t i = 0; i < cfg.tilesM(); ++i, values = values.drop_front(4))
+        f.a.emplace_back(values.take_front(4));
+      for (int64_t j = 0; j < cfg.tilesN(); ++j, values = values.drop_front(2))
+        f.b.emplace_back(values.take_front(2));
+      return f;
+    }
+  };
+
+  // The fragments of mma K-step `s` of shared stage `stage`.
+  Fragments loadFragments(Value stage, int64_t s) {
+    Fragments f;
+    // A: one ldmatrix.x4 a m16 tile.
+    for (int64_t i = 0; i < cfg.tilesM(); ++i)
+      f.a.push_back(loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kMmaK), 4));
+    // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone).
+    for (int64_t j = 0; j < cfg.tilesN(); j += 2) {
+      int64_t count = j + 1 < cfg.tilesN() ? 4 : 2;
+      llvm::SmallVector<Value> registers =
+          loadMatrices(tileB, stage, ix.add(tileB.laneOuter, j * kMmaN), ix.add(tileB.laneK, s * kMmaK), count);
+      f.b.push_back({registers[0], registers[1]});
+      if (count == 4)
+        f.b.push_back({registers[2], registers[3]});
+    }
+    return f;
+  }
+
+  // acc += the K-step's products. acc[(i * tilesN + j) * 4 + r]: m16 tile
+  // i, n8 tile j, register r.
+  void multiply(const Fragments &f, llvm::SmallVectorImpl<Value> &acc) {
+    for (int64_t i = 0; i < cfg.tilesM(); ++i)
+      for (int64_t j = 0; j < cfg.tilesN(); ++j)
+        mma(f.a[i], f.b[j], &acc[(i * cfg.tilesN() + j) * 4]);
+  }
+
+  // One K-slice's products from shared stage `stage`.
+  llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
+    for (int64_t s = 0; s < cfg.blockK / kMmaK; ++s)
+      multiply(loadFragments(stage, s), acc);
     return acc;
   }
 
@@ -742,6 +839,7 @@ private:
   const Problem &p;
   const TensorCoreConfig &cfg;
   const Staging &staging;
+  bool prefetch;
   mlir::Type storage, f32;
   int64_t eb;
   Matrix a, bm, c;
@@ -801,11 +899,15 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
                                           ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
                                     : std::string("through registers"))
                   << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
-                  << " an SM\n");
+                  << " an SM"
+                  << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
+                                                                        : ", fragments loaded with their K-step")
+                                    : "")
+                  << "\n");
   return launchProduct(
       launch, p, /*splits=*/1, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-        TensorCoreBody(b, f, p, cfg, staging, planA, planB).build(widthC);
+        TensorCoreBody(b, f, p, cfg, staging, planA, planB, launch.options.prefetchFragments).build(widthC);
         return mlir::success();
       },
       sharedBytes);

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The generated tensor-core matmul under several option sets, each timed
+# beside cuBLASLt on the same product in the same run: which tile, K-slice
+# and stage count a product wants. On the GPU host:
+#   source .device/setup.sh && bench/scripts/sweep-matmul.sh DTYPE MxKxN [OPTIONS...]
+# Each OPTIONS is one set of mlpipe-generated-matmuls options (e.g.
+# 'block-tile=128,128,64 stages=3'); '' is the default choice. Prints one
+# line per set: median µs over 200 graph replays, TFLOP/s, and the ratio
+# of cuBLASLt's time to it (1.0: as fast as cuBLASLt).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+on_the_gpu_host sweep-matmul
+dtype=${1:-bf16} shape=${2:-1024x768x3072}
+shift $(($# < 2 ? $# : 2))
+sets=("$@")
+[[ ${#sets[@]} -gt 0 ]] || sets=("")
+IFS=x read -r m k n <<<"$shape"
+work=$(mktemp -d)
+verify matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" --target cpu --save "$work/data" >/dev/null
+inputs=(--input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy")
+trace matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" | fuse | bufferize >"$work/buffers.mlir"
+# Median µs of a lowered module's run (run prints "median ... ms").
+time_of() { run "$1" "${inputs[@]}" --repeat 200 | sed -n 's/.*median[^0-9]*\([0-9.]*\) *ms.*/\1/p' | head -1; }
+outline --matmul cublas <"$work/buffers.mlir" | lower-nvvm -o "$work/cublas.mlir"
+cublas=$(time_of "$work/cublas.mlir")
+flops=$((2 * m * k * n))
+awk -v d="$dtype" -v s="$shape" -v t="$cublas" -v f=$flops \
+  'BEGIN { printf "%s %s: cuBLASLt %.1f us (%.0f TFLOP/s)\n", d, s, t * 1000, f / (t * 1e-3) / 1e12 }'
+for set in "${sets[@]}"; do
+  # A matmul with an epilogue (a 16-bit C: f32 rounded) is a matmul fusion,
+  # emitted by mlpipe-emit-fusions: its block-tile, warp-tile and stages go there too.
+  fused=""
+  for word in $set; do
+    if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* ]]; then fused+=" matmul-$word"; fi
+  done
+  sed -e "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip} $set}/" \
+    -e "s/mlpipe-emit-fusions{chip={chip}}/mlpipe-emit-fusions{chip={chip}$fused}/" \
+    pipelines/outline.pipeline >"$work/outline.pipeline"
+  if ! outline --matmul generated --pipeline "$work/outline.pipeline" <"$work/buffers.mlir" |
+    lower-nvvm -o "$work/generated.mlir" 2>"$work/error"; then
+    printf '  %-40s failed: %s\n' "${set:-default}" "$(head -1 "$work/error")"
+    continue
+  fi
+  t=$(time_of "$work/generated.mlir")
+  awk -v o="${set:-default}" -v t="$t" -v c="$cublas" -v f=$flops \
+    'BEGIN { printf "  %-40s %7.1f us %5.0f TFLOP/s %5.2fx cuBLASLt\n", o, t * 1000, f / (t * 1e-3) / 1e12, c / t }'
+done
