@@ -29,6 +29,10 @@ config.environment["PATH"] = os.pathsep.join(path)
 for variable in ["HOME", "CUDA_HOME", "LD_LIBRARY_PATH", "MLPIPE_TOKENIZER_DIR"]:
     if variable in os.environ:
         config.environment[variable] = os.environ[variable]
+# OpenBLAS starts a thread a core, which spin while they wait for work;
+# the tests already run several processes a core (ctest -j, lit -j), and
+# their matrices are small.
+config.environment["OPENBLAS_NUM_THREADS"] = os.environ.get("OPENBLAS_NUM_THREADS", "1")
 
 config.substitutions.append(("%testdata", os.path.join(config.mlpipe_source_dir, "testdata")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
