@@ -727,9 +727,8 @@ def async_copy(op, args, thread):
         if (source * src.element_bytes) % (count * src.element_bytes) != 0:
             raise SimError("line %d: cp.async source at element %d is not %d-byte aligned" %
                            (op.line, source, count * src.element_bytes))
-        for j in range(present):
-            access(thread, src, source + j, op, "read")
-            values[j] = src.buf.data[source + j]
+        access_range(thread, src, source, present, op, "read")
+        values[:present] = src.buf.data[source:source + present]
     thread.pending.append((dst, base, values, op))
     return "token"
 
@@ -741,9 +740,8 @@ def async_wait(op, thread):
     keep = 0 if keep is None else keep
     while len(thread.groups) > keep:
         for dst, base, values, copy in thread.groups.pop(0):
-            for j, value in enumerate(values):
-                access(thread, dst, base + j, copy, "write")
-                dst.buf.data[base + j] = value
+            access_range(thread, dst, base, len(values), copy, "write")
+            dst.buf.data[base:base + len(values)] = values
 
 
 def maximumf(a, b):
