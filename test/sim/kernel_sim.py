@@ -727,9 +727,8 @@ def async_copy(op, args, thread):
         if (source * src.element_bytes) % (count * src.element_bytes) != 0:
             raise SimError("line %d: cp.async source at element %d is not %d-byte aligned" %
                            (op.line, source, count * src.element_bytes))
-        for j in range(present):
-            access(thread, src, source + j, op, "read")
-            values[j] = src.buf.data[source + j]
+        access_range(thread, src, source, present, op, "read")
+        values[:present] = src.buf.data[source:source + present]
     thread.pending.append((dst, base, values, op))
     return "token"
 
@@ -741,9 +740,8 @@ def async_wait(op, thread):
     keep = 0 if keep is None else keep
     while len(thread.groups) > keep:
         for dst, base, values, copy in thread.groups.pop(0):
-            for j, value in enumerate(values):
-                access(thread, dst, base + j, copy, "write")
-                dst.buf.data[base + j] = value
+            access_range(thread, dst, base, len(values), copy, "write")
+            dst.buf.data[base:base + len(values)] = values
 
 
 def maximumf(a, b):
@@ -1097,6 +1095,8 @@ CALLS = {"arith.maximumf": "maximumf", "arith.maxnumf": "maxnumf", "arith.minimu
 class KernelCompiler:
     def __init__(self):
         self.names = {}  # SSA name -> Python local
+        self.locals = 0  # the locals named so far: v0, v1, ...
+        self.free = []  # locals whose values are dead, for the next values
         self.namespace = {"execute": execute, "SimError": SimError, "math": math, "maximumf": maximumf,
                           "maxnumf": maxnumf, "minimumf": minimumf, "minnumf": minnumf, "exp": exp, "exp2": exp2,
                           "memref_load": memref_load, "memref_store": memref_store,
@@ -1107,7 +1107,12 @@ class KernelCompiler:
     def var(self, name):
         local = self.names.get(name)
         if local is None:
-            local = self.names[name] = "v%d" % len(self.names)
+            if self.free:
+                local = self.free.pop()
+            else:
+                local = "v%d" % self.locals
+                self.locals += 1
+            self.names[name] = local
         return local
 
     def constant(self, value):
@@ -1153,12 +1158,37 @@ class KernelCompiler:
         return self.namespace["body"]
 
     def block(self, block, depth, targets):
-        """Emits a block's ops; its scf.yield assigns `targets`."""
+        """Emits a block's ops; its scf.yield assigns `targets`. A value
+        the block defines gives its local to later values after its last
+        use (within the block, or inside a region of an op of it): a
+        kernel's frame stays small. Each thread's generator starts as a
+        copy of it, and CPython allocates, and frees, a chunk of its frame
+        stack for every frame over 16 KiB: a millisecond or so a thread."""
         start = len(self.lines)
-        for op in block.ops:
+        defined = {name: -1 for name, _ in block.args if name in self.names}
+        last = {}
+        for k, op in enumerate(block.ops):
+            for name in used_values(op):
+                if name in defined:
+                    last[name] = k
+            for name in op.results:
+                defined[name] = k
+        dying = {}
+        for name, k in defined.items():
+            dying.setdefault(last.get(name, max(k, 0)), []).append(name)
+        for name in dying.pop(-1, []):
+            self.release(name)
+        for k, op in enumerate(block.ops):
             self.op(op, depth, targets)
+            for name in dying.get(k, []):
+                self.release(name)
         if len(self.lines) == start:
             self.emit(depth, "pass")
+
+    def release(self, name):
+        local = self.names.pop(name, None)
+        if local is not None:
+            self.free.append(local)
 
     def op(self, op, depth, targets):
         name = op.name
@@ -1323,6 +1353,16 @@ class KernelCompiler:
 
 
 CMP_OPERATOR = {0: "==", 1: "!=", 2: "<", 3: "<=", 4: ">", 5: ">=", 6: "<", 7: "<=", 8: ">", 9: ">="}
+
+
+def used_values(op):
+    """The values an op reads, in its regions too."""
+    names = list(op.operands)
+    for region in op.regions:
+        for block in region:
+            for inner in block.ops:
+                names += used_values(inner)
+    return names
 
 
 def small_integers(names, bits):
