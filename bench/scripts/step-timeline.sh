@@ -6,7 +6,8 @@
 # The second is what the kernel adds to the step. On the GPU host (after
 # ci/pack-device.sh; source .device/setup.sh first):
 #   bench/scripts/step-timeline.sh [MODE] [TOKENS] [FLAG...]
-#     (fused or sublayer; 4 tokens; flags for generate, e.g. --no-graphs)
+#     (fused or sublayer; 4 tokens; flags for generate, e.g. --no-graphs, or
+#      --prompts FILE for a batched step)
 # Builds bench/scripts/kernel-timeline.cpp against the toolkit's CUPTI.
 # Output in $OUT (or /tmp/mlpipe-step-timeline): the CSV of every kernel and
 # the table.
@@ -32,7 +33,10 @@ for record in "CUpti_ActivityKernel10 CUpti_ActivityMemcpy6" "CUpti_ActivityKern
   fi
 done
 [[ -f $library ]] || { cat "$out/build.log" >&2; exit 1; }
-generate=(generate "Hello there" --tokens "$tokens" --mode "$mode" --target gpu --config 124M --weights synthetic ${flags[@]+"${flags[@]}"})
+# A batched step (flags with --prompts FILE) takes its prompts from the file.
+prompt=("Hello there")
+[[ " ${flags[*]-} " == *" --prompts "* ]] && prompt=()
+generate=(generate ${prompt[@]+"${prompt[@]}"} --tokens "$tokens" --mode "$mode" --target gpu --config 124M --weights synthetic ${flags[@]+"${flags[@]}"})
 "${generate[@]}" >/dev/null # compiles outside the trace
 MLPIPE_TIMELINE_CSV=$out/kernels-$mode.csv CUDA_INJECTION64_PATH=$library "${generate[@]}" >/dev/null
 python3 - "$out/kernels-$mode.csv" <<'PY' | tee "$out/step-timeline-$mode.txt"

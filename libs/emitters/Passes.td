@@ -99,7 +99,7 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     ListOption<"matmulWarpTile", "matmul-warp-tile", "int64_t",
                "The tensor-core form's warp tile M,N under matmul-block-tile (as mlpipe-generated-matmuls' "
                "warp-tile)">,
-    Option<"matmulPrefetchFragments", "matmul-prefetch-fragments", "bool", /*default=*/"true",
+    Option<"matmulPrefetchFragments", "matmul-prefetch-fragments", "bool", /*default=*/"false",
            "As mlpipe-generated-matmuls' prefetch-fragments, for every matmul fusion">,
     Option<"matmulStages", "matmul-stages", "int64_t", /*default=*/"0",
            "The tensor-core form's cp.async stages for every matmul fusion (0: chosen per product; as "

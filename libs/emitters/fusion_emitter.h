@@ -50,7 +50,7 @@ struct EmitterOptions {
   std::array<int64_t, 3> matmulBlockTile = {0, 0, 0};
   std::array<int64_t, 2> matmulWarpTile = {0, 0};
   int64_t matmulStages = 0;
-  bool matmulPrefetchFragments = true;
+  bool matmulPrefetchFragments = false;
 };
 
 class FusionEmitter {

@@ -229,7 +229,7 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
            "Widest global load or store, in elements (0: 128 bits)">,
     Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
            "The tensor-core form stages K-slices by cp.async where both operands are read as vectors (false: through registers)">,
-    Option<"prefetchFragments", "prefetch-fragments", "bool", /*default=*/"true",
+    Option<"prefetchFragments", "prefetch-fragments", "bool", /*default=*/"false",
            "The tensor-core form's cp.async pipeline loads the next K-step's fragments before the current step's "
            "mma.sync (false: load, then multiply, each K-step)">,
     ListOption<"warpTile", "warp-tile", "int64_t",

@@ -97,8 +97,10 @@ struct GeneratedMatmulOptions {
   std::array<int64_t, 2> warpTile = {0, 0};
   // The tensor-core form's cp.async pipeline loads the next mma K-step's
   // fragments (across a stage's end: after its wait and barrier) before
-  // the current step's mma.sync (false: each K-step loads, then multiplies).
-  bool prefetchFragments = true;
+  // the current step's mma.sync (false: each K-step loads, then
+  // multiplies). Off by default until timed: on c_fc it takes 8 bytes of
+  // spills at the 128 registers two blocks an SM allow.
+  bool prefetchFragments = false;
 };
 
 // Builds the kernel (through `kernels`, named `name`) and launches it at the

@@ -1,8 +1,8 @@
 // The generated matmul's tensor-core form on GPT-2's 16-bit products: the
 // kernel's structure, the choices --debug-only=mlpipe-emitters prints, and
 // PTX that ptxas assembles for sm_80 and sm_90 (bf16 and f16 mma.sync).
-// RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=prefetch-fragments=false --cse | FileCheck %s
-// RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls --cse | FileCheck %s --check-prefix=PREFETCH
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls --cse | FileCheck %s
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=prefetch-fragments=true --cse | FileCheck %s --check-prefix=PREFETCH
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=async-copy=false --cse | FileCheck %s --check-prefix=REG
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls --debug-only=mlpipe-emitters -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHOICE
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls=chip=sm_80 | lower-nvvm --chip sm_80 | ptx-check --chip sm_80 | FileCheck %s --check-prefix=PTX80
@@ -52,7 +52,7 @@
 // CHECK: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
 // CHECK: vector.store %{{.*}}, %[[C]][{{.*}}] {alignment = 8 : i64} : memref<1024x3072xf32>, vector<2xf32>
 
-// By default (the CHECK lines above: prefetch-fragments=false), each K-step's
+// With prefetch-fragments=true, each K-step's
 // fragments are loaded a step ahead and carried through the loop beside
 // the accumulators (64 f32, then 16 A and 8 B registers as i32): the first
 // K-step's before the loop, after the first slice has landed; in the loop,
@@ -61,8 +61,8 @@
 // first fragments before K-step 1's 16.
 // PREFETCH-LABEL: func.func @c_fc
 // PREFETCH: %[[SA:.*]] = memref.view {{.*}} to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
-// PREFETCH: %[[GROUP:.*]] = nvgpu.device_async_create_group
-// PREFETCH-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 2 : i32}
+// PREFETCH-COUNT-3: nvgpu.device_async_create_group
+// PREFETCH-NEXT: nvgpu.device_async_wait %[[GROUP:[0-9]+]] {numGroups = 2 : i32}
 // PREFETCH-NEXT: gpu.barrier
 // PREFETCH-COUNT-4: nvgpu.ldmatrix %[[SA]]
 // PREFETCH: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> ({{(f32, )+(i32, )+}}i32) {
