@@ -35,16 +35,6 @@ constexpr int64_t kGroupsPerThread = 4;
 // A grid-stride loop needs only enough blocks to fill every SM this many
 // times over; more only adds scheduling.
 constexpr int64_t kWavesOfBlocks = 4;
-// A grid of more blocks than are resident at once runs in waves; a last
-// wave filled this little leaves most SMs idle at the end (a bf16 gelu of
-// 3072x4096 at kGroupsPerThread: 1536 blocks, 1.45 waves of 1056 on an
-// H200). While it fills less, a thread takes half the groups (twice the
-// blocks: 2.9 waves), down to one group.
-constexpr double kMinLastWaveFill = 0.75;
-double lastWaveFill(int64_t blocks, int64_t residentBlocks) {
-  int64_t rest = blocks % residentBlocks;
-  return rest == 0 ? 1.0 : static_cast<double>(rest) / static_cast<double>(residentBlocks);
-}
 
 class LoopEmitter final : public FusionEmitter {
 public:
@@ -105,15 +95,8 @@ private:
     // Unroll only when there is work enough to give every resident thread
     // all its groups.
     perThread_ = groups_ >= residentBlocks * threads_ * kGroupsPerThread ? kGroupsPerThread : 1;
-    auto blocksFor = [&](int64_t perThread) {
-      return std::max<int64_t>(
-          1, std::min(llvm::divideCeilSigned(groups_, threads_ * perThread), kWavesOfBlocks * residentBlocks));
-    };
-    blocks_ = blocksFor(perThread_);
-    while (perThread_ > 1 && blocks_ > residentBlocks && lastWaveFill(blocks_, residentBlocks) < kMinLastWaveFill) {
-      perThread_ /= 2;
-      blocks_ = blocksFor(perThread_);
-    }
+    blocks_ = std::min(llvm::divideCeilSigned(groups_, threads_ * perThread_), kWavesOfBlocks * residentBlocks);
+    blocks_ = std::max<int64_t>(blocks_, 1);
     gridThreads_ = blocks_ * threads_;
     stride_ = gridThreads_ * perThread_;
     fullSteps_ = groups_ / stride_;

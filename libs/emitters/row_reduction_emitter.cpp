@@ -42,25 +42,8 @@ namespace mlpipe::emitters {
 namespace {
 
 // Elements of its row slice a lane may hold in registers: beyond this the
-// register file would spill (a lane also holds the epilogue's values); or
-// bytes, where that gives more elements (a 16-bit row: 64 elements, the
-// bytes of 32 in f32).
+// register file would spill (a lane also holds the epilogue's values).
 constexpr int64_t kMaxRowElementsPerLane = 32;
-constexpr int64_t kMaxRowBytesPerLane = 128;
-int64_t maxRowElementsPerLane(int64_t elementBytes) {
-  return std::max(kMaxRowElementsPerLane, kMaxRowBytesPerLane / elementBytes);
-}
-// A long 16-bit row (more chunks than a warp has lanes) starts from half a
-// warp of lanes, two rows a warp: each lane then has as many bytes of
-// loads in flight as a lane of an f32 row (a warp's lanes would hold half
-// the bytes and leave the SM half the bytes in flight).
-constexpr int64_t kSixteenBitElementBytes = 2;
-int64_t fewestLanesForLongRow(int64_t warp, int64_t elementBytes) {
-  return elementBytes == kSixteenBitElementBytes ? warp / 2 : warp;
-}
-int64_t bytesOfElement(mlir::Type element) {
-  return element.isIntOrFloat() ? std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8) : 8;
-}
 // Threads per block when one block holds several rows.
 constexpr int64_t kThreadsPerBlock = 256;
 // Blocks per SM a grid of short rows should at least have: with fewer, some
@@ -98,25 +81,21 @@ public:
     // allows it (a chunk never straddles two rows).
     mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
     width_ = vectorWidthFor(elementType, graph_, options_);
-    // The bytes of an element as stored (a 16-bit row's reduction computes
-    // in f32): those of the narrowest argument, which set the vector width.
-    const int64_t elementBytes = std::min(bytesOfElement(elementType), options_.vectorBytes / width_);
     while (width_ > 1 && reducedShape_.back() % width_ != 0)
       width_ /= 2;
     chunks_ = columns_ / width_;
-    const int64_t maxPerLane = maxRowElementsPerLane(elementBytes);
     // G: the fewest lanes that keep a lane's slice within the registers it
-    // may use, a warp at least (half a warp for 16-bit elements:
-    // fewestLanesForLongRow) unless the row is shorter, at most a block.
+    // may use, a warp at least unless the row is shorter, at most a block.
     if (chunks_ <= warp) {
       lanes_ = nextPowerOfTwo(chunks_);
     } else {
-      lanes_ = fewestLanesForLongRow(warp, elementBytes);
-      while (llvm::divideCeilSigned(chunks_, lanes_) * width_ > maxPerLane && lanes_ < device.maxThreadsPerBlock)
+      lanes_ = warp;
+      while (llvm::divideCeilSigned(chunks_, lanes_) * width_ > kMaxRowElementsPerLane &&
+             lanes_ < device.maxThreadsPerBlock)
         lanes_ *= 2;
     }
     perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
-    inRegisters_ = perLane_ * width_ <= maxPerLane;
+    inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     // A block of one row when the row needs more than a warp; else several
     // rows share a block.
     int64_t threadsForEnoughBlocks =
@@ -192,7 +171,7 @@ public:
     chunks_ = columns_ / width_;
     lanes_ = threads;
     perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
-    inRegisters_ = perLane_ * width_ <= maxRowElementsPerLane(bytesOfElement(elementType));
+    inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
     if (!inRegisters_)
       return why = "a row too long for the block's registers", mlir::failure();
     threads_ = threads;
