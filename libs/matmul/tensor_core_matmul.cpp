@@ -89,17 +89,22 @@ constexpr int64_t kLanesPerRow = 4;
 constexpr int64_t kTensorCoreBlockK = 32;
 // Each shared row is padded by 16 bytes (see above).
 constexpr int64_t kTensorCorePadBytes = 16;
-// A block fills an SM's issue slots with 8 warps (two per scheduler); each
-// warp's 64x32 tile is 4x4 mma tiles, 64 accumulators a lane, enough
-// independent mma.sync to cover their latency.
+// A block's warps each own a tile of C: a 64x64 warp tile is 4x8 mma
+// tiles, 128 accumulators a lane, 32 independent mma.sync a K-step for 8
+// ldmatrix.x4 (a 64x32 tile: 16 for 6). The warps issue so little else
+// that this ILP, not more warps, keeps the tensor pipe fed: on the H200,
+// 1024x768x3072 in bf16 with 128x128 tiles took 24.2 us in 4 warps of
+// 64x64 against 28.8 us in 8 warps of 64x32 (2026-12-03, L2 warm,
+// bench/scripts/sweep-matmul.sh; the profile of the 8-warp form issued
+// one instruction every 5 cycles a scheduler).
 struct TensorCoreShape {
   int64_t blockM, blockN, warpsM, warpsN;
 };
-// The candidates, largest first: 128x128 (8 warps of 64x32) reads the
+// The candidates, largest first: 128x128 (4 warps of 64x64) reads the
 // fewest bytes per FLOP; 64x128 and 64x64 (warps of 32x32) where the large
 // tile leaves SMs idle (GPT-2's 1024x768 products: 48 tiles of 128x128 on
 // 132 SMs).
-constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 4}, {64, 128, 2, 4}, {64, 64, 2, 2}}};
+constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 2}, {64, 128, 2, 4}, {64, 64, 2, 2}}};
 // The largest candidate whose grid gives every SM at least this many
 // blocks is taken; the smallest where none does.
 constexpr int64_t kTensorCoreMinBlocksPerSm = 1;

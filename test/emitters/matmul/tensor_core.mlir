@@ -9,8 +9,8 @@
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls | lower-nvvm --chip sm_90 | ptx-check --chip sm_90 | FileCheck %s --check-prefix=PTX90
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls | lower-nvvm --chip sm_90 | FileCheck %s --check-prefix=MMA
 
-// c_fc at T = 1024 in bf16, C in f32: 128x128 blocks of 8 warps (2x4, each
-// 64x32: 4x4 mma tiles, 64 f32 accumulators a lane), K in slices of 32.
+// c_fc at T = 1024 in bf16, C in f32: 128x128 blocks of 4 warps (2x2, each
+// 64x64: 4x8 mma tiles, 128 f32 accumulators a lane), K in slices of 32.
 // Both operands are read as 128-bit vectors, so slices go to shared
 // memory by cp.async, four stages (74 KiB of dynamic shared memory, its
 // size passed at launch; two blocks an SM still fit): A along K into
@@ -19,34 +19,34 @@
 // Slices 0-2 are issued first, a group each; at step t, once slice t has
 // landed (at most two groups pending) and a barrier, slice t+3 is issued,
 // then slice t is multiplied. Fragments by ldmatrix.x4 (per 16 of K, one for each of the
-// warp's 4 m16 tiles, one for each pair of its 4 n8 tiles, B's transposed
+// warp's 4 m16 tiles, one for each pair of its 8 n8 tiles, B's transposed
 // by .trans), bf16 pairs as i32.
 // CHECK-LABEL: func.func @c_fc
 // CHECK-NOT: linalg.
-// CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c75776_i32 args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
-// CHECK: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c75776_i32 args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
+// CHECK: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) kernel attributes {known_block_size = array<i32: 128, 1, 1>
 // CHECK: %[[SHARED:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
 // CHECK: %[[SA:.*]] = memref.view %[[SHARED]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[SB:.*]] = memref.view %[[SHARED]][%c40960][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c0, {{.*}}], 8 {bypassL1} : memref<768x3072xbf16> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c0, {{.*}}], 8 {bypassL1} : memref<768x3072xbf16> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c1, {{.*}}]
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c1, {{.*}}]
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c1, {{.*}}]
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c1, {{.*}}]
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c2, {{.*}}]
-// CHECK-COUNT-2: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c2, {{.*}}]
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c2, {{.*}}]
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c2, {{.*}}]
 // CHECK: %[[GROUP:.*]] = nvgpu.device_async_create_group
 // CHECK: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
 // CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 2 : i32}
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-4: nvgpu.device_async_copy
+// CHECK-COUNT-8: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
 // CHECK-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<4x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// CHECK-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = true} : memref<4x32x136xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = true} : memref<4x32x136xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK: %[[PAIR:.*]] = vector.extract %{{.*}}[3] : vector<2xbf16> from vector<4x2xbf16>
 // CHECK: llvm.bitcast %[[PAIR]] : vector<2xbf16> to i32
-// CHECK-COUNT-32: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-64: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
 // CHECK: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
@@ -54,11 +54,11 @@
 
 // With prefetch-fragments=true, each K-step's
 // fragments are loaded a step ahead and carried through the loop beside
-// the accumulators (64 f32, then 16 A and 8 B registers as i32): the first
+// the accumulators (128 f32, then 16 A and 16 B registers as i32): the first
 // K-step's before the loop, after the first slice has landed; in the loop,
-// slice t+3 issued, K-step 1's fragments loaded before K-step 0's 16
+// slice t+3 issued, K-step 1's fragments loaded before K-step 0's 32
 // mma.sync, then the wait for slice t+1, a barrier and the next stage's
-// first fragments before K-step 1's 16.
+// first fragments before K-step 1's 32.
 // PREFETCH-LABEL: func.func @c_fc
 // PREFETCH: %[[SA:.*]] = memref.view {{.*}} to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
 // PREFETCH-COUNT-3: nvgpu.device_async_create_group
@@ -66,15 +66,15 @@
 // PREFETCH-NEXT: gpu.barrier
 // PREFETCH-COUNT-4: nvgpu.ldmatrix %[[SA]]
 // PREFETCH: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> ({{(f32, )+(i32, )+}}i32) {
-// PREFETCH-COUNT-4: nvgpu.device_async_copy
+// PREFETCH-COUNT-8: nvgpu.device_async_copy
 // PREFETCH: %[[ISSUED:.*]] = nvgpu.device_async_create_group
-// PREFETCH-COUNT-6: nvgpu.ldmatrix
-// PREFETCH-COUNT-16: nvvm.mma.sync
+// PREFETCH-COUNT-8: nvgpu.ldmatrix
+// PREFETCH-COUNT-32: nvvm.mma.sync
 // PREFETCH-NOT: nvvm.mma.sync
 // PREFETCH: nvgpu.device_async_wait %[[ISSUED]] {numGroups = 2 : i32}
 // PREFETCH-NEXT: gpu.barrier
-// PREFETCH-COUNT-6: nvgpu.ldmatrix
-// PREFETCH-COUNT-16: nvvm.mma.sync
+// PREFETCH-COUNT-8: nvgpu.ldmatrix
+// PREFETCH-COUNT-32: nvvm.mma.sync
 // PREFETCH-NOT: nvvm.mma.sync
 // PREFETCH: scf.yield
 // PREFETCH: nvgpu.device_async_wait %[[GROUP]] {numGroups = 0 : i32}
@@ -84,8 +84,8 @@
 // slice loaded into registers before the products and stored after them.
 // REG-LABEL: func.func @c_fc
 // REG-NOT: linalg.
-// REG: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c40960_i32 args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
-// REG: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// REG: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c24, %c1) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c40960_i32 args(%arg0 : memref<1024x768xbf16>, %arg1 : memref<768x3072xbf16>, %arg2 : memref<1024x3072xf32>)
+// REG: gpu.func @c_fc_matmul(%[[A:.*]]: memref<1024x768xbf16>, %[[B:.*]]: memref<768x3072xbf16>, %[[C:.*]]: memref<1024x3072xf32>) kernel attributes {known_block_size = array<i32: 128, 1, 1>
 // REG: %[[SHARED:.*]] = gpu.dynamic_shared_memory
 // REG: %[[SA:.*]] = memref.view %[[SHARED]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
 // REG: %[[SB:.*]] = memref.view %[[SHARED]][%c20480][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2x128x40xbf16, #gpu.address_space<workgroup>>
@@ -97,10 +97,10 @@
 // REG: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
 // REG: vector.load %[[B]]
 // REG-COUNT-4: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
-// REG-COUNT-2: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// REG-COUNT-4: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x128x40xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // REG: %[[PAIR:.*]] = vector.extract %{{.*}}[3] : vector<2xbf16> from vector<4x2xbf16>
 // REG: llvm.bitcast %[[PAIR]] : vector<2xbf16> to i32
-// REG-COUNT-32: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// REG-COUNT-64: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // REG-NOT: nvvm.mma.sync
 // REG: vector.store %{{.*}}, %[[SA]]
 // REG: gpu.barrier
@@ -158,7 +158,7 @@ func.func @logits(%h: memref<1024x768xbf16>, %wte: memref<50257x768xbf16>, %c: m
 
 // Attention's scores, 12 heads batched in bf16 (K^T read along K).
 // CHECK-LABEL: func.func @scores
-// CHECK: gpu.launch_func @scores_batch_matmul_module::@scores_batch_matmul blocks in (%c8, %c8, %c12) threads in (%c256, %c1, %c1)
+// CHECK: gpu.launch_func @scores_batch_matmul_module::@scores_batch_matmul blocks in (%c8, %c8, %c12) threads in (%c128, %c1, %c1)
 func.func @scores(%q: memref<12x1024x64xbf16>, %k: memref<12x1024x64xbf16>, %s: memref<12x1024x1024xf32>) {
   %zero = arith.constant 0.0 : f32
   %kT = memref.transpose %k (d0, d1, d2) -> (d0, d2, d1) : memref<12x1024x64xbf16> to memref<12x64x1024xbf16, strided<[65536, 1, 64]>>
@@ -197,18 +197,18 @@ func.func @step(%a: memref<1x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1x
   return
 }
 
-// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, 8 warps 2x4 of 64x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (8, 24, 1) with M tiles fastest, 75776 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
+// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, 4 warps 2x2 of 64x64, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (8, 24, 1) with M tiles fastest, 75776 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
 // CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 38912 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
 // CHOICE: logits_matmul: generated matmul 1x1024x50257x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, {{.*}} B vectors 8 along K, C vectors 1, grid (8, 393, 1)
 // CHOICE: scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tensor cores {{.*}} block 128x128x32, {{.*}} B vectors 8 along K
 // CHOICE: prefill_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 16x16x128, 1 warps 1x1 of 16x16, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (1, 192, 1) with M tiles fastest, 41984 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
 // CHOICE: step_matmul: generated matmul 1x1x3072x768 (batch x M x N x K), skinny form
 
-// Two blocks of 8 warps an SM (what the stages leave shared memory for)
-// need at most 128 registers a thread, without spills.
-// PTX80: c_fc_matmul_module::c_fc_matmul {{ *}}{{([0-9]{1,2}|1[01][0-9]|12[0-8])}} registers {{.*}} 0 B spill stores
+// Two blocks of 4 warps an SM (what the stages leave shared memory for)
+// need at most 255 registers a thread, without spills.
+// PTX80: c_fc_matmul_module::c_fc_matmul {{ *}}{{[0-9]+}} registers {{.*}} 0 B spill stores
 // PTX80: ptx-check: 6 kernels assembled for sm_80
-// PTX90: c_fc_matmul_module::c_fc_matmul {{ *}}{{([0-9]{1,2}|1[01][0-9]|12[0-8])}} registers {{.*}} 0 B spill stores
+// PTX90: c_fc_matmul_module::c_fc_matmul {{ *}}{{[0-9]+}} registers {{.*}} 0 B spill stores
 // PTX90: ptx-check: 6 kernels assembled for sm_90
 // MMA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
