@@ -8,9 +8,15 @@
 
 #include <fmt/format.h>
 
+#include <link.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
+#include <vector>
 
 namespace mlpipe {
 
@@ -77,6 +83,32 @@ std::string compileCacheDirectory() {
   return error ? "" : directory.string();
 }
 
+std::string compilerBuildIdentity() {
+  static const std::string identity = [] {
+    std::vector<std::string> paths;
+    dl_iterate_phdr(
+        [](dl_phdr_info *info, size_t, void *data) {
+          std::string_view name = info->dlpi_name ? info->dlpi_name : "";
+          if (name.find("libmlpipe_") != std::string_view::npos)
+            static_cast<std::vector<std::string> *>(data)->emplace_back(name);
+          return 0;
+        },
+        &paths);
+    std::sort(paths.begin(), paths.end());
+    // Linked statically, the compiler is the executable.
+    if (paths.empty())
+      paths.push_back("/proc/self/exe");
+    std::string lines;
+    for (const std::string &path : paths) {
+      struct stat status {};
+      if (stat(path.c_str(), &status) == 0)
+        lines += fmt::format("{} {} {}.{:09}\n", path, status.st_size, status.st_mtim.tv_sec, status.st_mtim.tv_nsec);
+    }
+    return lines;
+  }();
+  return identity;
+}
+
 MlirModule compileProgram(const fe::Program &program, const std::string &name, const CompileOptions &options,
                           CompileTimings *timings) {
   CompileTimings local;
@@ -95,7 +127,7 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
       std::string key = traced + builtinPipeline("fuse") + builtinPipeline("bufferize") + builtinPipeline("outline") +
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
                         options.chip + options.toolkit + options.format + "\nmatmul=" + matmul +
-                        " precision=" + options.precision;
+                        " precision=" + options.precision + "\n" + compilerBuildIdentity();
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }

@@ -48,4 +48,11 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
 // Where the disk cache lives; empty when it cannot be used.
 std::string compileCacheDirectory();
 
+// The build of mlpipe that compiles: the path, size and modification time
+// of each mlpipe library loaded (of the executable where none is: a static
+// build), one a line, sorted. Part of the disk cache's key, so that a
+// rebuilt or upgraded mlpipe never takes a module an older build lowered;
+// the tools (thin mains over the same libraries) still share entries.
+std::string compilerBuildIdentity();
+
 } // namespace mlpipe
