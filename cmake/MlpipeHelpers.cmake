@@ -1,7 +1,12 @@
 # Small helpers so that each CMakeLists.txt says only what differs.
 
 # mlpipe_library(NAME SOURCES... DEPENDS targets...)
-# One shared library per layer of libs/: the tools stay thin and share it.
+# One layer of libs/. The layers compile as object libraries that all go
+# into one shared library, libmlpipe.so (libs/CMakeLists.txt), which the
+# tools and tests link; DEPENDS states what a layer builds on and gives it
+# that layer's include directories. (The fuzz build, which has no core
+# library, makes each layer a shared library of its own.) MLIR and LLVM are
+# linked by the core library, not by a layer.
 # A layer's sources compile as unity builds, MLPIPE_UNITY_BATCH_SIZE files to
 # a translation unit: most of a file's compile time goes to the headers it
 # includes and the templates they instantiate, which a batch pays for once.
@@ -11,7 +16,13 @@ option(MLPIPE_UNITY_BUILD "Compile each library's sources in batches (CMake unit
 set(MLPIPE_UNITY_BATCH_SIZE 8 CACHE STRING "Source files per unity translation unit")
 function(mlpipe_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
-  add_library(${name} SHARED ${ARG_SOURCES})
+  if(MLPIPE_FUZZ)
+    add_library(${name} SHARED ${ARG_SOURCES})
+  else()
+    add_library(${name} OBJECT ${ARG_SOURCES})
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    list(REMOVE_ITEM ARG_DEPENDS MLIR LLVM)
+  endif()
   set_target_properties(${name} PROPERTIES UNITY_BUILD ${MLPIPE_UNITY_BUILD}
     UNITY_BUILD_BATCH_SIZE ${MLPIPE_UNITY_BATCH_SIZE})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/libs)
@@ -19,16 +30,16 @@ function(mlpipe_library name)
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
 endfunction()
 
-# mlpipe_tool(NAME DEPENDS libs...): tools/NAME/main.cpp -> build/bin/NAME
+# mlpipe_tool(NAME): tools/NAME/main.cpp -> build/bin/NAME, linked against
+# the core library.
 function(mlpipe_tool name)
-  cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
   add_executable(${name} main.cpp)
-  target_link_libraries(${name} PRIVATE ${ARG_DEPENDS} CLI11::CLI11)
+  target_link_libraries(${name} PRIVATE mlpipe CLI11::CLI11)
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
 endfunction()
 
 # mlpipe_compiler_library(NAME SOURCES... DEPENDS targets... [PASSES Name])
-# A layer of the compiler: a shared library over MLIR. With PASSES, the
+# A layer of the compiler: a layer (mlpipe_library) over MLIR. With PASSES, the
 # folder's Passes.td becomes FOLDER/Passes.h.inc (mlir-tblgen -name Name,
 # which defines registerNamePasses()) in the build's include directory.
 # The layers share one precompiled header of the MLIR headers most of their
@@ -45,7 +56,6 @@ function(mlpipe_compiler_library name)
   cmake_parse_arguments(ARG "" "PASSES" "SOURCES;DEPENDS" ${ARGN})
   mlpipe_library(${name} SOURCES ${ARG_SOURCES} DEPENDS ${ARG_DEPENDS} MLIR LLVM)
   target_include_directories(${name} PUBLIC ${MLPIPE_GENERATED_INCLUDE})
-  target_link_options(${name} PRIVATE -Wl,--no-undefined)
   # The first layer builds the precompiled header; the others reuse it. A
   # header precompiled under other macros is not used: no NAME_EXPORTS.
   set_target_properties(${name} PROPERTIES DEFINE_SYMBOL "")

@@ -3,11 +3,10 @@
 # on the GPU host: GPT-2 124M's decode steps after a prompt of 10 tokens
 # and of 1000 (early and late in the KV cache), and the T=16 forward, with
 # each build, each with a compile cache of its own. Pack the others here
-# first, each under a name, with the libraries whose sources differ (the
-# tools are thin mains over them; the work tree and .device must stay
-# under 64 MiB):
+# first, each under a name, with its core library (the tools are thin mains
+# over libmlpipe.so; the work tree and .device must stay under 64 MiB):
 #   ci/pack-device.sh build
-#   bench/scripts/compare-builds.sh --pack NAME BUILD_DIR LIBRARY...   (e.g. libmlpipe_compiler.so)
+#   bench/scripts/compare-builds.sh --pack NAME BUILD_DIR [LIBRARY...]   (default libmlpipe.so)
 # then, on the GPU host:
 #   source .device/setup.sh && bench/scripts/compare-builds.sh [ROUNDS]     (default 2)
 # A packed build runs with its libraries ahead of this build's on the
@@ -18,12 +17,19 @@ if [[ ${1:-} == --pack ]]; then
   name=${2:?--pack needs a name}
   build=$(realpath "${3:?--pack needs the build directory}")
   shift 3
-  (($# > 0)) || { echo "compare-builds: name the libraries that differ, e.g. libmlpipe_compiler.so" >&2; exit 2; }
+  (($# > 0)) || set -- libmlpipe.so
   [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "compare-builds: a name of letters, digits, . _ -, not '$name'" >&2; exit 2; }
   rm -rf ".device/builds/$name" && mkdir -p ".device/builds/$name/lib"
+  # A build that holds MLIR statically ships its core library linked against
+  # the host's MLIR instead, as ci/pack-device.sh does.
+  libdir=$build/lib
+  if grep -q '^MLPIPE_STATIC_MLIR:BOOL=ON' "$build/CMakeCache.txt"; then
+    cmake --build "$build" --target mlpipe_dynamic >/dev/null
+    libdir=$build/lib-dynamic
+  fi
   for library in "$@"; do
-    [[ -f $build/lib/$library ]] || { echo "compare-builds: no $library in $build/lib" >&2; exit 2; }
-    cp "$build/lib/$library" ".device/builds/$name/lib/" && strip --strip-unneeded ".device/builds/$name/lib/$library"
+    [[ -f $libdir/$library ]] || { echo "compare-builds: no $library in $libdir" >&2; exit 2; }
+    cp "$libdir/$library" ".device/builds/$name/lib/" && strip --strip-unneeded ".device/builds/$name/lib/$library"
   done
   echo "packed build '$name': $*"
   exit 0

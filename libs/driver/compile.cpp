@@ -89,7 +89,7 @@ std::string compilerBuildIdentity() {
     dl_iterate_phdr(
         [](dl_phdr_info *info, size_t, void *data) {
           std::string_view name = info->dlpi_name ? info->dlpi_name : "";
-          if (name.find("libmlpipe_") != std::string_view::npos)
+          if (name.find("libmlpipe") != std::string_view::npos)
             static_cast<std::vector<std::string> *>(data)->emplace_back(name);
           return 0;
         },

@@ -238,7 +238,7 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
     fail("the module is {}, but running needs a lowered module (what lower-nvvm or lower-cpu writes)",
          stageName(stage));
   auto impl = std::make_unique<Impl>(std::move(module));
-  impl->target = stage == Stage::GpuBinary ? Target::Gpu : Target::Cpu;
+  impl->target = executionOptions.target.value_or(stage == Stage::GpuBinary ? Target::Gpu : Target::Cpu);
   impl->entries = entrySignatures(impl->module);
   impl->costs = mlpipe::kernelCosts(impl->module);
   if (impl->entries.empty())
@@ -258,7 +258,8 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
     });
   // Set up now, not on the first GEMM: a missing cuBLAS is reported before
   // anything runs, and no GEMM allocates (a CUDA graph could not capture it).
-  if (impl->module.op().lookupSymbol(gemm_abi::kEntryName)) {
+  if (impl->module.op().lookupSymbol(gemm_abi::kEntryName) &&
+      !executionOptions.symbolOverrides.count(gemm_abi::kEntryName)) {
     try {
       impl->gemmSession = std::make_unique<gpu::GemmSession>();
     } catch (const Error &error) {
@@ -283,7 +284,7 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
   if (!engine)
     fail("the JIT could not compile the module: {}", llvm::toString(engine.takeError()));
   impl->engine = std::move(*engine);
-  impl->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+  impl->engine->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
     auto add = [&](const std::string &name, void *address) {
       symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
@@ -295,6 +296,8 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
     add("__truncsfbf2", reinterpret_cast<void *>(&truncateFloatToBf16));
     add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
     add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
+    for (auto &[name, address] : executionOptions.symbolOverrides)
+      add(name, address);
     return symbols;
   });
   for (const EntrySignature &entry : impl->entries) {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,14 @@ struct ExecutionOptions {
   // Where the GPU arena goes (device memory unless the tutorial's managed
   // path is asked for).
   gpu::Memory memory = gpu::Memory::Device;
+  // Functions the compiled code calls, by symbol name, resolved ahead of the
+  // runtime's own: a test stands a host function in for the cuBLAS GEMM
+  // entry (then no cuBLAS session is opened).
+  std::map<std::string, void *> symbolOverrides;
+  // Where the module runs when its stage alone would mislead: a CPU-lowered
+  // module whose matmuls call the GEMM entry reads as GPU work (a test runs
+  // one on the host, the GEMM overridden).
+  std::optional<Target> target;
 };
 
 class Executable {

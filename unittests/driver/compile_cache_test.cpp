@@ -24,10 +24,10 @@ std::string lineFor(const std::string &identity, const std::string &fragment) {
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(the_identity_names_the_mlpipe_libraries_loaded) {
+BOOST_AUTO_TEST_CASE(the_identity_names_the_mlpipe_library_loaded) {
   std::string identity = compilerBuildIdentity();
   BOOST_TEST(identity.find("/proc/self/exe") == std::string::npos);
-  std::string driver = lineFor(identity, "libmlpipe_driver");
+  std::string driver = lineFor(identity, "libmlpipe.so");
   BOOST_TEST_REQUIRE(!driver.empty());
   // Path, size on disk and modification time: the size is the file's.
   std::istringstream fields(driver);
