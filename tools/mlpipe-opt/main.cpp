@@ -1,4 +1,4 @@
-// mlpipe-opt: runs any upstream MLIR pass or any of mlpipe's own on a .mlir
+// mlpipe-opt: runs any of mlpipe's passes, or an upstream pass its pipelines use, on a .mlir
 // file, for tests and debugging:
 //
 //   mlpipe-opt --mlpipe-fill-per-use input.mlir
