@@ -34,10 +34,13 @@ mlir::MLIRContext &compilerContext() {
   static mlir::MLIRContext *context = [] {
     mlir::DialectRegistry registry;
     registerCompilerDialectsAndPasses(registry);
-    // Dialects load as the parser and the passes reach them (a pass declares
-    // the dialects it creates): loading every registered one up front cost
-    // each tool some 25 ms at start.
-    return new mlir::MLIRContext(registry);
+    auto *context = new mlir::MLIRContext(registry);
+    // Every registered dialect loads now, not when a pass first builds one
+    // of its ops: loading one while passes run on several threads is a
+    // race (MLIR requires dialects to be loaded before multithreaded
+    // execution). registration.cpp keeps the list to what mlpipe uses.
+    context->loadAllAvailableDialects();
+    return context;
   }();
   return *context;
 }
