@@ -3,14 +3,16 @@
 # on the GPU host: GPT-2 124M's decode steps after a prompt of 10 tokens
 # and of 1000 (early and late in the KV cache), and the T=16 forward, with
 # each build, each with a compile cache of its own. Pack the others here
-# first, each under a name, with its core library (the tools are thin mains
-# over libmlpipe.so; the work tree and .device must stay under 64 MiB):
+# first, each under a name, with its core library and its bench (the tools
+# are thin mains over the libraries; a build of another library layout
+# brings the libraries its bench links, e.g. every libmlpipe_*.so; the work
+# tree and .device must stay under 64 MiB):
 #   ci/pack-device.sh build
 #   bench/scripts/compare-builds.sh --pack NAME BUILD_DIR [LIBRARY...]   (default libmlpipe.so)
 # then, on the GPU host:
 #   source .device/setup.sh && bench/scripts/compare-builds.sh [ROUNDS]     (default 2)
-# A packed build runs with its libraries ahead of this build's on the
-# library path. Output in $OUT (or /tmp/mlpipe-compare-builds).
+# A packed build runs its own bench with its libraries ahead of this
+# build's on the library path. Output in $OUT (or /tmp/mlpipe-compare-builds).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 if [[ ${1:-} == --pack ]]; then
@@ -31,6 +33,8 @@ if [[ ${1:-} == --pack ]]; then
     [[ -f $libdir/$library ]] || { echo "compare-builds: no $library in $libdir" >&2; exit 2; }
     cp "$libdir/$library" ".device/builds/$name/lib/" && strip --strip-unneeded ".device/builds/$name/lib/$library"
   done
+  mkdir -p ".device/builds/$name/bin"
+  cp "$build/bin/bench" ".device/builds/$name/bin/" && strip --strip-unneeded ".device/builds/$name/bin/bench"
   echo "packed build '$name': $*"
   exit 0
 fi
@@ -47,10 +51,10 @@ for name in this "${names[@]}"; do
 done
 # timed NAME PROMPT: one bench with build NAME ("this": this tree's).
 timed() {
-  local path=$LD_LIBRARY_PATH
-  [[ $1 != this ]] && path=$root/.device/builds/$1/lib:$path
+  local path=$LD_LIBRARY_PATH bench=bench
+  [[ $1 != this ]] && path=$root/.device/builds/$1/lib:$path bench=$root/.device/builds/$1/bin/bench
   echo "== $1, decode steps after a prompt of $2 tokens"
-  LD_LIBRARY_PATH=$path MLPIPE_CACHE_DIR=${caches[$1]} bench --config 124M --weights synthetic --target gpu \
+  LD_LIBRARY_PATH=$path MLPIPE_CACHE_DIR=${caches[$1]} "$bench" --config 124M --weights synthetic --target gpu \
     --modes sublayer,fused --seq 16 --repeat 10 --warmup 2 --decode-prompt "$2" |
     sed -n '/T  median/,/^$/p;/^KV-cache/,/^$/p'
 }
