@@ -89,6 +89,10 @@ def ElideResultCopiesPass : Pass<"mlpipe-elide-result-copies", "mlir::func::Func
       return
     }
     ```
+    A temporary seen through a reshape (`memref.expand_shape` or
+    `memref.collapse_shape`, as a fusion that reshapes its result leaves it)
+    goes the same way: the writer gets the out-parameter through the
+    inverse reshape.
   }];
 }
 
