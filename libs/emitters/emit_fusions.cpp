@@ -206,6 +206,17 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
         if (mlir::succeeded(emitter->emit(call, kernels, why)))
           return mlir::success();
       }
+      // A transpose the tiled emitter cannot tile (no axis its input is
+      // contiguous along, as a kernel relayout that also reshapes) is still
+      // correct as a loop: each thread reads its element where it lies.
+      if (*kind == FusionKind::Transpose) {
+        MLPIPE_DEBUG(kDebugEmitters, os << fusion.getName() << ": emitted as a loop: " << why << "\n");
+        std::string loopWhy;
+        if (auto emitter = getFusionEmitter(FusionKind::Loop, *graph, options, loopWhy))
+          if (mlir::succeeded(emitter->emit(call, kernels, loopWhy)))
+            return mlir::success();
+        why += "; as a loop: " + loopWhy;
+      }
     }
     MLPIPE_DEBUG(kDebugEmitters, os << fusion.getName() << ": emitted op by op: " << why << "\n");
     return emitOpByOp(call, fusion, kernels, options, depth, why);

@@ -84,7 +84,7 @@ const std::vector<SupportedOp> &supportedOps() {
       // Reductions, contractions, lookups
       {"dot", "any dimension numbers"},
       {"convolution", "floats; any dim_labels, window (size, stride, pad, lhs_dilate, rhs_dilate), "
-                      "feature_group_count (not batch_group_count); a window of at most 256 positions"},
+                      "feature_group_count, batch_group_count; a window of at most 256 positions"},
       {"custom-call", "cuBLAS GEMMs (__cublas$gemm, __cublas$lt$matmul: alpha, beta, epilogue DEFAULT BIAS RELU GELU "
                       "BIAS_RELU BIAS_GELU) as dots, cuDNN convolutions (__cudnn$convForward, "
                       "__cudnn$convBiasActivationForward: scales, bias, side input, activation kNone kRelu kRelu6 "

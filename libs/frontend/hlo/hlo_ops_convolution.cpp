@@ -85,13 +85,10 @@ Tensor Builder::convolution(const Instruction &ins, Tensor input, Tensor kernel)
         failOp(ins, fmt::format("{}={} is below 1", name, count));
       (std::string_view(name) == "feature_group_count" ? dims.featureGroups : dims.batchGroups) = count;
     }
-  // XLA's order of a batch group's output features (a block of them, or
-  // every G-th) is not pinned down by its documentation, and its evaluator
-  // interleaves them: refused rather than guessed.
-  if (dims.batchGroups > 1)
-    failOp(ins, fmt::format("batch_group_count={} (a grouped convolution's weight gradient) is not read: only "
-                            "feature_group_count groups a convolution",
-                            dims.batchGroups));
+  // batch_group_count=G splits the input's batch into G contiguous groups
+  // and the output features into G contiguous blocks: block g reads batch
+  // group g only (XLA's evaluator; what JAX's weight gradient of a grouped
+  // convolution relies on). The graph's Convolution has that meaning.
   if (dims.featureGroups > 1 && dims.batchGroups > 1)
     failOp(ins, fmt::format("feature_group_count={} and batch_group_count={}: XLA takes one of them above 1",
                             dims.featureGroups, dims.batchGroups));

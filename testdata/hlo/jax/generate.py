@@ -169,6 +169,22 @@ def cumulative_args():
     return [uniform(6, 19)]
 
 
+# -- the kernel gradients of a grouped and a depthwise convolution (JAX writes
+# each as a convolution with batch_group_count)
+def grouped_conv_grad(x, k_grouped, k_depthwise, upstream, upstream_depthwise):
+    def conv(kernel, groups, strides):
+        return lax.conv_general_dilated(x, kernel, strides, "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                        feature_group_count=groups)
+
+    grouped = jax.grad(lambda kernel: jnp.sum(conv(kernel, 2, (1, 1)) * upstream))(k_grouped)
+    depthwise = jax.grad(lambda kernel: jnp.sum(conv(kernel, 4, (2, 1)) * upstream_depthwise))(k_depthwise)
+    return grouped, depthwise
+
+
+def grouped_conv_grad_args():
+    return [uniform(3, 7, 6, 4), uniform(3, 3, 2, 6), uniform(3, 3, 1, 8), uniform(3, 5, 4, 6), uniform(3, 3, 4, 8)]
+
+
 PROGRAMS = {
     "llama_block": (llama_block, llama_args),
     "small_cnn": (small_cnn, cnn_args),
@@ -179,6 +195,7 @@ PROGRAMS = {
     "kv_cache_update": (kv_cache_update, kv_cache_args),
     "sorts": (sorts, sorts_args),
     "cumulative": (cumulative, cumulative_args),
+    "grouped_conv_grad": (grouped_conv_grad, grouped_conv_grad_args),
 }
 
 
