@@ -46,9 +46,8 @@ struct ElideResultCopiesPass : impl::ElideResultCopiesPassBase<ElideResultCopies
       mlir::Operation *top = copy->getBlock()->findAncestorOpInBlock(*user);
       return top && top->isBeforeInBlock(copy);
     };
-    if (reshape && !llvm::all_of(reshape->getUsers(), [&](mlir::Operation *user) {
-          return user == copy || usedBeforeCopy(user);
-        }))
+    if (reshape &&
+        !llvm::all_of(reshape->getUsers(), [&](mlir::Operation *user) { return user == copy || usedBeforeCopy(user); }))
       return;
     mlir::memref::DeallocOp dealloc;
     for (mlir::Operation *user : alloc->getUsers()) {
@@ -67,8 +66,8 @@ struct ElideResultCopiesPass : impl::ElideResultCopiesPassBase<ElideResultCopies
       mlir::OpBuilder builder(alloc);
       mlir::Operation *inverse = nullptr;
       if (auto expand = mlir::dyn_cast<mlir::memref::ExpandShapeOp>(reshape))
-        inverse = mlir::memref::CollapseShapeOp::create(builder, alloc.getLoc(), target,
-                                                        expand.getReassociationIndices());
+        inverse =
+            mlir::memref::CollapseShapeOp::create(builder, alloc.getLoc(), target, expand.getReassociationIndices());
       else
         inverse = mlir::memref::ExpandShapeOp::create(
             builder, alloc.getLoc(), alloc.getType(), target,
