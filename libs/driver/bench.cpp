@@ -159,6 +159,8 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
 // position (they start kDecodeTokens apart, as prompts of different
 // lengths would be): the median step and the tokens per second it gives
 // (batch * 1000 / step ms), and that rate against the first batch size's.
+// A step brings back each sequence's greedy token, chosen on the target, as
+// generate --prompts does, and leaves the logits there.
 void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
                           const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator) {
   if (request.batches.empty())
@@ -174,9 +176,9 @@ void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
   }
   Target target = request.model.run.compile.target;
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
-  std::cout << fmt::format("\nBatched decoding: each sequence after a prompt of {} tokens, one step for all of them "
-                           "(median ms{})\n",
-                           promptTokens, target == Target::Gpu ? ", GPU time" : "");
+  std::cout << fmt::format("\nBatched decoding: each sequence after a prompt of {} tokens, one step for all of them, "
+                           "greedy tokens chosen on the {} (median ms{})\n",
+                           promptTokens, targetName(target), target == Target::Gpu ? ", GPU time" : "");
   std::cout << fmt::format("{:<9} {:>6} {:>10} {:>10} {:>12} {:>12}\n", "mode", "batch", "step", "step min", "tokens/s",
                            fmt::format("vs batch {}", request.batches.front()));
   for (Gpt2Mode mode : request.modes) {
@@ -200,7 +202,7 @@ void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
           positions[slot] =
               static_cast<int32_t>(promptTokens + (positions[slot] + 1 - promptTokens) % (2 * kDecodeTokens));
         }
-        runner->decodeBatch(tokens, positions);
+        runner->decodeBatch(tokens, positions, /*withLogits=*/false);
       };
       // Runs the program directly, then captures it.
       for (int i = 0; i < 2 + request.warmup; ++i)

@@ -182,9 +182,9 @@ void generateBatched(const GenerateRequest &request, std::ostream &out) {
         next[slot] = tokens.back();
         positions[slot] = static_cast<int32_t>(tokens.size()) - 1;
       }
-      ForwardResult result = runner->decodeBatch(next, positions);
+      ForwardResult result = runner->decodeBatch(next, positions, /*withLogits=*/false);
       for (int64_t slot = 0; slot < size; ++slot)
-        sequences[first + slot].push_back(greedyToken(result.logits, slot));
+        sequences[first + slot].push_back(result.nextTokens[static_cast<size_t>(slot)]);
       decodedTokens += size;
     }
   }

@@ -174,7 +174,8 @@ public:
     return result;
   }
 
-  ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions) final {
+  ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions,
+                            bool withLogits) final {
     int64_t batch = static_cast<int64_t>(tokens.size());
     if (batch == 0 || positions.size() != tokens.size())
       fail("a batched decode step needs one position per token, and at least one token");
@@ -190,7 +191,7 @@ public:
       TargetStream::Scope current(stream_);
       batchedPositions_->upload(positions.data(), positions.size() * sizeof(int32_t));
     }
-    ForwardResult result = execute(module, tokens, /*everyRow=*/true, /*capture=*/false);
+    ForwardResult result = execute(module, tokens, /*everyRow=*/true, /*capture=*/false, withLogits);
     timing_.batchDecodeMs += millisecondsSince(start);
     ++timing_.batchDecodeSteps;
     return result;
@@ -241,7 +242,10 @@ protected:
   // the ids go up, the steps are queued on the runner's stream (or replayed
   // as one graph: the cache and position buffers never move, so a program
   // is captured once), and the results come down.
-  ForwardResult execute(Compiled &module, const std::vector<int32_t> &tokens, bool everyRow, bool capture) {
+  // A batched decode step also brings back each sequence's next token, and
+  // the logits only `withLogits`.
+  ForwardResult execute(Compiled &module, const std::vector<int32_t> &tokens, bool everyRow, bool capture,
+                        bool withLogits = true) {
     TargetStream::Scope current(stream_);
     const bool isStaged = staged(module, capture, everyRow);
     if (isStaged)
@@ -290,10 +294,20 @@ protected:
       gpu::waitForCurrentStream();
       HostTensor logits(options_.dtype, {1, config_.vocabSize});
       std::memcpy(logits.data(), decodeStaging()->logits(), logits.byteSize());
-      return {logits.convertedTo(DType::f32), {}};
+      return {logits.convertedTo(DType::f32), {}, {}};
     }
-    return read(module, static_cast<int64_t>(tokens.size()), everyRow, capture);
+    ForwardResult result;
+    if (withLogits)
+      result = read(module, static_cast<int64_t>(tokens.size()), everyRow, capture);
+    if (module.batch > 0) {
+      result.nextTokens.resize(static_cast<size_t>(module.batch));
+      nextIds(module).download(result.nextTokens.data(), result.nextTokens.size() * sizeof(int32_t));
+    }
+    return result;
   }
+
+  // A batched decode step's greedy tokens, [batch] i32 ("next_ids").
+  TargetBuffer &nextIds(Compiled &module) { return activation(module, "next_ids", {module.batch}, DType::i32); }
 
   // Whether a pass of `module` moves its token, position and logits
   // through page-locked memory (DecodeStaging): a decode step on the GPU
@@ -475,6 +489,8 @@ protected:
     int64_t length = module.length;
     void *logits = activation(module, "logits", {length, config_.vocabSize}, options_.dtype).data();
     std::map<std::string, void *> bound = {{"ids", ids(module, length)}, {"logits:out", logits}};
+    if (module.batch > 0)
+      bound["next_ids:out"] = nextIds(module).data();
     if (cache.cache && module.batch > 0) {
       for (int64_t layer = 0; layer < config_.nLayer; ++layer)
         bound[batchedLayerCacheName(layer)] = cache.cache + layer * cache.layerBytes;
@@ -487,7 +503,7 @@ protected:
   }
 
   ForwardResult read(Compiled &module, int64_t tokens, bool everyRow, bool /*capture*/) override {
-    return {logitsOf(module.activations.at("logits"), tokens, everyRow), {}};
+    return {logitsOf(module.activations.at("logits"), tokens, everyRow), {}, {}};
   }
 };
 
@@ -532,7 +548,10 @@ protected:
       steps.push_back(call(module, "feedforward", {{"x", y}, {"x:out", x}}, prefix));
       keep(block + 1);
     }
-    steps.push_back(call(module, "project", {{"x", x}, {"logits:out", logits}}, ""));
+    std::map<std::string, void *> projectBound = {{"x", x}, {"logits:out", logits}};
+    if (module.batch > 0)
+      projectBound["next_ids:out"] = nextIds(module).data();
+    steps.push_back(call(module, "project", projectBound, ""));
     return steps;
   }
 

@@ -62,6 +62,7 @@ struct Gpt2RunOptions {
 struct ForwardResult {
   HostTensor logits;                // [rows, vocab]: every real position, or the last one
   std::vector<HostTensor> captured; // with capture, sublayer mode: embedding, then each block's residual [T, C]
+  std::vector<int32_t> nextTokens;  // a batched decode step: each sequence's greedy token, chosen on the target
 };
 
 struct Gpt2Timing {
@@ -138,9 +139,12 @@ public:
   virtual ForwardResult prefillSlot(int64_t batch, int64_t slot, const std::vector<int32_t> &prompt) = 0;
   // One decode step of a batch of tokens.size() sequences: token b at
   // positions[b] in slot b (its key and value written there, attending over
-  // its slot up to it): the logits [batch, vocab]. Refuses a position
-  // outside the context.
-  virtual ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions) = 0;
+  // its slot up to it): each sequence's greedy token (the first maximum of
+  // its logits, chosen where they were computed) and, `withLogits`, the
+  // logits [batch, vocab] (else left on the target: 6.4 MB at 32 sequences
+  // of GPT-2 in f32). Refuses a position outside the context.
+  virtual ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions,
+                                    bool withLogits) = 0;
   // Compiles the batched decode program for `batch` sequences now.
   virtual void prepareBatch(int64_t batch) = 0;
   // Compiles the module for this many tokens now (benchmarks keep compile

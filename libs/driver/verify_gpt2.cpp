@@ -67,7 +67,7 @@ ForwardResult resultRows(const ForwardResult &result, int64_t first, int64_t row
                 part.byteSize());
     return part;
   };
-  ForwardResult part{slice(result.logits), {}};
+  ForwardResult part{slice(result.logits), {}, {}};
   for (const HostTensor &captured : result.captured)
     part.captured.push_back(slice(captured));
   return part;

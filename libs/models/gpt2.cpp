@@ -266,7 +266,10 @@ void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes,
     if (probes)
       g.probe("blocks." + std::to_string(i) + ".residual", x);
   }
-  g.output("logits", project(x, lnWeight, lnBias, wte, config));
+  Tensor logits = project(x, lnWeight, lnBias, wte, config);
+  g.output("logits", logits);
+  if (batch > 0)
+    g.output("next_ids", nn::greedyTokens(logits));
   if (phase != Gpt2Phase::Forward && batch == 0)
     g.update(cacheInput, kv.cache);
 }
@@ -323,7 +326,10 @@ void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, 
     Tensor lnWeight = g.input("ln_f.weight", {config.nEmbd});
     Tensor lnBias = g.input("ln_f.bias", {config.nEmbd});
     Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
-    g.output("logits", project(x, lnWeight, lnBias, wte, config));
+    Tensor logits = project(x, lnWeight, lnBias, wte, config);
+    g.output("logits", logits);
+    if (batch > 0)
+      g.output("next_ids", nn::greedyTokens(logits));
   }
 }
 

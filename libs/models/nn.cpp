@@ -3,6 +3,7 @@
 #include "support/error.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlpipe::nn {
 
@@ -157,6 +158,20 @@ Tensor batchedAttentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor po
   }
   Graph::Scope scope(g, "merge_heads");
   return reshape(out, {batch, heads * headWidth});
+}
+
+Tensor greedyTokens(Tensor logits) {
+  Graph &g = logits.graph();
+  Graph::Scope scope(g, "greedy_tokens");
+  int64_t last = logits.rank() - 1;
+  Tensor best = max(logits, -1, /*keepdims=*/true);
+  // The positions holding the maximum, or NaN (which a maximum may skip);
+  // the least of them.
+  Tensor holders =
+      g.binary(BinaryFn::Or, g.compare(CompareFn::Eq, logits, best), g.compare(CompareFn::Ne, logits, logits));
+  Tensor positions = g.iota(logits.shape(), DType::i32, last);
+  Tensor index = g.select(holders, positions, g.constant(std::numeric_limits<int32_t>::max(), DType::i32));
+  return g.reduce(ReduceFn::Min, index, last, /*keepdims=*/false);
 }
 
 } // namespace mlpipe::nn

@@ -45,5 +45,9 @@ Tensor attentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor position,
 // position; returns [B, C]. The same arithmetic as attentionOverCache per
 // row, the B * H heads being one batch of the products.
 Tensor batchedAttentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor positions, int64_t heads);
+// Greedy decoding's next tokens: the index of each row's maximum of logits
+// [B, V], the first on ties, as [B] i32 (a row holding NaN gives its first
+// NaN). Computed where the logits are, so that only B ids come back.
+Tensor greedyTokens(Tensor logits);
 
 } // namespace mlpipe::nn

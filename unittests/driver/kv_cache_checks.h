@@ -106,7 +106,8 @@ inline void checkDecodingFillsTheContext(const Gpt2RunOptions &options) {
 // slot, then decode steps for the whole batch at once, each sequence at
 // its own position, up to the end of the context for the longest; every
 // step's logits of every sequence agree with the same sequence decoded
-// alone (greedily), and so do the greedy tokens, token for token. One
+// alone (greedily), and so do the greedy tokens, token for token; the
+// tokens the step chooses itself are its logits' first maxima. One
 // batched program serves every step; a position outside the context is
 // refused in a sentence.
 inline void checkBatchedDecodingMatchesSingleSequences(const Gpt2RunOptions &options) {
@@ -163,8 +164,17 @@ inline void checkBatchedDecodingMatchesSingleSequences(const Gpt2RunOptions &opt
       next.push_back(aloneTokens[sequence][position]);
       positions.push_back(static_cast<int32_t>(position));
     }
-    ForwardResult result = runner->decodeBatch(next, positions);
+    ForwardResult result = runner->decodeBatch(next, positions, /*withLogits=*/true);
     BOOST_REQUIRE(result.logits.shape() == (Shape{batch, config.vocabSize}));
+    // The greedy tokens the step chose where it ran are the first maxima of
+    // its logits; the same step again without the logits (it writes the
+    // same keys and values at the same positions) chooses them again.
+    BOOST_REQUIRE(result.nextTokens.size() == static_cast<size_t>(batch));
+    for (int64_t sequence = 0; sequence < batch; ++sequence)
+      BOOST_TEST(result.nextTokens[static_cast<size_t>(sequence)] == greedyToken(result.logits, sequence));
+    ForwardResult tokensOnly = runner->decodeBatch(next, positions, /*withLogits=*/false);
+    BOOST_TEST(tokensOnly.logits.byteSize() == 0);
+    BOOST_TEST(tokensOnly.nextTokens == result.nextTokens);
     for (int64_t sequence = 0; sequence < batch; ++sequence) {
       BOOST_TEST_CONTEXT("sequence " << sequence << " (a prompt of " << prompts[sequence].size() << "), step "
                                      << step) {
@@ -177,9 +187,9 @@ inline void checkBatchedDecodingMatchesSingleSequences(const Gpt2RunOptions &opt
   for (const std::string &program : runner->timing().compiledPrograms)
     batchedPrograms += program == "decode batch 4";
   BOOST_TEST(batchedPrograms == 1);
-  BOOST_TEST(runner->timing().batchDecodeSteps == steps);
+  BOOST_TEST(runner->timing().batchDecodeSteps == 2 * steps);
   BOOST_TEST(messageOf([&] {
-               runner->decodeBatch({1, 2}, {3, 8});
+               runner->decodeBatch({1, 2}, {3, 8}, /*withLogits=*/true);
              }) == "sequence 1 of the batch is at position 8, outside the model's context of 8");
 }
 
