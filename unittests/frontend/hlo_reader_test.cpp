@@ -498,3 +498,55 @@ BOOST_AUTO_TEST_CASE(while_trip_counts_follow_the_counter) {
   BOOST_TEST(tripsOf("s32", "1", bound("LT", "10"), "k = s32[] constant(2)\n  next = s32[] multiply(i, k)") ==
              "at run time");
 }
+
+// cuDNN's backward filter (the kernel's gradient of a convolution, from the
+// input and the result's gradient dy) is checked by what a gradient is: for
+// y = conv(x, w), linear in w, sum(dy * y) equals sum(dW * w). Random
+// windows (stride, padding on either side, window dilation), feature
+// groups, NHWC/HWIO and NCHW/OIHW layouts, all in float64.
+BOOST_AUTO_TEST_CASE(cudnn_backward_filter_is_the_kernels_gradient) {
+  std::uniform_int_distribution<int64_t> pick(1, 3);
+  for (int trial = 0; trial < 24; ++trial) {
+    bool nchw = trial % 2 == 1;
+    int64_t groups = trial % 3 == 0 ? 2 : 1;
+    int64_t n = pick(rng()), perGroup = pick(rng()), outputs = groups * pick(rng());
+    int64_t channels = groups * perGroup;
+    std::vector<int64_t> size, stride, dilation, low, high, inputSize, outputSize;
+    for (int d = 0; d < 2; ++d) {
+      size.push_back(pick(rng()));
+      stride.push_back(pick(rng()));
+      dilation.push_back(pick(rng()));
+      low.push_back(pick(rng()) - 1);
+      high.push_back(pick(rng()) - 1);
+      inputSize.push_back((size[d] - 1) * dilation[d] + 1 + pick(rng()) + 2);
+      int64_t padded = inputSize[d] + low[d] + high[d];
+      outputSize.push_back((padded - ((size[d] - 1) * dilation[d] + 1)) / stride[d] + 1);
+    }
+    Shape x = nchw ? Shape{n, channels, inputSize[0], inputSize[1]} : Shape{n, inputSize[0], inputSize[1], channels};
+    Shape w = nchw ? Shape{outputs, perGroup, size[0], size[1]} : Shape{size[0], size[1], perGroup, outputs};
+    Shape y = nchw ? Shape{n, outputs, outputSize[0], outputSize[1]} : Shape{n, outputSize[0], outputSize[1], outputs};
+    std::string labels = nchw ? "bf01_oi01->bf01" : "b01f_01io->b01f";
+    std::string window =
+        fmt::format("window={{size={}x{} stride={}x{} pad={}_{}x{}_{} rhs_dilate={}x{}}}", size[0], size[1], stride[0],
+                    stride[1], low[0], high[0], low[1], high[1], dilation[0], dilation[1]);
+    std::string forwardText = fmt::format(
+        "HloModule f\nENTRY e {{\n  x = f32[{}] parameter(0)\n  w = f32[{}] parameter(1)\n  ROOT y = f32[{}] "
+        "convolution(x, w), {}, dim_labels={}, feature_group_count={}\n}}\n",
+        hloDims(x), hloDims(w), hloDims(y), window, labels, groups);
+    std::string backwardText = fmt::format(
+        "HloModule b\nENTRY e {{\n  x = f32[{}] parameter(0)\n  dy = f32[{}] parameter(1)\n  c = (f32[{}], u8[0]) "
+        "custom-call(x, dy), {}, dim_labels={}, feature_group_count={}, "
+        "custom_call_target=\"__cudnn$convBackwardFilter\"\n  ROOT dw = f32[{}] get-tuple-element(c), index=0\n}}\n",
+        hloDims(x), hloDims(y), hloDims(w), window, labels, groups, hloDims(w));
+    BOOST_TEST_CONTEXT(backwardText) {
+      ref::ArrayPtr xs = randomArray(x), ws = randomArray(w), dys = randomArray(y);
+      Program forward = readHlo(forwardText, "forward.hlo"), backward = readHlo(backwardText, "backward.hlo");
+      std::vector<double> ys = ref::evaluate(*forward.functions.front(), {{"x", xs}, {"w", ws}}).at("y")->data;
+      std::vector<double> dws = ref::evaluate(*backward.functions.front(), {{"x", xs}, {"dy", dys}}).at("y")->data;
+      BOOST_REQUIRE(dws.size() == ws->data.size());
+      double throughY = std::inner_product(dys->data.begin(), dys->data.end(), ys.begin(), 0.0);
+      double throughW = std::inner_product(dws.begin(), dws.end(), ws->data.begin(), 0.0);
+      BOOST_TEST(std::abs(throughY - throughW) <= 1e-9 * (1 + std::abs(throughY)));
+    }
+  }
+}

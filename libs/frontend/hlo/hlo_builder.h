@@ -203,12 +203,18 @@ private:
 
   ConvolutionDims dimensionLabels(const Instruction &ins, int64_t rank) const;
   Tensor convolution(const Instruction &ins, Tensor input, Tensor kernel);
+  // The graph's Convolution of `dims` (its window included), checked against
+  // the operands' shapes, computed in `result`.
+  Tensor checkedConvolution(const Instruction &ins, Tensor input, Tensor kernel, const ConvolutionDims &dims,
+                            DType result);
 
   // ---- Library calls: cuBLAS GEMMs and cuDNN convolutions (hlo_ops_custom_call.cpp) ----
 
   Value customCall(const Instruction &ins, const std::vector<const Value *> &operands);
   Tensor cudnnConvolution(const Instruction &ins, const std::vector<const Value *> &operands, const std::string &target,
                           const ShapeText &result);
+  Tensor cudnnBackwardFilter(const Instruction &ins, const std::vector<const Value *> &operands,
+                             const ShapeText &result);
   Tensor cublasGemm(const Instruction &ins, const std::vector<const Value *> &operands, const std::string &target,
                     const ShapeText &result);
 

@@ -92,6 +92,11 @@ Tensor Builder::convolution(const Instruction &ins, Tensor input, Tensor kernel)
   if (dims.featureGroups > 1 && dims.batchGroups > 1)
     failOp(ins, fmt::format("feature_group_count={} and batch_group_count={}: XLA takes one of them above 1",
                             dims.featureGroups, dims.batchGroups));
+  return checkedConvolution(ins, input, kernel, dims, result);
+}
+
+Tensor Builder::checkedConvolution(const Instruction &ins, Tensor input, Tensor kernel, const ConvolutionDims &dims,
+                                   DType result) {
   int64_t positions = 1;
   for (size_t d = 0; d < dims.window.size(); ++d) {
     const WindowAxis &axis = dims.window[d];

@@ -2,6 +2,8 @@
 // back as the ops they compute:
 //
 //   __cudnn$convForward                 convolution(input, kernel)
+//   __cudnn$convBackwardFilter          the kernel's gradient of convolution(input, kernel), from
+//                                       the input and the result's gradient
 //   __cudnn$convBiasActivationForward   activation(conv_result_scale * convolution(input, kernel)
 //                                           + side_input_scale * side_input + bias)
 //   __cublas$gemm                       alpha * dot(a, b) + beta * c
@@ -31,6 +33,7 @@ namespace {
 
 constexpr std::string_view kCudnnForward = "__cudnn$convForward";
 constexpr std::string_view kCudnnBiasActivation = "__cudnn$convBiasActivationForward";
+constexpr std::string_view kCudnnBackwardFilter = "__cudnn$convBackwardFilter";
 constexpr std::string_view kCublasGemm = "__cublas$gemm";
 constexpr std::string_view kCublasLtMatmul = "__cublas$lt$matmul";
 
@@ -56,12 +59,12 @@ Value Builder::customCall(const Instruction &written, const std::vector<const Va
       dims += (i ? "," : "") + std::to_string(first.dims[i]);
     ins.name += fmt::format(" ({} giving {}[{}])", printable(target), printable(first.typeName), dims);
   }
-  bool cudnn = target == kCudnnForward || target == kCudnnBiasActivation;
+  bool cudnn = target == kCudnnForward || target == kCudnnBiasActivation || target == kCudnnBackwardFilter;
   bool cublas = target == kCublasGemm || target == kCublasLtMatmul;
   if (!cudnn && !cublas)
     failOp(ins, fmt::format("this library call is not supported: mlpipe reads the cuBLAS GEMMs ({}, {}) and the "
-                            "cuDNN convolutions ({}, {}) XLA writes, and no other custom call",
-                            kCublasGemm, kCublasLtMatmul, kCudnnForward, kCudnnBiasActivation));
+                            "cuDNN convolutions ({}, {}, {}) XLA writes, and no other custom call",
+                            kCublasGemm, kCublasLtMatmul, kCudnnForward, kCudnnBiasActivation, kCudnnBackwardFilter));
   if (!ins.shape)
     failOp(ins, "its result shape must be written out");
   // The result, then the library's scratch space.
@@ -73,12 +76,91 @@ Value Builder::customCall(const Instruction &written, const std::vector<const Va
                             "buffer (an epilogue's auxiliary output is not read)",
                             shape.elements.size()));
   const ShapeText &result = shape.tuple ? shape.elements[0] : shape;
-  Tensor value = cudnn ? cudnnConvolution(ins, operands, target, result) : cublasGemm(ins, operands, target, result);
+  Tensor value = target == kCudnnBackwardFilter ? cudnnBackwardFilter(ins, operands, result)
+                 : cudnn                        ? cudnnConvolution(ins, operands, target, result)
+                                                : cublasGemm(ins, operands, target, result);
   if (!shape.tuple)
     return tensorValue(value);
   Value tuple;
   tuple.elements = {tensorValue(value), placeholder()};
   return tuple;
+}
+
+// __cudnn$convBackwardFilter(input, output gradient): the call's window,
+// dim_labels (input_kernel->output, the kernel being the result) and
+// feature_group_count are the forward convolution's. Its gradient with
+// respect to the kernel is itself a convolution, as XLA writes it before
+// its passes: the input's feature axis as the batch (in the forward
+// groups, as batch groups), its batch axis contracted with the gradient's,
+// the gradient as the kernel (its features the output features), the
+// forward stride as the window dilation and the forward window dilation as
+// the stride, padded after so that the result spans the kernel's window.
+Tensor Builder::cudnnBackwardFilter(const Instruction &ins, const std::vector<const Value *> &operands,
+                                    const ShapeText &result) {
+  if (operands.size() != 2)
+    failOp(ins, fmt::format("{} takes 2 operands (the input and the result's gradient), not {}", kCudnnBackwardFilter,
+                            operands.size()));
+  Tensor input = tensorOperand(ins, operands, 0), gradient = tensorOperand(ins, operands, 1);
+  if (input.rank() != gradient.rank() || static_cast<int64_t>(result.dims.size()) != input.rank() || input.rank() < 2)
+    failOp(ins, fmt::format("the input {}, the gradient {} and the kernel's gradient must have one rank, at least 2",
+                            describe(input), describe(gradient)));
+  DType dtype = elementType(result);
+  if (!isFloat(dtype) || !isFloat(input.dtype()) || !isFloat(gradient.dtype()))
+    failOp(ins, "mlpipe convolves floats");
+  ConvolutionDims forward = dimensionLabels(ins, input.rank());
+  int64_t spatial = input.rank() - 2;
+  if (findAttribute(ins, "window"))
+    forward.window = window(ins, spatial, "number of spatial axes");
+  else if (spatial > 0)
+    failOp(ins, fmt::format("a convolution over {} spatial axes needs a window", spatial));
+  for (const char *name : {"feature_group_count", "batch_group_count"})
+    if (const Attribute *groups = findAttribute(ins, name)) {
+      int64_t count = intValue(*groups);
+      if (count < 1)
+        failOp(ins, fmt::format("{}={} is below 1", name, count));
+      (std::string_view(name) == "feature_group_count" ? forward.featureGroups : forward.batchGroups) = count;
+    }
+  if (forward.batchGroups != 1)
+    failOp(ins, fmt::format("batch_group_count={} in a backward filter is not read", forward.batchGroups));
+
+  ConvolutionDims dims;
+  dims.inputBatch = forward.inputFeature;
+  dims.inputFeature = forward.inputBatch;
+  dims.inputSpatial = forward.inputSpatial;
+  dims.kernelInput = forward.outputBatch;
+  dims.kernelOutput = forward.outputFeature;
+  dims.kernelSpatial = forward.outputSpatial;
+  dims.outputBatch = forward.kernelInput;
+  dims.outputFeature = forward.kernelOutput;
+  dims.outputSpatial = forward.kernelSpatial;
+  dims.batchGroups = forward.featureGroups;
+  for (int64_t d = 0; d < spatial; ++d) {
+    const WindowAxis &axis = forward.window[static_cast<size_t>(d)];
+    if (axis.baseDilation != 1)
+      failOp(ins,
+             fmt::format("lhs_dilate={} along spatial axis {} in a backward filter is not read", axis.baseDilation, d));
+    int64_t inputSize = input.shape()[forward.inputSpatial[d]];
+    int64_t gradientSize = gradient.shape()[forward.outputSpatial[d]];
+    int64_t kernelSize = result.dims[static_cast<size_t>(forward.kernelSpatial[d])];
+    if (axis.size != kernelSize)
+      failOp(ins, fmt::format("the window's size along spatial axis {} is {}, but the kernel's gradient has {} there",
+                              d, axis.size, kernelSize));
+    WindowAxis transposed;
+    transposed.size = gradientSize;
+    transposed.stride = axis.windowDilation;
+    transposed.windowDilation = axis.stride;
+    transposed.padLow = axis.padLow;
+    // The last window starts at (kernelSize - 1) * windowDilation.
+    transposed.padHigh =
+        (kernelSize - 1) * axis.windowDilation + (gradientSize - 1) * axis.stride + 1 - inputSize - axis.padLow;
+    dims.window.push_back(transposed);
+  }
+  Tensor y = checkedConvolution(ins, input, gradient, dims, dtype);
+  Shape expected(result.dims.begin(), result.dims.end());
+  if (y.shape() != expected)
+    failOp(ins, fmt::format("the kernel's gradient is {}, but the call gives {}[{}]", describe(y),
+                            printable(result.typeName), fmt::join(result.dims, ",")));
+  return y;
 }
 
 Tensor Builder::cudnnConvolution(const Instruction &ins, const std::vector<const Value *> &operands,
