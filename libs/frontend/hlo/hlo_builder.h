@@ -169,6 +169,7 @@ private:
   Tensor bitcast(const Instruction &ins, const Value &operand, const ShapeText &shape);
   Tensor slice(const Instruction &ins, Tensor x);
   Tensor pad(const Instruction &ins, Tensor x, Tensor value);
+  Tensor reverse(const Instruction &ins, Tensor x);
   Tensor dynamicSlice(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Reduce, dot and gather (hlo_ops_reduce_dot_gather.cpp) ----

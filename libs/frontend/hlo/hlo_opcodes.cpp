@@ -81,6 +81,7 @@ const std::vector<SupportedOp> &supportedOps() {
       {"reshape", ""},
       {"slice", "with strides"},
       {"transpose", ""},
+      {"reverse", "any axes"},
       // Reductions, contractions, lookups
       {"dot", "any dimension numbers"},
       {"convolution", "floats; any dim_labels, window (size, stride, pad, lhs_dilate, rhs_dilate), "
@@ -195,7 +196,6 @@ const std::set<std::string_view> &unsupportedOpcodes() {
       "reduce-precision",
       "reduce-scatter",
       "replica-id",
-      "reverse",
       "rng",
       "rng-bit-generator",
       "rng-get-and-update-state",

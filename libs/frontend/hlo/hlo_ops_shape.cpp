@@ -1,5 +1,5 @@
 // HLO ops that move elements without computing them (broadcast, reshape,
-// bitcast, transpose, slice, dynamic-slice, dynamic-update-slice,
+// bitcast, transpose, reverse, slice, dynamic-slice, dynamic-update-slice,
 // concatenate, pad, iota) recorded into the front-end graph.
 #include "frontend/hlo/hlo_builder.h"
 
@@ -43,6 +43,10 @@ std::optional<Value> Builder::buildShapeOp(const Instruction &ins, const std::ve
   if (op == "transpose") {
     expectOperands(ins, 1);
     return tensorValue(g.transpose(operand(0), intList(attribute(ins, "dimensions"))));
+  }
+  if (op == "reverse") {
+    expectOperands(ins, 1);
+    return tensorValue(reverse(ins, operand(0)));
   }
   if (op == "slice") {
     expectOperands(ins, 1);
@@ -153,6 +157,46 @@ Tensor Builder::slice(const Instruction &ins, Tensor x) {
 }
 
 // padding=low_high(_interior)?x... per axis.
+// reverse(x), dimensions={...} (jnp.flip; a transposed convolution's
+// kernel): each listed axis in reverse order. Recorded with ops every target
+// already compiles: the axis moved first and the rest flattened, a row
+// gather at ids n - 1 - i, and the shape and order put back.
+Tensor Builder::reverse(const Instruction &ins, Tensor x) {
+  Graph &g = *graph_;
+  std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
+  std::vector<bool> seen(static_cast<size_t>(x.rank()), false);
+  for (int64_t axis : dimensions) {
+    if (axis < 0 || axis >= x.rank())
+      failOp(ins, fmt::format("dimensions= names axis {}, but the operand {} has {}", axis, describe(x), x.rank()));
+    if (seen[static_cast<size_t>(axis)])
+      failOp(ins, fmt::format("dimensions= names axis {} twice", axis));
+    seen[static_cast<size_t>(axis)] = true;
+  }
+  for (int64_t axis : dimensions) {
+    int64_t length = x.shape()[static_cast<size_t>(axis)];
+    if (length <= 1 || numElements(x.shape()) == 0)
+      continue;
+    std::vector<int64_t> order{axis};
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (d != axis)
+        order.push_back(d);
+    Tensor moved = axis == 0 ? x : g.transpose(x, order);
+    Shape movedShape = moved.shape();
+    Tensor rows = g.reshape(moved, {length, numElements(movedShape) / length});
+    Tensor ids = g.binary(BinaryFn::Sub, g.constant(static_cast<double>(length - 1), DType::i32),
+                          g.iota({length}, DType::i32, 0));
+    Tensor reversed = g.reshape(g.gather(rows, ids), movedShape);
+    if (axis != 0) {
+      std::vector<int64_t> back(order.size());
+      for (size_t i = 0; i < order.size(); ++i)
+        back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+      reversed = g.transpose(reversed, back);
+    }
+    x = reversed;
+  }
+  return x;
+}
+
 Tensor Builder::pad(const Instruction &ins, Tensor x, Tensor value) {
   const Attribute &padding = attribute(ins, "padding");
   std::vector<int64_t> low, high, interior;
