@@ -550,3 +550,52 @@ BOOST_AUTO_TEST_CASE(cudnn_backward_filter_is_the_kernels_gradient) {
     }
   }
 }
+
+// cuDNN's backward input (the input's gradient of a convolution, from dy
+// and the kernel), by the same identity: sum(dy * conv(x, w)) equals
+// sum(dx * x). Random windows (stride, padding either side, window
+// dilation, negative padding too) in NHWC/HWIO and NCHW/OIHW.
+BOOST_AUTO_TEST_CASE(cudnn_backward_input_is_the_inputs_gradient) {
+  std::uniform_int_distribution<int64_t> pick(1, 3);
+  for (int trial = 0; trial < 24; ++trial) {
+    bool nchw = trial % 2 == 1;
+    int64_t n = pick(rng()), channels = pick(rng()), outputs = pick(rng());
+    std::vector<int64_t> size, stride, dilation, low, high, inputSize, outputSize;
+    for (int d = 0; d < 2; ++d) {
+      size.push_back(pick(rng()));
+      stride.push_back(pick(rng()));
+      dilation.push_back(pick(rng()));
+      low.push_back(pick(rng()) - 2);
+      high.push_back(pick(rng()) - 1);
+      inputSize.push_back((size[d] - 1) * dilation[d] + 1 + pick(rng()) + 3);
+      int64_t padded = inputSize[d] + low[d] + high[d];
+      outputSize.push_back((padded - ((size[d] - 1) * dilation[d] + 1)) / stride[d] + 1);
+    }
+    Shape x = nchw ? Shape{n, channels, inputSize[0], inputSize[1]} : Shape{n, inputSize[0], inputSize[1], channels};
+    Shape w = nchw ? Shape{outputs, channels, size[0], size[1]} : Shape{size[0], size[1], channels, outputs};
+    Shape y = nchw ? Shape{n, outputs, outputSize[0], outputSize[1]} : Shape{n, outputSize[0], outputSize[1], outputs};
+    std::string labels = nchw ? "bf01_oi01->bf01" : "b01f_01io->b01f";
+    std::string window =
+        fmt::format("window={{size={}x{} stride={}x{} pad={}_{}x{}_{} rhs_dilate={}x{}}}", size[0], size[1], stride[0],
+                    stride[1], low[0], high[0], low[1], high[1], dilation[0], dilation[1]);
+    std::string forwardText = fmt::format(
+        "HloModule f\nENTRY e {{\n  x = f32[{}] parameter(0)\n  w = f32[{}] parameter(1)\n  ROOT y = f32[{}] "
+        "convolution(x, w), {}, dim_labels={}\n}}\n",
+        hloDims(x), hloDims(w), hloDims(y), window, labels);
+    std::string backwardText = fmt::format(
+        "HloModule b\nENTRY e {{\n  dy = f32[{}] parameter(0)\n  w = f32[{}] parameter(1)\n  c = (f32[{}], u8[0]) "
+        "custom-call(dy, w), {}, dim_labels={}, custom_call_target=\"__cudnn$convBackwardInput\"\n  ROOT dx = f32[{}] "
+        "get-tuple-element(c), index=0\n}}\n",
+        hloDims(y), hloDims(w), hloDims(x), window, labels, hloDims(x));
+    BOOST_TEST_CONTEXT(backwardText) {
+      ref::ArrayPtr xs = randomArray(x), ws = randomArray(w), dys = randomArray(y);
+      Program forward = readHlo(forwardText, "forward.hlo"), backward = readHlo(backwardText, "backward.hlo");
+      std::vector<double> ys = ref::evaluate(*forward.functions.front(), {{"x", xs}, {"w", ws}}).at("y")->data;
+      std::vector<double> dxs = ref::evaluate(*backward.functions.front(), {{"dy", dys}, {"w", ws}}).at("y")->data;
+      BOOST_REQUIRE(dxs.size() == xs->data.size());
+      double throughY = std::inner_product(dys->data.begin(), dys->data.end(), ys.begin(), 0.0);
+      double throughX = std::inner_product(dxs.begin(), dxs.end(), xs->data.begin(), 0.0);
+      BOOST_TEST(std::abs(throughY - throughX) <= 1e-9 * (1 + std::abs(throughY)));
+    }
+  }
+}

@@ -170,6 +170,8 @@ private:
   Tensor slice(const Instruction &ins, Tensor x);
   Tensor pad(const Instruction &ins, Tensor x, Tensor value);
   Tensor reverse(const Instruction &ins, Tensor x);
+  // x with each of `axes` (valid, distinct) in reverse order.
+  Tensor reversed(Tensor x, const std::vector<int64_t> &axes);
   Tensor dynamicSlice(const Instruction &ins, const std::vector<const Value *> &operands);
 
   // ---- Reduce, dot and gather (hlo_ops_reduce_dot_gather.cpp) ----
@@ -203,6 +205,7 @@ private:
   // ---- Convolutions (hlo_ops_convolution.cpp) ----
 
   ConvolutionDims dimensionLabels(const Instruction &ins, int64_t rank) const;
+  ConvolutionDims convolutionAttributes(const Instruction &ins, int64_t rank) const;
   Tensor convolution(const Instruction &ins, Tensor input, Tensor kernel);
   // The graph's Convolution of `dims` (its window included), checked against
   // the operands' shapes, computed in `result`.
@@ -216,6 +219,8 @@ private:
                           const ShapeText &result);
   Tensor cudnnBackwardFilter(const Instruction &ins, const std::vector<const Value *> &operands,
                              const ShapeText &result);
+  Tensor cudnnBackwardInput(const Instruction &ins, const std::vector<const Value *> &operands,
+                            const ShapeText &result);
   Tensor cublasGemm(const Instruction &ins, const std::vector<const Value *> &operands, const std::string &target,
                     const ShapeText &result);
 

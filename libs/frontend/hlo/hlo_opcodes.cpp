@@ -89,8 +89,9 @@ const std::vector<SupportedOp> &supportedOps() {
       {"custom-call", "cuBLAS GEMMs (__cublas$gemm, __cublas$lt$matmul: alpha, beta, epilogue DEFAULT BIAS RELU GELU "
                       "BIAS_RELU BIAS_GELU) as dots, cuDNN convolutions (__cudnn$convForward, "
                       "__cudnn$convBiasActivationForward: scales, bias, side input, activation kNone kRelu kRelu6 "
-                      "kElu kLeakyRelu) as convolutions, __cudnn$convBackwardFilter as the kernel's gradient (a "
-                      "convolution of the input and the gradient); any other target refused"},
+                      "kElu kLeakyRelu) as convolutions, __cudnn$convBackwardFilter and __cudnn$convBackwardInput as "
+                      "the kernel's and the input's gradients (convolutions; the input's without groups); any other "
+                      "target refused"},
       {"gather", "any dimension numbers and batching dims, starts clamped into the operand; embedding lookups "
                  "as a row gather"},
       {"reduce", "over any axes: one input with an add, maximum, minimum, multiply, and or or reducer; two "

@@ -56,6 +56,25 @@ ConvolutionDims Builder::dimensionLabels(const Instruction &ins, int64_t rank) c
   });
 }
 
+// A convolution's dim_labels, window and groups, as its instruction (or a
+// cuDNN call's) writes them.
+ConvolutionDims Builder::convolutionAttributes(const Instruction &ins, int64_t rank) const {
+  ConvolutionDims dims = dimensionLabels(ins, rank);
+  int64_t spatial = rank - 2;
+  if (findAttribute(ins, "window"))
+    dims.window = window(ins, spatial, "number of spatial axes");
+  else if (spatial > 0)
+    failOp(ins, fmt::format("a convolution over {} spatial axes needs a window", spatial));
+  for (const char *name : {"feature_group_count", "batch_group_count"})
+    if (const Attribute *groups = findAttribute(ins, name)) {
+      int64_t count = intValue(*groups);
+      if (count < 1)
+        failOp(ins, fmt::format("{}={} is below 1", name, count));
+      (std::string_view(name) == "feature_group_count" ? dims.featureGroups : dims.batchGroups) = count;
+    }
+  return dims;
+}
+
 // convolution(input, kernel), window={...}, dim_labels=...,
 // feature_group_count=N, batch_group_count=N: the graph's Convolution,
 // its operands converted to the result's float type first (as dot does
@@ -72,19 +91,7 @@ Tensor Builder::convolution(const Instruction &ins, Tensor input, Tensor kernel)
   if (!isFloat(result) || !isFloat(input.dtype()) || !isFloat(kernel.dtype()))
     failOp(ins, fmt::format("a convolution of {} by {} giving {} is not supported: mlpipe convolves floats",
                             describe(input), describe(kernel), hloTypeName(result)));
-  ConvolutionDims dims = dimensionLabels(ins, input.rank());
-  int64_t spatial = input.rank() - 2;
-  if (findAttribute(ins, "window"))
-    dims.window = window(ins, spatial, "number of spatial axes");
-  else if (spatial > 0)
-    failOp(ins, fmt::format("a convolution over {} spatial axes needs a window", spatial));
-  for (const char *name : {"feature_group_count", "batch_group_count"})
-    if (const Attribute *groups = findAttribute(ins, name)) {
-      int64_t count = intValue(*groups);
-      if (count < 1)
-        failOp(ins, fmt::format("{}={} is below 1", name, count));
-      (std::string_view(name) == "feature_group_count" ? dims.featureGroups : dims.batchGroups) = count;
-    }
+  ConvolutionDims dims = convolutionAttributes(ins, input.rank());
   // batch_group_count=G splits the input's batch into G contiguous groups
   // and the output features into G contiguous blocks: block g reads batch
   // group g only (XLA's evaluator; what JAX's weight gradient of a grouped

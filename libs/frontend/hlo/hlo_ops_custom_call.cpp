@@ -4,6 +4,8 @@
 //   __cudnn$convForward                 convolution(input, kernel)
 //   __cudnn$convBackwardFilter          the kernel's gradient of convolution(input, kernel), from
 //                                       the input and the result's gradient
+//   __cudnn$convBackwardInput           the input's gradient, from the result's gradient and the
+//                                       kernel
 //   __cudnn$convBiasActivationForward   activation(conv_result_scale * convolution(input, kernel)
 //                                           + side_input_scale * side_input + bias)
 //   __cublas$gemm                       alpha * dot(a, b) + beta * c
@@ -34,6 +36,7 @@ namespace {
 constexpr std::string_view kCudnnForward = "__cudnn$convForward";
 constexpr std::string_view kCudnnBiasActivation = "__cudnn$convBiasActivationForward";
 constexpr std::string_view kCudnnBackwardFilter = "__cudnn$convBackwardFilter";
+constexpr std::string_view kCudnnBackwardInput = "__cudnn$convBackwardInput";
 constexpr std::string_view kCublasGemm = "__cublas$gemm";
 constexpr std::string_view kCublasLtMatmul = "__cublas$lt$matmul";
 
@@ -59,12 +62,14 @@ Value Builder::customCall(const Instruction &written, const std::vector<const Va
       dims += (i ? "," : "") + std::to_string(first.dims[i]);
     ins.name += fmt::format(" ({} giving {}[{}])", printable(target), printable(first.typeName), dims);
   }
-  bool cudnn = target == kCudnnForward || target == kCudnnBiasActivation || target == kCudnnBackwardFilter;
+  bool cudnn = target == kCudnnForward || target == kCudnnBiasActivation || target == kCudnnBackwardFilter ||
+               target == kCudnnBackwardInput;
   bool cublas = target == kCublasGemm || target == kCublasLtMatmul;
   if (!cudnn && !cublas)
     failOp(ins, fmt::format("this library call is not supported: mlpipe reads the cuBLAS GEMMs ({}, {}) and the "
-                            "cuDNN convolutions ({}, {}, {}) XLA writes, and no other custom call",
-                            kCublasGemm, kCublasLtMatmul, kCudnnForward, kCudnnBiasActivation, kCudnnBackwardFilter));
+                            "cuDNN convolutions ({}, {}, {}, {}) XLA writes, and no other custom call",
+                            kCublasGemm, kCublasLtMatmul, kCudnnForward, kCudnnBiasActivation, kCudnnBackwardFilter,
+                            kCudnnBackwardInput));
   if (!ins.shape)
     failOp(ins, "its result shape must be written out");
   // The result, then the library's scratch space.
@@ -76,9 +81,10 @@ Value Builder::customCall(const Instruction &written, const std::vector<const Va
                             "buffer (an epilogue's auxiliary output is not read)",
                             shape.elements.size()));
   const ShapeText &result = shape.tuple ? shape.elements[0] : shape;
-  Tensor value = target == kCudnnBackwardFilter ? cudnnBackwardFilter(ins, operands, result)
-                 : cudnn                        ? cudnnConvolution(ins, operands, target, result)
-                                                : cublasGemm(ins, operands, target, result);
+  Tensor value = target == kCudnnBackwardFilter  ? cudnnBackwardFilter(ins, operands, result)
+                 : target == kCudnnBackwardInput ? cudnnBackwardInput(ins, operands, result)
+                 : cudnn                         ? cudnnConvolution(ins, operands, target, result)
+                                                 : cublasGemm(ins, operands, target, result);
   if (!shape.tuple)
     return tensorValue(value);
   Value tuple;
@@ -107,19 +113,8 @@ Tensor Builder::cudnnBackwardFilter(const Instruction &ins, const std::vector<co
   DType dtype = elementType(result);
   if (!isFloat(dtype) || !isFloat(input.dtype()) || !isFloat(gradient.dtype()))
     failOp(ins, "mlpipe convolves floats");
-  ConvolutionDims forward = dimensionLabels(ins, input.rank());
+  ConvolutionDims forward = convolutionAttributes(ins, input.rank());
   int64_t spatial = input.rank() - 2;
-  if (findAttribute(ins, "window"))
-    forward.window = window(ins, spatial, "number of spatial axes");
-  else if (spatial > 0)
-    failOp(ins, fmt::format("a convolution over {} spatial axes needs a window", spatial));
-  for (const char *name : {"feature_group_count", "batch_group_count"})
-    if (const Attribute *groups = findAttribute(ins, name)) {
-      int64_t count = intValue(*groups);
-      if (count < 1)
-        failOp(ins, fmt::format("{}={} is below 1", name, count));
-      (std::string_view(name) == "feature_group_count" ? forward.featureGroups : forward.batchGroups) = count;
-    }
   if (forward.batchGroups != 1)
     failOp(ins, fmt::format("batch_group_count={} in a backward filter is not read", forward.batchGroups));
 
@@ -159,6 +154,66 @@ Tensor Builder::cudnnBackwardFilter(const Instruction &ins, const std::vector<co
   Shape expected(result.dims.begin(), result.dims.end());
   if (y.shape() != expected)
     failOp(ins, fmt::format("the kernel's gradient is {}, but the call gives {}[{}]", describe(y),
+                            printable(result.typeName), fmt::join(result.dims, ",")));
+  return y;
+}
+
+// __cudnn$convBackwardInput(dy, kernel): the call's window, dim_labels
+// (the input being the result) and feature_group_count are the forward
+// convolution's. The input's gradient is the convolution JAX writes for
+// it: dy dilated by the forward stride, by the kernel reversed along its
+// spatial axes with its input and output features swapped, with the
+// forward window dilation, padded so that the result spans the input.
+Tensor Builder::cudnnBackwardInput(const Instruction &ins, const std::vector<const Value *> &operands,
+                                   const ShapeText &result) {
+  if (operands.size() != 2)
+    failOp(ins, fmt::format("{} takes 2 operands (the result's gradient and the kernel), not {}", kCudnnBackwardInput,
+                            operands.size()));
+  Tensor gradient = tensorOperand(ins, operands, 0), kernel = tensorOperand(ins, operands, 1);
+  if (gradient.rank() != kernel.rank() || static_cast<int64_t>(result.dims.size()) != kernel.rank() ||
+      kernel.rank() < 2)
+    failOp(ins, fmt::format("the gradient {}, the kernel {} and the input's gradient must have one rank, at least 2",
+                            describe(gradient), describe(kernel)));
+  DType dtype = elementType(result);
+  if (!isFloat(dtype) || !isFloat(gradient.dtype()) || !isFloat(kernel.dtype()))
+    failOp(ins, "mlpipe convolves floats");
+  ConvolutionDims forward = convolutionAttributes(ins, kernel.rank());
+  int64_t spatial = kernel.rank() - 2;
+  if (forward.featureGroups != 1 || forward.batchGroups != 1)
+    failOp(ins, fmt::format("feature_group_count={} or batch_group_count={} in a backward input is not read",
+                            forward.featureGroups, forward.batchGroups));
+
+  ConvolutionDims dims;
+  dims.inputBatch = forward.outputBatch;
+  dims.inputFeature = forward.outputFeature;
+  dims.inputSpatial = forward.outputSpatial;
+  dims.kernelInput = forward.kernelOutput;
+  dims.kernelOutput = forward.kernelInput;
+  dims.kernelSpatial = forward.kernelSpatial;
+  dims.outputBatch = forward.inputBatch;
+  dims.outputFeature = forward.inputFeature;
+  dims.outputSpatial = forward.inputSpatial;
+  for (int64_t d = 0; d < spatial; ++d) {
+    const WindowAxis &axis = forward.window[static_cast<size_t>(d)];
+    if (axis.baseDilation != 1)
+      failOp(ins,
+             fmt::format("lhs_dilate={} along spatial axis {} in a backward input is not read", axis.baseDilation, d));
+    int64_t inputSize = result.dims[static_cast<size_t>(forward.inputSpatial[d])];
+    int64_t gradientSize = gradient.shape()[forward.outputSpatial[d]];
+    int64_t span = (axis.size - 1) * axis.windowDilation + 1;
+    WindowAxis transposed;
+    transposed.size = axis.size;
+    transposed.baseDilation = axis.stride;
+    transposed.windowDilation = axis.windowDilation;
+    transposed.padLow = span - 1 - axis.padLow;
+    transposed.padHigh = inputSize + span - 1 - (gradientSize - 1) * axis.stride - 1 - transposed.padLow;
+    dims.window.push_back(transposed);
+  }
+  Tensor flipped = reversed(kernel, forward.kernelSpatial);
+  Tensor y = checkedConvolution(ins, gradient, flipped, dims, dtype);
+  Shape expected(result.dims.begin(), result.dims.end());
+  if (y.shape() != expected)
+    failOp(ins, fmt::format("the input's gradient is {}, but the call gives {}[{}]", describe(y),
                             printable(result.typeName), fmt::join(result.dims, ",")));
   return y;
 }

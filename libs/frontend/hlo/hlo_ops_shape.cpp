@@ -162,7 +162,6 @@ Tensor Builder::slice(const Instruction &ins, Tensor x) {
 // already compiles: the axis moved first and the rest flattened, a row
 // gather at ids n - 1 - i, and the shape and order put back.
 Tensor Builder::reverse(const Instruction &ins, Tensor x) {
-  Graph &g = *graph_;
   std::vector<int64_t> dimensions = intList(attribute(ins, "dimensions"));
   std::vector<bool> seen(static_cast<size_t>(x.rank()), false);
   for (int64_t axis : dimensions) {
@@ -172,7 +171,12 @@ Tensor Builder::reverse(const Instruction &ins, Tensor x) {
       failOp(ins, fmt::format("dimensions= names axis {} twice", axis));
     seen[static_cast<size_t>(axis)] = true;
   }
-  for (int64_t axis : dimensions) {
+  return reversed(x, dimensions);
+}
+
+Tensor Builder::reversed(Tensor x, const std::vector<int64_t> &axes) {
+  Graph &g = *graph_;
+  for (int64_t axis : axes) {
     int64_t length = x.shape()[static_cast<size_t>(axis)];
     if (length <= 1 || numElements(x.shape()) == 0)
       continue;
@@ -185,14 +189,14 @@ Tensor Builder::reverse(const Instruction &ins, Tensor x) {
     Tensor rows = g.reshape(moved, {length, numElements(movedShape) / length});
     Tensor ids = g.binary(BinaryFn::Sub, g.constant(static_cast<double>(length - 1), DType::i32),
                           g.iota({length}, DType::i32, 0));
-    Tensor reversed = g.reshape(g.gather(rows, ids), movedShape);
+    Tensor flipped = g.reshape(g.gather(rows, ids), movedShape);
     if (axis != 0) {
       std::vector<int64_t> back(order.size());
       for (size_t i = 0; i < order.size(); ++i)
         back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-      reversed = g.transpose(reversed, back);
+      flipped = g.transpose(flipped, back);
     }
-    x = reversed;
+    x = flipped;
   }
   return x;
 }
