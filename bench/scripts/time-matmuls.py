@@ -132,6 +132,11 @@ def parse_host(outlined):
     arguments = {}
     for m in re.finditer(r"(%arg\d+): (" + MEMREF.pattern + r") \{[^}]*mlpipe\.name = \"(\w+)\"", signature):
         arguments[m.group(1)] = (m.group(3), m.group(2))
+    # Temporaries the buffer plan put in the arena (split-K's partial
+    # products): each timed as a tensor of its own.
+    for m in re.finditer(r"(%[\w]+) = memref\.view %arg\d+\[%[\w]+\]\[\] : memref<\d+xi8> to (" + MEMREF.pattern +
+                         ")", host):
+        arguments[m.group(1)] = ("temporary" + m.group(1).lstrip("%"), m.group(2))
     views = {m.group(1): m.group(2) for m in re.finditer(r"(%[\w]+) = memref\.transpose (%[\w]+) ", host)}
     constants = {m.group(1): int(m.group(2)) for m in re.finditer(r"(%[\w]+) = arith\.constant (\d+) : index", host)}
     launches = []

@@ -9,29 +9,22 @@ const char *matmulPathName(MatmulPath path) { return path == MatmulPath::Cublas 
 
 const char *attentionPathName(AttentionPath path) { return path == AttentionPath::Fused ? "fused" : "three kernels"; }
 
-MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &options,
-                              SkinnyOneLaunchCheck skinnyIsOneLaunch) {
+MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &options) {
   if (!options.cublas)
     return {MatmulPath::Generated, "--matmul generated"};
   if (!p.readableInPlace)
     return {MatmulPath::Generated, p.notReadableBecause};
-  int64_t skinnyRows = options.skinnyMaxRows < 0 ? kGeneratedSkinnyMaxRows : options.skinnyMaxRows;
-  // Of the generated kernels only the one-launch skinny form reads 16-bit
-  // operands (a decode step's GEMVs); any other 16-bit product would be
-  // widened by a copy first, while cuBLASLt reads it as stored.
-  if (p.elementBytes < 4 && p.readableInPlace && p.batch >= 1 && p.m >= 1 && p.n >= 1 && p.k >= 1) {
-    if (p.m <= skinnyRows && p.batch == 1 && !p.bTransposed && p.n > 1 && skinnyIsOneLaunch(p.m, p.k, p.elementBytes))
-      return {MatmulPath::Generated, std::to_string(p.m) +
-                                         " row of 16-bit operands: the skinny kernel reads them in place and "
-                                         "streams B in one launch (kGeneratedSkinnyMaxRows, option skinny-rows)"};
-    return {MatmulPath::Cublas, "cuBLASLt reads 16-bit operands in place (the generated kernels would widen them)"};
-  }
-  if (p.m <= skinnyRows && p.batch == 1 && !p.bTransposed && skinnyIsOneLaunch(p.m, p.k, p.elementBytes))
-    return {MatmulPath::Generated, std::to_string(p.m) + " rows, at most " + std::to_string(skinnyRows) +
-                                       ": the skinny kernel streams B faster, in one launch "
-                                       "(kGeneratedSkinnyMaxRows, option skinny-rows)"};
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return {MatmulPath::Generated, "it has an empty dimension"};
+  int64_t skinnyRows = options.skinnyMaxRows < 0 ? kGeneratedSkinnyMaxRows : options.skinnyMaxRows;
+  if (p.m <= skinnyRows && p.batch == 1 && !p.bTransposed && p.n > 1)
+    return {MatmulPath::Generated, std::to_string(p.m) + (p.m == 1 ? " row" : " rows") + ", at most " +
+                                       std::to_string(skinnyRows) + (p.elementBytes < 4 ? " of 16-bit operands" : "") +
+                                       ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option "
+                                       "skinny-rows)"};
+  // Every other 16-bit product: cuBLASLt reads it as stored.
+  if (p.elementBytes < 4)
+    return {MatmulPath::Cublas, "cuBLASLt reads 16-bit operands in place"};
   // cublasDgemm takes int sizes and leading dimensions.
   if (p.f64 && std::max({p.batch, p.m, p.n, p.k, p.maxLeadingDimension}) > INT_MAX)
     return {MatmulPath::Generated, "an f64 dimension does not fit cublasDgemm's int"};

@@ -39,26 +39,20 @@ struct MatmulProblem {
 struct MatmulPathOptions {
   // --matmul cublas (the default where cuBLAS loads) or generated.
   bool cublas = true;
-  // Products of at most this many rows go to the skinny kernel when it
-  // computes them in one launch (kGeneratedSkinnyMaxRows; < 0: the default).
+  // Products of at most this many rows go to the skinny kernel
+  // (kGeneratedSkinnyMaxRows; < 0: the default).
   int64_t skinnyMaxRows = -1;
 };
 
-// Products of at most this many rows, B read row by row and unbatched, stay
-// with the generated skinny kernel where it computes them in one launch: on
-// the H200 cuBLAS's small-M kernels read the weights at 0.2-0.9 TB/s
-// (GPT-2 decode-step GEMVs of 2.4-9.5 MB in 7.9-13.5 us) where the skinny
-// kernel streams them at about a copy's rate (2.1-3.8 us). At 16 rows the
-// skinny kernel is faster too (9-11 us against 17-22), but it splits K there
-// and adds the splits atomically, in an order that varies: a forward
-// replayed as a graph would no longer give the bits of direct launches, so
-// those products stay with cuBLAS.
-constexpr int64_t kGeneratedSkinnyMaxRows = 1;
-
-// The skinny kernel computes a product in one launch when it has few rows
-// and A's whole row fits the slice its block stages (matmul_kernel.h); the
-// generated-kernel layer answers this.
-using SkinnyOneLaunchCheck = bool (*)(int64_t m, int64_t k, int64_t elementBytes);
+// Products of at most this many rows, B read row by row and unbatched, go
+// to the generated skinny kernel: on the H200 cuBLAS's small-M kernels read
+// the weights at 0.2-0.9 TB/s (GPT-2 decode-step GEMVs of 2.4-9.5 MB in
+// 7.9-13.5 us) where the skinny kernel streams them at about a copy's rate
+// (2.1-3.8 us); at 16 rows it took 9-11 us against cuBLAS's 17-22. It
+// splits K across blocks where the grid would not fill the GPU, the splits
+// added in a fixed order by a second kernel (no atomics), so a forward
+// replayed as a graph gives the bits of direct launches.
+constexpr int64_t kGeneratedSkinnyMaxRows = 32;
 
 struct MatmulChoice {
   MatmulPath path;
@@ -67,9 +61,8 @@ struct MatmulChoice {
 
 // The path for `problem`: cuBLAS when it is enabled and can compute the
 // product in place, unless the skinny kernel streams it faster (few rows,
-// one launch); the generated kernel otherwise.
-MatmulChoice chooseMatmulPath(const MatmulProblem &problem, const MatmulPathOptions &options,
-                              SkinnyOneLaunchCheck skinnyIsOneLaunch);
+// B read row by row); the generated kernel otherwise.
+MatmulChoice chooseMatmulPath(const MatmulProblem &problem, const MatmulPathOptions &options);
 
 // ---- Attention --------------------------------------------------------------
 

@@ -118,6 +118,7 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       options.matmulWarpTile = {matmulWarpTile[0], matmulWarpTile[1]};
     }
     options.matmulStages = matmulStages;
+    options.matmulForm = matmulForm;
     options.matmulPrefetchFragments = matmulPrefetchFragments;
     KernelFactory kernels(module);
     mlir::SymbolTable symbols(module);

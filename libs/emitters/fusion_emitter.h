@@ -51,6 +51,7 @@ struct EmitterOptions {
   std::array<int64_t, 2> matmulWarpTile = {0, 0};
   int64_t matmulStages = 0;
   bool matmulPrefetchFragments = false;
+  std::string matmulForm = "auto";
 };
 
 class FusionEmitter {

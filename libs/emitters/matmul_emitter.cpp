@@ -51,6 +51,7 @@ public:
     forced.warpTile = options_.matmulWarpTile;
     forced.stages = options_.matmulStages;
     forced.prefetchFragments = options_.matmulPrefetchFragments;
+    forced.form = options_.matmulForm;
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), e.operands, e.accumulate,
                                          e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, forced,
                                          rowCall_ ? &e.prologue : nullptr))) {
@@ -143,8 +144,8 @@ private:
   }
 
   // What the generated kernel takes: f32 or f64 throughout, static shapes,
-  // or 16-bit A and B on tensor cores or in its one-launch skinny form
-  // (checked here so that a product it does not take falls back quietly).
+  // or 16-bit A and B on tensor cores or in its skinny form (checked here
+  // so that a product it does not take falls back quietly).
   mlir::LogicalResult checkOperandTypes(const Emission &e, std::string &why) const {
     const FusionNode &product = graph_.node(e.matmul);
     auto aType = mlir::dyn_cast<mlir::MemRefType>(product.op.getDpsInputs()[0].getType());
@@ -155,7 +156,7 @@ private:
       if (!generatedMatmulTakesSixteenBit(aType, bType, cType, *options_.device, accumulates))
         return why = options_.device->sixteenBitMma
                          ? "16-bit operands the tensor-core form does not take"
-                         : "16-bit operands the one-launch skinny form does not take (" + options_.device->chip +
+                         : "16-bit operands the skinny form does not take (" + options_.device->chip +
                                " has no mma.sync m16n8k16 for the tensor-core form)",
                mlir::failure();
       return mlir::success();

@@ -51,15 +51,18 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     place): a transposed view becomes a transpose flag, a slice a leading
     dimension, a batch a batch stride; nothing is copied. The zero fill
     before a matmul becomes beta = 0; without one, beta = 1 adds C.
+    Products of at most skinny-rows rows (kGeneratedSkinnyMaxRows), B read
+    row by row and unbatched, are left to the generated skinny kernel, which
+    streams B faster.
 
     A matmul fusion (a function with mlpipe.fusion = "matmul", as fuse's
     partitioner makes them) is replaced at each call site:
 
     ```mlir
-    func.func private @c_attn_matmul(%x: memref<16x768xf32>, %w: memref<768x2304xf32>,
-        %b: memref<2304xf32>, %y: memref<16x2304xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
-      linalg.fill ins(%zero : f32) outs(%y : memref<16x2304xf32>)
-      linalg.matmul ins(%x, %w : ...) outs(%y : memref<16x2304xf32>)
+    func.func private @c_attn_matmul(%x: memref<64x768xf32>, %w: memref<768x2304xf32>,
+        %b: memref<2304xf32>, %y: memref<64x2304xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
+      linalg.fill ins(%zero : f32) outs(%y : memref<64x2304xf32>)
+      linalg.matmul ins(%x, %w : ...) outs(%y : memref<64x2304xf32>)
       linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d1), (d0, d1) -> (d0, d1)], ...}
           ins(%y, %b : ...) outs(%y : ...) { %s = arith.addf %in, %bias : f32 ... }
       return
@@ -70,7 +73,7 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     ```mlir
     // element, compute, transpose A, transpose B, batch, m, n, k, alpha,
     // A, lda, stride A, B, ldb, stride B, beta, C, ldc, stride C, D, ldd, stride D, epilogue, bias
-    call @mlpipeGemm(%f32, %exact, %false, %false, %c1, %c16, %c2304, %c768, %one,
+    call @mlpipeGemm(%f32, %exact, %false, %false, %c1, %c64, %c2304, %c768, %one,
                      %px, %c768, %c0, %pw, %c2304, %c0, %zero, %null, %c0, %c0,
                      %pout, %c2304, %c0, %bias_epilogue, %pb)
     ```
@@ -113,7 +116,7 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (computed in f32, no TF32) or tf32 (opt-in: A and B rounded to TF32)">,
     Option<"skinnyRows", "skinny-rows", "int64_t", /*default=*/"-1",
-           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel where it takes them in one launch (-1: kGeneratedSkinnyMaxRows, 1; 0: none)">,
+           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel (-1: kGeneratedSkinnyMaxRows, 32; 0: none)">,
   ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];
@@ -162,14 +165,17 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     gpu.barrier per K step. Global reads go along the contiguous axis of each
     operand (a transposed view is read along K), as 128-bit vectors where the
     layout keeps them aligned. Products whose grid would leave SMs idle are
-    split along K (partial products added atomically). Products with at most
+    split along K: each split writes its partial product to a temporary
+    (`memref.alloc` in host code, placed in the arena by the buffer plan),
+    and a `_split_sum` kernel adds the splits in their order and applies the
+    epilogue (no atomics: the same bits on every run). Products with at most
     64 rows whose B rows are contiguous take the skinny form, which streams B
     once. `--debug-only=mlpipe-emitters` prints each choice; the options
     below override them.
 
-    bf16 and f16 A and B (C in their type or f32) take the tensor-core form
-    on chips with mma.sync m16n8k16 (sm_80 and later), but for one row,
-    which the skinny form streams in one launch:
+    bf16 and f16 A and B (C in their type or f32) take the skinny form where
+    f32 would (at most 64 rows, B's rows contiguous), and the tensor-core
+    form otherwise, on chips with mma.sync m16n8k16 (sm_80 and later):
 
     ```mlir
     linalg.matmul ins(%a, %b : memref<1024x768xbf16>, memref<768x3072xbf16>) outs(%c : memref<1024x3072xf32>)
@@ -209,16 +215,16 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     read by ldmatrix (.trans for one stored along M or N), K past the edge
     zero-filled; otherwise (an odd extent: scalar reads) through registers
     into two stages. On older
-    chips (sm_75) those products are not taken here (bf16 has no tensor
-    cores there).
+    chips (sm_75) only the skinny form's products are taken here (bf16 has
+    no tensor cores there).
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU whose device description the heuristics read">,
     Option<"form", "form", "std::string", /*default=*/"\"auto\"",
            "auto, tiled (the register-tiled kernel), skinny (the bandwidth-bound form for small M) or tensor_core "
-           "(mma.sync on bf16/f16 A and B, sm_80 and later; auto takes it for every 16-bit product but one-launch "
-           "skinny ones)">,
+           "(mma.sync on bf16/f16 A and B, sm_80 and later; auto takes it for every 16-bit product the skinny "
+           "form does not)">,
     ListOption<"blockTile", "block-tile", "int64_t",
                "The tiled kernel's block tile M,N,K (default: chosen per product)">,
     ListOption<"threadTile", "thread-tile", "int64_t",

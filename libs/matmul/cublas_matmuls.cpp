@@ -373,7 +373,7 @@ std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRo
   }
   MatmulPathOptions options;
   options.skinnyMaxRows = skinnyRows;
-  MatmulChoice choice = chooseMatmulPath(summary, options, emitters::skinnyIsOneLaunch);
+  MatmulChoice choice = chooseMatmulPath(summary, options);
   if (choice.path != MatmulPath::Cublas) {
     whyNot = choice.why;
     return std::nullopt;

@@ -93,10 +93,6 @@ public:
     mlir::vector::StoreOp::create(ix.b, ix.loc, vector, value_, indices(batch, row, col), false,
                                   llvm::MaybeAlign(width * elementBytes_));
   }
-  void atomicAdd(const Ix &ix, Value element, Value batch, Value row, Value col) {
-    mlir::memref::AtomicRMWOp::create(ix.b, ix.loc, mlir::arith::AtomicRMWKind::addf, element, value_,
-                                      indices(batch, row, col));
-  }
 
   mlir::VectorType vectorType(int64_t width) const { return mlir::VectorType::get({width}, element()); }
 
@@ -263,15 +259,21 @@ struct ProductLaunch {
 
 using KernelBody = std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::gpu::GPUFuncOp)>;
 
+// Where K is split `splits` ways, each split's partial product goes to its
+// own slab of a temporary: [splits x batch, M, N] in the accumulator's
+// type, split s of batch b at s * batch + b.
+mlir::MemRefType partialSumsType(const Problem &p, int64_t splits);
+
 // The problem the product kernel computes when K is split `splits` ways:
-// with more than one it only adds into C (the epilogue follows as a kernel
-// of its own).
+// with more than one it writes its split's partial product, plain, to the
+// slab of partialSumsType its "C" is (the sum, C's old value and the
+// epilogue follow as a kernel of their own).
 Problem productProblem(const Problem &p, int64_t splits);
 
 // Builds the product kernel (its body by `body`) and launches it, with
-// `dynamicSharedBytes` of dynamic shared memory; with split K, C is zeroed
-// first (unless accumulating) and the epilogue runs after, as kernels over
-// C.
+// `dynamicSharedBytes` of dynamic shared memory; with split K it is
+// launched on a temporary of partial products, and a second kernel adds
+// them in a fixed order into C (no atomics: the same bits run after run).
 mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p, int64_t splits,
                                   const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body,
                                   int64_t dynamicSharedBytes = 0);

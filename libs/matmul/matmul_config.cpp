@@ -8,6 +8,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 namespace mlpipe::emitters {
@@ -48,25 +49,33 @@ constexpr int64_t kRegisterOverhead = 24;
 // value when accumulating, an epilogue's operands): without them the 8x4
 // tile accumulating into C spilled 4 bytes when asked for three blocks.
 constexpr int64_t kReadingStoreRegisters = 16;
+// Registers the stores of split-K's partial products need besides (the
+// address of the split's slab): the 8x8 tile of a product split 5 ways
+// (1024x3072 by 3072x768 on sm_75) spilled 4 bytes when asked for two
+// blocks an SM (8 more still asked for two); ptxas takes 139 unconstrained.
+constexpr int64_t kPartialStoreRegisters = 24;
 // Blocks one SM holds at most (16 on sm_75, 32 from sm_80 on: the smaller).
 constexpr int64_t kMaxBlocksPerSm = 16;
-// Splitting K across blocks adds one atomic add per element of C per split;
-// an L2 atomic costs about as much as this many FMAs of one SM's issue slots
-// (H100: ~1 atomic per clock per L2 slice against 128 FMAs per clock per SM).
-constexpr double kAtomicCostInFmas = 64.0;
+// Splitting K across blocks writes each element of C once per split (a
+// partial product, to L2) and reads it back in the kernel that adds the
+// splits; that costs about as much as this many FMAs of one SM's issue
+// slots, as an L2 atomic did (H100: ~1 per clock per L2 slice against 128
+// FMAs per clock per SM) when the splits were added atomically.
+constexpr double kSplitPartialCostInFmas = 64.0;
 // A split keeps at least this many K rows, so that its pipeline runs for
-// 32 steps and the atomics stay a small part of its work.
+// 32 steps and its partial products stay a small part of its work.
 constexpr int64_t kMinRowsPerSplit = 256;
 // The grid may not split K more ways than this.
 constexpr int64_t kMaxSplitK = 16;
 
-// Skinny products (M small) are bandwidth-bound: every element of B is used
-// M times. They take the GEMV-like form when M is at most this (GPT-2
-// decoding and short prompts), and B's rows are contiguous.
-constexpr int64_t kSkinnyMaxRows = 64;
 // Rows of A (and C) one skinny block computes: each thread keeps this many
 // rows times one vector of columns in registers.
 constexpr int64_t kSkinnyRowsPerBlock = 16;
+// Sums a skinny thread keeps in registers (its rows times its vector of
+// columns), at most: 16 rows of 4 f32 columns. A 16-bit B's 128-bit vector
+// is 8 columns, 128 sums at 16 rows, which leaves no registers for the rows
+// of B in flight; such products read 64-bit vectors (4 columns) instead.
+constexpr int64_t kSkinnyMaxSums = 64;
 // Rows of B each thread loads per chunk, at most; the next chunk's loads are
 // issued before the current chunk's arithmetic, so twice this many are in
 // flight: with 8, 256 B per thread, 64 KiB per block.
@@ -79,8 +88,8 @@ constexpr int64_t kSkinnyRegisters = 128;
 // Each warp gets at least this many rows of its block's K-slice, so that the
 // shared-memory reduction stays small next to the streaming.
 constexpr int64_t kSkinnyMinRowsPerWarp = 4;
-// Before splitting K across blocks (which costs two more launches: zeroing
-// C and the epilogue), a skinny block narrows: a warp's lanes split into
+// Before splitting K across blocks (which costs one more launch: the
+// kernel that adds the splits), a skinny block narrows: a warp's lanes split into
 // groups that each read a segment of a B row, down to this many bytes (two
 // 32-byte sectors, every sector still read whole), so that more blocks fit
 // across N. A decode step's GEMVs (one row of C) then take one launch each.
@@ -91,9 +100,7 @@ constexpr int64_t kSkinnyNarrowMaxRows = 1;
 // The skinny grid is wide enough, unsplit, with this many blocks per SM.
 // Still short of that at the narrowest segment, a narrowed block does not
 // split K: a block streaming B moves about 100 GB/s, so a quarter of the
-// SMs still come near the DRAM rate, without split-K's two extra launches
-// or its atomics (whose order varies: the one-row form gives the same bits
-// run after run).
+// SMs still come near the DRAM rate, without split-K's second launch.
 constexpr int64_t kSkinnyTargetBlocksPerSm = 1;
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
@@ -139,6 +146,8 @@ int64_t residentBlocks(const Problem &p, const TiledConfig &c, const DeviceDescr
   int64_t registers = (c.threadM * c.threadN + c.threadM + c.threadN + prefetched) * words + kRegisterOverhead;
   if (p.accumulate || p.epilogue)
     registers += kReadingStoreRegisters;
+  if (c.splitK > 1)
+    registers += kPartialStoreRegisters;
   registers = std::min<int64_t>(roundUp(registers, 8), device.maxRegistersPerThread);
   int64_t byThreads = device.maxThreadsPerSm / c.threads();
   int64_t byRegisters = device.registersPerSm / (registers * c.threads());
@@ -151,7 +160,7 @@ int64_t residentBlocks(const Problem &p, const TiledConfig &c, const DeviceDescr
 // wave costs a whole one), each costing the larger of its instructions
 // (FMAs, shared loads, per-step overhead; slowed where too few warps are
 // resident to issue every cycle) and its loads from L2, plus the split-K
-// atomics spread over the SMs.
+// partial products spread over the SMs.
 double tiledCost(const Problem &p, const TiledConfig &c, const DeviceDescription &device) {
   int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, c.blockM) * llvm::divideCeilSigned(p.n, c.blockN) * c.splitK;
   int64_t blocksPerSm = llvm::divideCeilSigned(blocks, device.smCount);
@@ -164,9 +173,9 @@ double tiledCost(const Problem &p, const TiledConfig &c, const DeviceDescription
   double issueRate = std::min(1.0, static_cast<double>(residentWarps) / kWarpsForFullIssue);
   double blockCompute = instructionsPerStep * steps * static_cast<double>(warps) / issueRate;
   double blockLoads = static_cast<double>((c.blockM + c.blockN) * c.kPerSplit * p.elementBytes) * kIssueSlotsPerL2Byte;
-  double atomics = c.splitK > 1 ? static_cast<double>(p.batch * p.m * p.n * c.splitK) : 0.0;
+  double partials = c.splitK > 1 ? static_cast<double>(p.batch * p.m * p.n * c.splitK) : 0.0;
   return static_cast<double>(blocksPerSm) * std::max(blockCompute, blockLoads) +
-         atomics * kAtomicCostInFmas / device.warpSize / device.smCount;
+         partials * kSplitPartialCostInFmas / device.warpSize / device.smCount;
 }
 
 TiledConfig withSplit(const Problem &p, TiledConfig c, int64_t splits) {
@@ -314,10 +323,12 @@ mlir::FailureOr<TiledConfig> chooseTiled(const Problem &p, const GeneratedMatmul
 }
 
 SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &options, const DeviceDescription &device,
-                          int64_t vectorN, bool splitAllowed) {
+                          int64_t widestVectorN, bool splitAllowed) {
   SkinnyConfig c;
-  c.vectorN = vectorN;
   c.rowsPerBlock = std::min(p.m, kSkinnyRowsPerBlock);
+  int64_t sumsPerRow = std::max<int64_t>(1, kSkinnyMaxSums / c.rowsPerBlock);
+  c.vectorN = std::min(widestVectorN, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(sumsPerRow))));
+  const int64_t vectorN = c.vectorN;
   c.rowGroups = llvm::divideCeilSigned(p.m, c.rowsPerBlock);
   // Narrower row segments (more blocks across N) instead of splitting K,
   // for one row whose whole K fits one staged slice (a decode step's GEMVs).

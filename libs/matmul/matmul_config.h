@@ -38,6 +38,10 @@ constexpr int64_t kBlockK = 8;
 // Without it ptxas may take up to 255 registers: the 8x8 tile at a ragged
 // edge lands at 132, one block of 256 threads per SM instead of two.
 constexpr int64_t kSkinnyBlocksPerSm = 2;
+// Skinny products (M small) are bandwidth-bound: every element of B is used
+// M times. They take the GEMV-like form when M is at most this (GPT-2
+// decoding and short prompts), and B's rows are contiguous.
+constexpr int64_t kSkinnyMaxRows = 64;
 // Warps per skinny block; they split the block's K-slice row by row and add
 // their partial sums in shared memory at the end.
 constexpr int64_t kSkinnyWarps = 8;
@@ -142,10 +146,11 @@ bool prefersSkinny(const Problem &p, const GeneratedMatmulOptions &options);
 mlir::FailureOr<TiledConfig> chooseTiled(const Problem &p, const GeneratedMatmulOptions &options,
                                          const DeviceDescription &device, bool splitAllowed, std::string &error);
 
-// The skinny configuration for B vectors of `vectorN` elements: row
+// The skinny configuration for B vectors of at most `widestVectorN`
+// elements (fewer where a thread's sums would not fit its registers): row
 // segments narrowed before splitting K, K split (where `splitAllowed`)
 // until the grid fills the GPU and the staged slice of A fits.
 SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &options, const DeviceDescription &device,
-                          int64_t vectorN, bool splitAllowed);
+                          int64_t widestVectorN, bool splitAllowed);
 
 } // namespace mlpipe::emitters::generated_matmul

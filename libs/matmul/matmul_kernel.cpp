@@ -1,8 +1,9 @@
 // The generated matmul's entry (matmul_kernel.h): a product's operands
 // checked and described as a Problem, its form chosen (matmul_config.cpp)
-// and emitted (tiled_matmul.cpp, skinny_matmul.cpp), and the two small
-// elementwise kernels that split-K needs (zeroing C, and applying the
-// epilogue afterwards), which also serve a product with K = 0.
+// and emitted (tiled_matmul.cpp, skinny_matmul.cpp), the kernel that adds
+// split-K's partial products in a fixed order and applies the epilogue, and
+// the two elementwise kernels a product with K = 0 needs (zeroing C,
+// applying the epilogue).
 #include "matmul/matmul_kernel.h"
 
 #include "codegen/debug.h"
@@ -18,13 +19,16 @@ namespace generated_matmul {
 
 namespace {
 
-// The elementwise kernels (zeroing C, the split-K epilogue): one element per
-// thread.
+// The elementwise kernels (zeroing C, the epilogue, split-K's sum): one
+// element per thread.
 constexpr int64_t kElementwiseThreads = 256;
+// Split-K's partial products are stored in vectors of up to 8 f32 (a
+// 16-bit product's B vector): their buffer is aligned for the widest.
+constexpr int64_t kPartialSumsAlignment = 64;
 
 //===----------------------------------------------------------------------===//
-// Elementwise kernels over C: zeroing it before split-K, applying the
-// epilogue after.
+// Elementwise kernels over C: zeroing it, applying the epilogue (a product
+// with K = 0), and adding split-K's partial products.
 //===----------------------------------------------------------------------===//
 
 enum class Elementwise { Zero, Epilogue };
@@ -72,6 +76,51 @@ mlir::LogicalResult emitElementwise(mlir::OpBuilder &host, mlir::Location loc, c
   if (what != Elementwise::Zero)
     arguments.append(epilogueOperands.begin(), epilogueOperands.end());
   kernels.launch(host, loc, kernel, dims, arguments);
+  return mlir::success();
+}
+
+// Split-K's second kernel: each element of C is the sum of its `splits`
+// partial products (partialSumsType), added in the order of the splits, so
+// that a product gives the same bits run after run and replayed in a graph;
+// C's old value first where accumulating, then the epilogue, rounded to C's
+// type once as it is stored.
+mlir::LogicalResult emitSplitSum(const ProductLaunch &launch, const Problem &p, Value partials, int64_t splits) {
+  int64_t total = p.batch * p.m * p.n;
+  KernelSignature signature;
+  signature.name = launch.name + "_split_sum";
+  signature.arguments = {partials.getType()};
+  signature.arguments.append(argumentTypes(p, /*withAB=*/false));
+  signature.bytesMoved =
+      bytesOf(mlir::cast<mlir::MemRefType>(partials.getType())) + bytesOf(p.cType) * (p.accumulate ? 2 : 1);
+  signature.blockSize = {static_cast<int32_t>(kElementwiseThreads), 1, 1};
+  auto kernel = launch.kernels.build(signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+    mlir::Location kloc = f.getLoc();
+    Ix ix{b, kloc};
+    Matrix sums(f.getArgument(0), p.accumulatorBytes);
+    Matrix c(f.getArgument(1), bytesOfElement(p.cType));
+    llvm::SmallVector<Value> operands;
+    for (unsigned i = 2; i < f.getNumArguments(); ++i)
+      operands.push_back(f.getArgument(i));
+    Value tid = mlir::gpu::ThreadIdOp::create(b, kloc, mlir::gpu::Dimension::x);
+    Value block = mlir::gpu::BlockIdOp::create(b, kloc, mlir::gpu::Dimension::x);
+    Value linear = ix.add(ix.mul(block, kElementwiseThreads), tid);
+    guarded(ix, total % kElementwiseThreads != 0 ? ix.lt(linear, total) : Value(), [&] {
+      Value col = ix.rem(linear, p.n);
+      Value row = ix.rem(ix.div(linear, p.n), p.m);
+      Value batch = ix.div(linear, p.n * p.m);
+      Value sum = sums.loadScalar(ix, batch, row, col);
+      for (int64_t split = 1; split < splits; ++split)
+        sum = mlir::arith::AddFOp::create(b, kloc, sum, sums.loadScalar(ix, ix.add(batch, split * p.batch), row, col));
+      OutputWriter writer{p, c, operands};
+      writer.write(ix, broadcast(ix, sum, 1), batch, row, col, 1, /*vectorC=*/false);
+    });
+  });
+  LaunchDims dims;
+  dims.grid = {llvm::divideCeilSigned(total, kElementwiseThreads), 1, 1};
+  dims.block = {kElementwiseThreads, 1, 1};
+  llvm::SmallVector<Value> arguments{partials, launch.operands.c};
+  arguments.append(launch.epilogueOperands.begin(), launch.epilogueOperands.end());
+  launch.kernels.launch(launch.host, launch.loc, kernel, dims, arguments);
   return mlir::success();
 }
 
@@ -152,24 +201,24 @@ mlir::LogicalResult emitWithoutProduct(const ProductLaunch &launch, const Proble
   return mlir::success();
 }
 
-// Split-K adds into C atomically and runs the epilogue afterwards over C:
-// not possible when an epilogue operand may be C itself.
-bool splitAllowed(const Problem &p, const MatmulOperands &operands) {
-  bool allowed = !p.prologue; // every block computes the whole row of A
-  if (p.epilogue)
-    for (Value operand : p.epilogue->hostOperands)
-      if (rootBuffer(operand) == rootBuffer(operands.c))
-        allowed = false;
-  return allowed;
-}
+// K may be split across blocks unless every block computes the whole row of
+// A (a prologue). The partial products go to a buffer of their own, so an
+// epilogue operand that is C itself (a residual added in place) is read by
+// the split-sum kernel element by element, as the unsplit kernels read it.
+bool splitAllowed(const Problem &p) { return !p.prologue; }
 
 } // namespace
+
+mlir::MemRefType partialSumsType(const Problem &p, int64_t splits) {
+  return mlir::MemRefType::get({splits * p.batch, p.m, p.n}, p.element);
+}
 
 Problem productProblem(const Problem &p, int64_t splits) {
   Problem q = p;
   if (splits > 1) {
     q.epilogue = nullptr;
-    q.accumulate = true;
+    q.accumulate = false;
+    q.cType = partialSumsType(p, splits);
   }
   return q;
 }
@@ -181,22 +230,26 @@ mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p,
   mlir::Location loc = launch.loc;
   const MatmulOperands &operands = launch.operands;
   KernelFactory &kernels = launch.kernels;
-  const std::string &name = launch.name;
-  if (splits > 1 && !p.accumulate &&
-      mlir::failed(emitElementwise(host, loc, p, operands.c, {}, Elementwise::Zero, kernels, name)))
-    return mlir::failure();
   mlir::FailureOr<mlir::gpu::GPUFuncOp> built = kernels.tryBuild(signature, body);
   if (mlir::failed(built))
     return mlir::emitError(loc, "generated matmul: the kernel's body could not be built");
   mlir::gpu::GPUFuncOp kernel = *built;
-  llvm::SmallVector<Value> arguments{operands.a, operands.b, operands.c};
-  if (splits == 1)
+  if (splits == 1) {
+    llvm::SmallVector<Value> arguments{operands.a, operands.b, operands.c};
     arguments.append(launch.epilogueOperands.begin(), launch.epilogueOperands.end());
-  if (p.prologue)
-    arguments.append(p.prologue->hostOperands.begin(), p.prologue->hostOperands.end());
-  kernels.launch(host, loc, kernel, dims, arguments, dynamicSharedBytes);
-  if (splits > 1 && p.epilogue)
-    return emitElementwise(host, loc, p, operands.c, launch.epilogueOperands, Elementwise::Epilogue, kernels, name);
+    if (p.prologue)
+      arguments.append(p.prologue->hostOperands.begin(), p.prologue->hostOperands.end());
+    kernels.launch(host, loc, kernel, dims, arguments, dynamicSharedBytes);
+    return mlir::success();
+  }
+  // Split K: each split's partial product to its own slab of a temporary
+  // (the buffer plan puts it in the arena), then one kernel adds them up.
+  Value partials = mlir::memref::AllocOp::create(host, loc, partialSumsType(p, splits),
+                                                 host.getI64IntegerAttr(kPartialSumsAlignment));
+  kernels.launch(host, loc, kernel, dims, {operands.a, operands.b, partials}, dynamicSharedBytes);
+  if (mlir::failed(emitSplitSum(launch, p, partials, splits)))
+    return mlir::failure();
+  mlir::memref::DeallocOp::create(host, loc, partials);
   return mlir::success();
 }
 
@@ -213,11 +266,13 @@ bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bTy
       !bType.hasStaticShape() || !cType.hasStaticShape())
     return false;
   // Every product on tensor cores (the tensor-core form), where the chip
-  // has them.
+  // has them; elsewhere those the skinny form takes (few rows, B read row
+  // by row).
   if (device.sixteenBitMma)
     return true;
-  return rank == 2 && !accumulate && bType.getDimSize(1) > 1 && generated_matmul::hasUnitStride(bType, 1) &&
-         skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), storage.getIntOrFloatBitWidth() / 8);
+  (void)accumulate; // both forms add C's old value where asked
+  return cType.getDimSize(rank - 2) <= generated_matmul::kSkinnyMaxRows && bType.getDimSize(rank - 1) > 1 &&
+         generated_matmul::hasUnitStride(bType, rank - 1);
 }
 
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
@@ -238,7 +293,7 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   if (p.k == 0)
     return emitWithoutProduct(launch, p);
 
-  launch.splitAllowed = splitAllowed(p, operands);
+  launch.splitAllowed = splitAllowed(p);
   launch.flops = 2 * p.batch * p.m * p.n * p.k;
   launch.bytes = bytesOf(p.aType) + bytesOf(p.bType) + bytesOf(p.cType) * (accumulate ? 2 : 1);
   for (Value operand : launch.epilogueOperands)
@@ -246,24 +301,18 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   // C takes 128-bit stores where its rows are contiguous and aligned.
   launch.widthC = vectorWidthAlong(p.cType, p.colDim(), p.maxVector);
 
-  // 16-bit operands: the skinny form reads them where it computes the
-  // product in one launch (C is then written once, through the epilogue,
-  // with no atomics); every other product goes to tensor cores, on a chip
-  // with 16-bit mma.sync.
+  // 16-bit operands: the skinny form reads them where it takes the product
+  // (few rows, B read row by row: bandwidth-bound); every other product goes
+  // to tensor cores, on a chip with 16-bit mma.sync.
   bool sixteenBit = p.storage != p.element;
-  if (sixteenBit) {
-    bool skinnyOneLaunch =
-        prefersSkinny(p, options) && p.batch == 1 && !accumulate && skinnyIsOneLaunch(p.m, p.k, p.elementBytes);
-    if (!skinnyOneLaunch) {
-      if (prologue || options.form == "skinny" || options.form == "tiled")
-        return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the one-launch skinny form reads "
-                                    "16-bit operands (one row, K within one staged slice: skinnyIsOneLaunch)");
-      if (!tensorCoresTake(p, device))
-        return mlir::emitError(loc, "generated matmul: ")
-               << device.chip << " has no mma.sync m16n8k16 for the tensor-core form of 16-bit products";
-      return emitTensorCoreMatmul(launch, p);
-    }
-    launch.splitAllowed = false;
+  if (sixteenBit && !prefersSkinny(p, options)) {
+    if (prologue || options.form == "skinny" || options.form == "tiled")
+      return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny form reads 16-bit "
+                                  "operands (at most kSkinnyMaxRows rows, B's rows contiguous)");
+    if (!tensorCoresTake(p, device))
+      return mlir::emitError(loc, "generated matmul: ")
+             << device.chip << " has no mma.sync m16n8k16 for the tensor-core form of 16-bit products";
+    return emitTensorCoreMatmul(launch, p);
   }
 
   // The skinny form: few rows, and B read along its contiguous rows.

@@ -72,9 +72,9 @@ struct MatmulRowPrologue {
 struct GeneratedMatmulOptions {
   // "tiled" (the register-tiled kernel), "skinny" (the bandwidth-bound form
   // for small M; refused where B's rows are not contiguous), "tensor_core"
-  // (mma.sync on bf16 or f16 A and B; sm_80 and later) or "auto" (tensor
-  // cores for every 16-bit product but the one-launch skinny ones, where
-  // the chip has them).
+  // (mma.sync on bf16 or f16 A and B; sm_80 and later) or "auto" (the
+  // skinny form for few rows with B's rows contiguous, 16-bit or not;
+  // tensor cores for every other 16-bit product, where the chip has them).
   std::string form = "auto";
   // The tiled kernel's block tile (M, N, K) and each thread's register tile
   // (M, N; multiples of 4, at most 8).
@@ -103,6 +103,22 @@ struct GeneratedMatmulOptions {
   bool prefetchFragments = false;
 };
 
+// Whether the generated kernel computes an unbatched product of `m` rows
+// and depth `k` (B read row by row) in one launch without splitting K: its
+// one-row skinny form, whose row of A fits one staged slice (what a row
+// computed in the kernel, a MatmulRowPrologue, needs).
+bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
+
+// Whether the generated kernel reads a product of 16-bit (bf16 or f16) A
+// and B of these types in place, and C (`cType`, in their type or f32),
+// adding to C's old value where `accumulate`: any static product of rank 2
+// or 3 on a chip with 16-bit mma.sync m16n8k16 (device.sixteenBitMma: the
+// tensor-core form, or the skinny one for few rows); elsewhere only those
+// of the skinny form (at most kSkinnyMaxRows rows, B's rows contiguous).
+// Other 16-bit products go to cuBLASLt, or are widened to f32 first.
+bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType,
+                                    const DeviceDescription &device, bool accumulate);
+
 // Builds the kernel (through `kernels`, named `name`) and launches it at the
 // host builder's insertion point. With `accumulate`, C's old value is added
 // to the product before the epilogue (linalg's C += A·B); otherwise C is
@@ -110,31 +126,14 @@ struct GeneratedMatmulOptions {
 // does not handle.
 //
 // Where the product is split along K across thread blocks (split-K, chosen
-// when the grid would not fill the GPU otherwise), the partial products are
-// added into C atomically: C is zeroed first by a small kernel unless
-// accumulating, and an epilogue runs afterwards as an elementwise kernel over
-// C. An epilogue operand that may alias C (same root buffer) turns split-K
-// off, since that kernel would read the product where it expects the operand.
-// Every launch (zero, product, epilogue) goes to the host builder's
+// when the grid would not fill the GPU otherwise), each split writes its
+// partial product to a temporary (memref.alloc in host code, which the
+// buffer plan places in the arena), and a second, elementwise kernel adds
+// the splits in their order (after C's old value where accumulating),
+// applies the epilogue and writes C: no atomics, so a product gives the
+// same bits run after run. Both launches go to the host builder's
 // insertion point in that order.
-// Whether the generated kernel computes an unbatched product of `m` rows
-// and depth `k` (B read row by row) in one launch without splitting K: its
-// one-row skinny form, whose row of A fits one staged slice. Such a kernel
-// adds in a fixed order (no atomics), so its results are the same bits run
-// after run.
-bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes);
-
-// Whether the generated kernel reads a product of 16-bit (bf16 or f16) A
-// and B of these types in place, and C (`cType`, in their type or f32),
-// adding to C's old value where `accumulate`: any static product of rank 2
-// or 3 on a chip with 16-bit mma.sync m16n8k16 (device.sixteenBitMma: the
-// tensor-core form, or the skinny one for one row); elsewhere only
-// unbatched, B's rows contiguous, not accumulating, in the one-launch skinny
-// form (skinnyIsOneLaunch). Other 16-bit products go to cuBLASLt, or are
-// widened to f32 first.
-bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bType, mlir::MemRefType cType,
-                                    const DeviceDescription &device, bool accumulate);
-
+//
 // With a `prologue`, A is not read: the product must be one the skinny form
 // computes in one launch (the caller checks skinnyIsOneLaunch), else it
 // fails.

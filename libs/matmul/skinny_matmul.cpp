@@ -8,9 +8,9 @@
 // group reads a segment of a row of B (coalesced, 128-bit; the whole row of
 // the block's columns) straight into registers, each element of B once.
 // The slice of A is staged in shared memory ([k][row]) and read as
-// broadcasts. At the end the warps add their
-// partial sums through shared memory, and one thread per output vector
-// writes C (atomically when K is split).
+// broadcasts. At the end the warps add their partial sums through shared
+// memory, and one thread per output vector writes C (when K is split, its
+// split's slab of the partial products, partialSumsType).
 //
 // With a row prologue (MatmulRowPrologue), A's one row is not read: every
 // block computes it into the staged slice while its first rows of B load.
@@ -76,7 +76,7 @@ private:
     lane = ix.rem(tid, cfg.lanesN);
     warp = ix.div(tid, cfg.lanesN);
     blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
-    Value split = cfg.splitK > 1 ? Value(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y)) : ix.c(0);
+    split = cfg.splitK > 1 ? Value(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y)) : ix.c(0);
     Value blockZ = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
     batch = ix.div(blockZ, cfg.rowGroups);
     m0 = ix.mul(ix.rem(blockZ, cfg.rowGroups), rows);
@@ -228,8 +228,9 @@ private:
     }
   }
 
-  // The sum of the row slots' partial vectors at (i, l) of this round, added
-  // into C (split K) or written through the epilogue.
+  // The sum of the row slots' partial vectors at (i, l) of this round,
+  // stored to the split's slab of the partial products (split K) or written
+  // through the epilogue.
   void writeOutputVector(const OutputWriter &writer, Value i, Value l, Value row, Value outCol) {
     Value sum = zeroVector(ix, element, vn);
     for (int64_t w = 0; w < slots; ++w) {
@@ -239,8 +240,7 @@ private:
       sum = w == 0 ? part : Value(mlir::arith::AddFOp::create(b, loc, sum, part));
     }
     if (cfg.splitK > 1) {
-      for (int64_t e = 0; e < vn; ++e)
-        c.atomicAdd(ix, extract(ix, sum, e), batch, row, ix.add(outCol, e));
+      c.storeRowVector(ix, sum, ix.add(ix.mul(split, p.batch), batch), row, outCol, vn);
       return;
     }
     int64_t widthC = cVector ? vn : 1;
@@ -263,8 +263,8 @@ private:
   llvm::SmallVector<Value> epilogueOperands, prologueOperands;
   Value sharedA, sharedReduction;
   // placeBlock: ids, the block's first row (m0), the lane's columns
-  // (clamped inside N), the K-slice.
-  Value tid, lane, warp, blockX, batch, m0, colClamped, kStart;
+  // (clamped inside N), the K-slice and its index.
+  Value tid, lane, warp, blockX, batch, m0, colClamped, kStart, split;
   bool maskK = false;
 };
 

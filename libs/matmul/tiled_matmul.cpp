@@ -252,11 +252,13 @@ private:
   void writeC(mlir::scf::ForOp loop, int64_t widthCAllowed) {
     const int64_t groupsN = cfg.threadN / kFragment;
     OutputWriter writer{p, c, epilogueOperands};
-    const int64_t widthC = cfg.splitK > 1 ? 1 : std::min(kFragment, widthCAllowed);
+    const int64_t widthC = std::min(kFragment, widthCAllowed);
     const bool rowEdge = p.m % cfg.blockM != 0, colEdge = p.n % cfg.blockN != 0;
     auto writePart = [&](Value acc, Value row, Value col, int64_t part) {
-      if (cfg.splitK > 1)
-        c.atomicAdd(ix, extract(ix, acc, part), batch, row, col);
+      if (cfg.splitK > 1 && widthC > 1)
+        c.storeRowVector(ix, slice(ix, acc, part, widthC), ix.add(ix.mul(split, p.batch), batch), row, col, widthC);
+      else if (cfg.splitK > 1)
+        c.storeScalar(ix, extract(ix, acc, part), ix.add(ix.mul(split, p.batch), batch), row, col);
       else
         writer.write(ix, slice(ix, acc, part, widthC), batch, row, col, widthC, widthC > 1);
     };
@@ -339,17 +341,19 @@ mlir::LogicalResult emitTiledMatmul(const ProductLaunch &launch, const Problem &
   dims.block = {cfg.threads(), 1, 1};
   if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
+  // C's vectors, or with split K those of the partial products' slabs
+  // (contiguous rows of N).
+  int64_t widthC = cfg.splitK > 1 ? vectorWidthAlong(q.cType, 2, p.maxVector) : launch.widthC;
   MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
                                   << p.k << " (batch x M x N x K), tiled " << cfg.blockM << "x" << cfg.blockN << "x"
                                   << cfg.blockK << ", thread tile " << cfg.threadM << "x" << cfg.threadN << ", "
                                   << cfg.threads() << " threads, split-K " << cfg.splitK << " (" << cfg.kPerSplit
                                   << " rows each), A vectors " << describePlan(planA, "M") << ", B vectors "
-                                  << describePlan(planB, "N") << ", C vectors "
-                                  << (cfg.splitK > 1 ? 1 : std::min(kFragment, launch.widthC)) << ", grid ("
-                                  << dims.grid[0] << ", " << dims.grid[1] << ", " << dims.grid[2] << ") with "
-                                  << (cfg.mFastest ? "M" : "N") << " tiles fastest, " << tiledSharedBytes(p, cfg)
-                                  << " B shared, cost " << static_cast<int64_t>(cfg.cost) << "\n");
-  int64_t widthC = launch.widthC;
+                                  << describePlan(planB, "N") << ", C vectors " << std::min(kFragment, widthC)
+                                  << (cfg.splitK > 1 ? " (partial products)" : "") << ", grid (" << dims.grid[0] << ", "
+                                  << dims.grid[1] << ", " << dims.grid[2] << ") with " << (cfg.mFastest ? "M" : "N")
+                                  << " tiles fastest, " << tiledSharedBytes(p, cfg) << " B shared, cost "
+                                  << static_cast<int64_t>(cfg.cost) << "\n");
   return launchProduct(launch, p, cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     TiledBody(b, f, q, cfg, planA, planB).build(widthC);
     return mlir::success();

@@ -1,38 +1,38 @@
 // The unit matmul with --epilogue bias-tanh, as fuse's partitioner shapes
 // it after bufferize: a matmul fusion whose epilogue is a bias add (which
 // cuBLASLt computes) then tanh (which it does not). Inputs and output are
-// named as `verify matmul --epilogue bias-tanh --shape 17x33 --shape 33x65
+// named as `verify matmul --epilogue bias-tanh --shape 47x33 --shape 33x65
 // --save DIR` writes them.
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 module {
-  func.func private @linear_tanh_matmul(%a: memref<17x33xf32>, %b: memref<33x65xf32>, %bias: memref<65xf32>,
-                                        %y: memref<17x65xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
+  func.func private @linear_tanh_matmul(%a: memref<47x33xf32>, %b: memref<33x65xf32>, %bias: memref<65xf32>,
+                                        %y: memref<47x65xf32> {bufferize.result}) attributes {mlpipe.fusion = "matmul"} {
     %zero = arith.constant 0.0 : f32
-    linalg.fill ins(%zero : f32) outs(%y : memref<17x65xf32>)
-    linalg.matmul ins(%a, %b : memref<17x33xf32>, memref<33x65xf32>) outs(%y : memref<17x65xf32>)
+    linalg.fill ins(%zero : f32) outs(%y : memref<47x65xf32>)
+    linalg.matmul ins(%a, %b : memref<47x33xf32>, memref<33x65xf32>) outs(%y : memref<47x65xf32>)
     linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
-        ins(%y, %bias : memref<17x65xf32>, memref<65xf32>) outs(%y : memref<17x65xf32>) {
+        ins(%y, %bias : memref<47x65xf32>, memref<65xf32>) outs(%y : memref<47x65xf32>) {
     ^bb0(%p: f32, %c: f32, %out: f32):
       %s = arith.addf %p, %c : f32
       linalg.yield %s : f32
     }
     linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-        ins(%y : memref<17x65xf32>) outs(%y : memref<17x65xf32>) {
+        ins(%y : memref<47x65xf32>) outs(%y : memref<47x65xf32>) {
     ^bb0(%v: f32, %out: f32):
       %t = math.tanh %v : f32
       linalg.yield %t : f32
     }
     return
   }
-  func.func @matmul(%a: memref<17x33xf32> {mlpipe.name = "a"}, %b: memref<33x65xf32> {mlpipe.name = "b"},
+  func.func @matmul(%a: memref<47x33xf32> {mlpipe.name = "a"}, %b: memref<33x65xf32> {mlpipe.name = "b"},
                     %bias: memref<65xf32> {mlpipe.name = "bias"},
-                    %y: memref<17x65xf32> {bufferize.result, mlpipe.name = "y"})
+                    %y: memref<47x65xf32> {bufferize.result, mlpipe.name = "y"})
       attributes {llvm.emit_c_interface,
-                  mlpipe.inputs = [{name = "a", type = tensor<17x33xf32>}, {name = "b", type = tensor<33x65xf32>},
+                  mlpipe.inputs = [{name = "a", type = tensor<47x33xf32>}, {name = "b", type = tensor<33x65xf32>},
                                    {name = "bias", type = tensor<65xf32>}],
-                  mlpipe.outputs = [{name = "y", type = tensor<17x65xf32>}]} {
-    call @linear_tanh_matmul(%a, %b, %bias, %y) : (memref<17x33xf32>, memref<33x65xf32>, memref<65xf32>, memref<17x65xf32>) -> ()
+                  mlpipe.outputs = [{name = "y", type = tensor<47x65xf32>}]} {
+    call @linear_tanh_matmul(%a, %b, %bias, %y) : (memref<47x33xf32>, memref<33x65xf32>, memref<65xf32>, memref<47x65xf32>) -> ()
     return
   }
 }

@@ -19,11 +19,6 @@ std::ostream &operator<<(std::ostream &os, AttentionPath path) { return os << at
 
 namespace {
 
-// The skinny kernel's one-launch rule, as the generated-kernel layer
-// answers it for an H100-class chip: one row whose K fits 48 KB.
-bool oneLaunch(int64_t m, int64_t k, int64_t elementBytes) { return m == 1 && k * elementBytes <= 48 * 1024; }
-bool never(int64_t, int64_t, int64_t) { return false; }
-
 MatmulProblem problem(int64_t m, int64_t n, int64_t k) {
   MatmulProblem p;
   p.m = m;
@@ -36,53 +31,57 @@ MatmulProblem problem(int64_t m, int64_t n, int64_t k) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(cublas_takes_what_it_reads_in_place) {
-  MatmulChoice choice = chooseMatmulPath(problem(1024, 2304, 768), {}, oneLaunch);
+  MatmulChoice choice = chooseMatmulPath(problem(1024, 2304, 768), {});
   BOOST_TEST(choice.path == MatmulPath::Cublas);
-  // 16 rows: cuBLAS (the skinny kernel would split K, with atomics).
-  BOOST_TEST(chooseMatmulPath(problem(16, 2304, 768), {}, oneLaunch).path == MatmulPath::Cublas);
+  // One row past the skinny bound.
+  BOOST_TEST(chooseMatmulPath(problem(kGeneratedSkinnyMaxRows + 1, 2304, 768), {}).path == MatmulPath::Cublas);
 }
 
-BOOST_AUTO_TEST_CASE(one_row_goes_to_the_skinny_kernel_when_it_is_one_launch) {
-  MatmulChoice gemv = chooseMatmulPath(problem(1, 2304, 768), {}, oneLaunch);
-  BOOST_TEST(gemv.path == MatmulPath::Generated);
-  BOOST_TEST(gemv.why.find("skinny kernel") != std::string::npos);
-  // Not when it would take several launches, is batched, or reads B transposed.
-  BOOST_TEST(chooseMatmulPath(problem(1, 2304, 768), {}, never).path == MatmulPath::Cublas);
+BOOST_AUTO_TEST_CASE(few_rows_go_to_the_skinny_kernel) {
+  // One row, 16 rows, the bound, and a K deeper than one staged slice (the
+  // kernel splits it, and adds the splits in a fixed order).
+  for (int64_t m : {int64_t(1), int64_t(16), kGeneratedSkinnyMaxRows}) {
+    MatmulChoice few = chooseMatmulPath(problem(m, 2304, 768), {});
+    BOOST_TEST(few.path == MatmulPath::Generated, m << " rows");
+    BOOST_TEST(few.why.find("skinny kernel") != std::string::npos);
+  }
+  BOOST_TEST(chooseMatmulPath(problem(1, 2304, 48 * 1024), {}).path == MatmulPath::Generated);
+  // Not when it is batched, reads B transposed, or has one column.
   MatmulProblem batched = problem(1, 64, 64);
   batched.batch = 12;
-  BOOST_TEST(chooseMatmulPath(batched, {}, oneLaunch).path == MatmulPath::Cublas);
+  BOOST_TEST(chooseMatmulPath(batched, {}).path == MatmulPath::Cublas);
   MatmulProblem transposed = problem(1, 50257, 768);
   transposed.bTransposed = true;
-  BOOST_TEST(chooseMatmulPath(transposed, {}, oneLaunch).path == MatmulPath::Cublas);
+  BOOST_TEST(chooseMatmulPath(transposed, {}).path == MatmulPath::Cublas);
+  BOOST_TEST(chooseMatmulPath(problem(4, 1, 768), {}).path == MatmulPath::Cublas);
   // The option moves the bound: 16 rows, and 0 (cuBLAS for every shape).
   MatmulPathOptions sixteen;
   sixteen.skinnyMaxRows = 16;
-  BOOST_TEST(chooseMatmulPath(problem(16, 2304, 768), sixteen, [](int64_t m, int64_t, int64_t) {
-               return m <= 16;
-             }).path == MatmulPath::Generated);
+  BOOST_TEST(chooseMatmulPath(problem(16, 2304, 768), sixteen).path == MatmulPath::Generated);
+  BOOST_TEST(chooseMatmulPath(problem(17, 2304, 768), sixteen).path == MatmulPath::Cublas);
   MatmulPathOptions none;
   none.skinnyMaxRows = 0;
-  BOOST_TEST(chooseMatmulPath(problem(1, 2304, 768), none, oneLaunch).path == MatmulPath::Cublas);
+  BOOST_TEST(chooseMatmulPath(problem(1, 2304, 768), none).path == MatmulPath::Cublas);
 }
 
 BOOST_AUTO_TEST_CASE(the_generated_kernel_takes_the_rest) {
   MatmulPathOptions generated;
   generated.cublas = false;
-  BOOST_TEST(chooseMatmulPath(problem(1024, 1024, 1024), generated, oneLaunch).why == "--matmul generated");
+  BOOST_TEST(chooseMatmulPath(problem(1024, 1024, 1024), generated).why == "--matmul generated");
   MatmulProblem copied = problem(64, 64, 64);
   copied.readableInPlace = false;
   copied.notReadableBecause = "A is not readable in place";
-  MatmulChoice choice = chooseMatmulPath(copied, {}, oneLaunch);
+  MatmulChoice choice = chooseMatmulPath(copied, {});
   BOOST_TEST(choice.path == MatmulPath::Generated);
   BOOST_TEST(choice.why == "A is not readable in place");
-  BOOST_TEST(chooseMatmulPath(problem(0, 64, 64), {}, never).path == MatmulPath::Generated);
-  MatmulProblem huge = problem(4, 4, int64_t(1) << 32);
+  BOOST_TEST(chooseMatmulPath(problem(0, 64, 64), {}).path == MatmulPath::Generated);
+  MatmulProblem huge = problem(64, 4, int64_t(1) << 32);
   huge.f64 = true;
   huge.elementBytes = 8;
-  BOOST_TEST(chooseMatmulPath(huge, {}, never).why == "an f64 dimension does not fit cublasDgemm's int");
+  BOOST_TEST(chooseMatmulPath(huge, {}).why == "an f64 dimension does not fit cublasDgemm's int");
   huge.f64 = false;
   huge.elementBytes = 4;
-  BOOST_TEST(chooseMatmulPath(huge, {}, never).path == MatmulPath::Cublas);
+  BOOST_TEST(chooseMatmulPath(huge, {}).path == MatmulPath::Cublas);
 }
 
 BOOST_AUTO_TEST_CASE(attention_fuses_up_to_the_key_limit) {
@@ -110,32 +109,30 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_mma_from_sm_80) {
 }
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {
-  // One row of bf16 goes to the skinny kernel, which reads it as stored, in
-  // one launch.
-  MatmulProblem p = problem(1, 2304, 768);
-  p.elementBytes = 2;
-  MatmulChoice one = chooseMatmulPath(p, {}, oneLaunch);
-  BOOST_TEST(one.path == MatmulPath::Generated);
-  BOOST_TEST(one.why.find("16-bit") != std::string::npos);
-  // Two rows, a batch, or B transposed: cuBLASLt reads them as stored (the
-  // tiled kernel would widen them first).
-  for (auto [m, batch, transposed] : {std::tuple{2, 1, false}, {1, 4, false}, {1, 1, true}}) {
+  // Few rows of bf16 go to the skinny kernel, which reads them as stored.
+  for (int64_t m : {int64_t(1), int64_t(2), kGeneratedSkinnyMaxRows}) {
+    MatmulProblem p = problem(m, 2304, 768);
+    p.elementBytes = 2;
+    MatmulChoice few = chooseMatmulPath(p, {});
+    BOOST_TEST(few.path == MatmulPath::Generated, m << " rows");
+    BOOST_TEST(few.why.find("16-bit") != std::string::npos);
+  }
+  // More rows, a batch, or B transposed: cuBLASLt reads them as stored.
+  for (auto [m, batch, transposed] : {std::tuple{kGeneratedSkinnyMaxRows + 1, int64_t(1), false},
+                                      {int64_t(1), int64_t(4), false},
+                                      {int64_t(1), int64_t(1), true}}) {
     MatmulProblem q = problem(m, 2304, 768);
     q.elementBytes = 2;
     q.batch = batch;
     q.bTransposed = transposed;
-    MatmulChoice choice = chooseMatmulPath(q, {}, oneLaunch);
+    MatmulChoice choice = chooseMatmulPath(q, {});
     BOOST_TEST(choice.path == MatmulPath::Cublas);
     BOOST_TEST(choice.why.find("16-bit") != std::string::npos);
   }
-  // K past one launch's staged slice: cuBLASLt.
-  MatmulProblem deep = problem(1, 2304, 48 * 1024);
-  deep.elementBytes = 2;
-  BOOST_TEST(chooseMatmulPath(deep, {}, oneLaunch).path == MatmulPath::Cublas);
-  // Without cuBLAS, the generated path (which widens them) is the only one.
+  // Without cuBLAS, the generated path is the only one.
   MatmulPathOptions off;
   off.cublas = false;
-  MatmulProblem two = problem(2, 2304, 768);
-  two.elementBytes = 2;
-  BOOST_TEST(chooseMatmulPath(two, off, oneLaunch).path == MatmulPath::Generated);
+  MatmulProblem many = problem(1024, 2304, 768);
+  many.elementBytes = 2;
+  BOOST_TEST(chooseMatmulPath(many, off).path == MatmulPath::Generated);
 }

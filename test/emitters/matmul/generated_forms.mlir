@@ -8,16 +8,16 @@
 // of 4 (one 128-bit vector each), the next chunk's loads issued before the
 // arithmetic on the current one, for 16 rows of C in registers; A's
 // slice is staged in shared memory; the warps add their partial sums in
-// shared memory. K is split 6 ways across the grid, so C is zeroed first
-// (the fill folded into the kernels) and the partial sums are added
-// atomically.
+// shared memory. K is split 6 ways across the grid: each split stores its
+// partial product to its slab of a temporary, and a second kernel adds the
+// six in order into C (the fill folded away: C is only written).
 // CHECK-LABEL: func.func @mlp
 // CHECK-NOT: linalg.
-// CHECK: gpu.launch_func @mlp_matmul_zero_module::@mlp_matmul_zero blocks in (%c192, %c1, %c1) threads in (%c256, %c1, %c1) args(%arg4 : memref<16x3072xf32>)
-// CHECK: gpu.launch_func @mlp_matmul_module::@mlp_matmul blocks in (%c24, %c6, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>)
-// CHECK: gpu.func @mlp_matmul_zero(%[[Z:.*]]: memref<16x3072xf32>) kernel
-// CHECK: memref.store %{{.*}}, %[[Z]]
-// CHECK: gpu.func @mlp_matmul(%[[A:.*]]: memref<16x768xf32>, %[[B:.*]]: memref<768x3072xf32>, %[[C:.*]]: memref<16x3072xf32>) workgroup(%[[SA:.*]] : memref<128x16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[RED:.*]] : memref<8x8x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
+// CHECK: %[[PARTIALS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x16x3072xf32>
+// CHECK: gpu.launch_func @mlp_matmul_module::@mlp_matmul blocks in (%c24, %c6, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %[[PARTIALS]] : memref<6x16x3072xf32>)
+// CHECK: gpu.launch_func @mlp_matmul_split_sum_module::@mlp_matmul_split_sum blocks in (%c192, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[PARTIALS]] : memref<6x16x3072xf32>, %arg4 : memref<16x3072xf32>)
+// CHECK: memref.dealloc %[[PARTIALS]]
+// CHECK: gpu.func @mlp_matmul(%[[A:.*]]: memref<16x768xf32>, %[[B:.*]]: memref<768x3072xf32>, %[[C:.*]]: memref<6x16x3072xf32>) workgroup(%[[SA:.*]] : memref<128x16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[RED:.*]] : memref<8x8x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>
 // CHECK-COUNT-4: vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<768x3072xf32>, vector<4xf32>
 // CHECK-COUNT-8: memref.store %{{.*}}, %[[SA]]
 // CHECK-NEXT: gpu.barrier
@@ -29,25 +29,32 @@
 // CHECK-COUNT-8: vector.store %{{.*}}, %[[RED]]
 // CHECK-NEXT: gpu.barrier
 // CHECK-COUNT-8: vector.load %[[RED]]
-// CHECK: memref.atomic_rmw addf %{{.*}}, %[[C]]
+// CHECK: vector.store %{{.*}}, %[[C]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<6x16x3072xf32>, vector<4xf32>
 // CHECK: gpu.barrier
 // CHECK-COUNT-8: vector.store %{{.*}}, %[[RED]]
 // CHECK-NEXT: gpu.barrier
-// CHECK: memref.atomic_rmw addf %{{.*}}, %[[C]]
+// CHECK: vector.store %{{.*}}, %[[C]]
+// CHECK-NOT: atomic
+// CHECK: gpu.func @mlp_matmul_split_sum(%[[P:.*]]: memref<6x16x3072xf32>, %[[Y:.*]]: memref<16x3072xf32>) kernel
+// CHECK-COUNT-6: memref.load %[[P]]
+// CHECK: memref.store %{{.*}}, %[[Y]]
 
-// With an epilogue and split-K: zero C, add the partial products, then the
-// epilogue (bias, GELU, residual) over C as its own kernel, which alone takes
-// the epilogue's operands.
+// With an epilogue and split-K: the partial products to a temporary, then
+// their sum in split order and the epilogue (bias, GELU, residual) as one
+// kernel, which alone takes the epilogue's operands.
 // SPLIT-LABEL: func.func @mlp
-// SPLIT: gpu.launch_func @mlp_matmul_zero_module::@mlp_matmul_zero {{.*}} args(%arg4 : memref<16x3072xf32>)
-// SPLIT: gpu.launch_func @mlp_matmul_module::@mlp_matmul {{.*}} args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %arg4 : memref<16x3072xf32>)
-// SPLIT: gpu.launch_func @mlp_matmul_epilogue_module::@mlp_matmul_epilogue {{.*}} args(%arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
+// SPLIT: %[[PARTIALS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x16x3072xf32>
+// SPLIT: gpu.launch_func @mlp_matmul_module::@mlp_matmul {{.*}} args(%arg0 : memref<16x768xf32>, %arg1 : memref<768x3072xf32>, %[[PARTIALS]] : memref<2x16x3072xf32>)
+// SPLIT: gpu.launch_func @mlp_matmul_split_sum_module::@mlp_matmul_split_sum {{.*}} args(%[[PARTIALS]] : memref<2x16x3072xf32>, %arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
 // SPLIT: gpu.func @mlp_matmul(
 // SPLIT-NOT: math.tanh
-// SPLIT: memref.atomic_rmw addf
+// SPLIT-NOT: atomic
+// SPLIT: memref.store
 // SPLIT-NOT: math.tanh
-// SPLIT: gpu.func @mlp_matmul_epilogue(%[[C:.*]]: memref<16x3072xf32>, %[[BIAS:.*]]: memref<3072xf32>, %[[RES:.*]]: memref<16x3072xf32>)
-// SPLIT: %[[PRODUCT:.*]] = memref.load %[[C]][%[[ROW:.*]], %[[COL:.*]]]
+// SPLIT: gpu.func @mlp_matmul_split_sum(%[[P:.*]]: memref<2x16x3072xf32>, %[[C:.*]]: memref<16x3072xf32>, %[[BIAS:.*]]: memref<3072xf32>, %[[RES:.*]]: memref<16x3072xf32>)
+// SPLIT: %[[FIRST:.*]] = memref.load %[[P]][%[[BATCH:.*]], %[[ROW:.*]], %[[COL:.*]]]
+// SPLIT: %[[SECOND:.*]] = memref.load %[[P]][%{{.*}}, %[[ROW]], %[[COL]]]
+// SPLIT: arith.addf %[[FIRST]], %[[SECOND]]
 // SPLIT: memref.load %[[BIAS]][%[[COL]]]
 // SPLIT: math.tanh
 // SPLIT: memref.load %[[RES]][%[[ROW]], %[[COL]]]
@@ -67,11 +74,11 @@
 // FUSED: vector.insert
 // FUSED: vector.store %{{.*}}, %[[C]]
 
-// The skinny form splits K too, with the same three kernels.
+// The skinny form splits K too, with the same two kernels.
 // AUTO-EPILOGUE-LABEL: func.func @mlp
-// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_zero
+// AUTO-EPILOGUE-NOT: _zero
 // AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_module::@mlp_matmul blocks in (%c24, %c6, %c1)
-// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_epilogue_module::@mlp_matmul_epilogue
+// AUTO-EPILOGUE: gpu.launch_func @mlp_matmul_split_sum_module::@mlp_matmul_split_sum {{.*}} args(%{{.*}} : memref<6x16x3072xf32>, %arg4 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
 func.func @mlp(%a: memref<16x768xf32> {mlpipe.name = "a"}, %b: memref<768x3072xf32> {mlpipe.name = "b"},
                %bias: memref<3072xf32> {mlpipe.name = "bias"}, %residual: memref<16x3072xf32> {mlpipe.name = "residual"},
                %c: memref<16x3072xf32> {mlpipe.name = "y"}) {
@@ -83,26 +90,23 @@ func.func @mlp(%a: memref<16x768xf32> {mlpipe.name = "a"}, %b: memref<768x3072xf
 
 // -----
 
-// An epilogue operand that is C itself (here: the residual) rules split-K
-// out, since the epilogue kernel would read the product as the operand. The
-// skinny form, which needs split-K here (K does not fit one staged slice),
-// gives way to the tiled kernel.
+// An epilogue operand that is C itself (here: the residual, and C is
+// accumulated into): the split-sum kernel reads it element by element, as
+// C's old value, before it writes that element, as the unsplit kernels do;
+// so K is split here as for any other product, the epilogue in the second
+// kernel.
 // AUTO-EPILOGUE-LABEL: func.func @aliased
-// AUTO-EPILOGUE-NOT: _zero
-// AUTO-EPILOGUE: gpu.launch_func @aliased_matmul_module::@aliased_matmul
-// AUTO-EPILOGUE-NOT: gpu.launch_func
-// AUTO-EPILOGUE: gpu.func @aliased_matmul({{.*}}) workgroup(%{{.*}} : memref<2x8x{{[0-9]+}}xf32
-// AUTO-EPILOGUE-NOT: atomic_rmw
+// AUTO-EPILOGUE: gpu.launch_func @aliased_matmul_module::@aliased_matmul blocks in (%c24, %c6, %c1)
+// AUTO-EPILOGUE: gpu.launch_func @aliased_matmul_split_sum_module::@aliased_matmul_split_sum {{.*}} args(%{{.*}} : memref<6x16x3072xf32>, %arg3 : memref<16x3072xf32>, %arg2 : memref<3072xf32>, %arg3 : memref<16x3072xf32>)
+// AUTO-EPILOGUE: gpu.func @aliased_matmul_split_sum(%[[P:.*]]: memref<6x16x3072xf32>, %[[C:.*]]: memref<16x3072xf32>, %{{.*}}: memref<3072xf32>, %[[RES:.*]]: memref<16x3072xf32>)
+// AUTO-EPILOGUE: memref.load %[[C]][%[[ROW:.*]], %[[COL:.*]]]
 // AUTO-EPILOGUE: math.tanh
+// AUTO-EPILOGUE: memref.load %[[RES]][%[[ROW]], %[[COL]]]
+// AUTO-EPILOGUE: memref.store %{{.*}}, %[[C]][%[[ROW]], %[[COL]]]
 // SPLIT-LABEL: func.func @aliased
-// SPLIT-NOT: _zero
-// SPLIT: gpu.launch_func @aliased_matmul_module::@aliased_matmul blocks in (%{{.*}}, %{{.*}}, %c1)
-// SPLIT-NOT: gpu.launch_func
-// SPLIT: gpu.func @aliased_matmul(
+// SPLIT: gpu.launch_func @aliased_matmul_module::@aliased_matmul blocks in (%{{.*}}, %{{.*}}, %c2)
+// SPLIT: gpu.launch_func @aliased_matmul_split_sum_module::@aliased_matmul_split_sum
 // SPLIT-NOT: atomic_rmw
-// SPLIT: math.tanh
-// SPLIT-NOT: atomic_rmw
-// SPLIT: gpu.return
 func.func @aliased(%a: memref<16x768xf32> {mlpipe.name = "a"}, %b: memref<768x3072xf32> {mlpipe.name = "b"},
                    %bias: memref<3072xf32> {mlpipe.name = "bias"}, %c: memref<16x3072xf32> {mlpipe.name = "residual"}) {
   linalg.matmul ins(%a, %b : memref<16x768xf32>, memref<768x3072xf32>) outs(%c : memref<16x3072xf32>)

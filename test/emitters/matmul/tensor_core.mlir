@@ -4,6 +4,7 @@
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls --cse | FileCheck %s
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=prefetch-fragments=true --cse | FileCheck %s --check-prefix=PREFETCH
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=async-copy=false --cse | FileCheck %s --check-prefix=REG
+// RUN: mlpipe-opt %s -split-input-file --mlpipe-generated-matmuls=form=tensor_core --cse | FileCheck %s --check-prefix=TC16
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls --debug-only=mlpipe-emitters -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHOICE
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls=chip=sm_80 | lower-nvvm --chip sm_80 | ptx-check --chip sm_80 | FileCheck %s --check-prefix=PTX80
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls | lower-nvvm --chip sm_90 | ptx-check --chip sm_90 | FileCheck %s --check-prefix=PTX90
@@ -169,14 +170,25 @@ func.func @scores(%q: memref<12x1024x64xbf16>, %k: memref<12x1024x64xbf16>, %s: 
 
 // -----
 
-// A short prompt's 16 rows: tiles of one m16 row, a warp of 16x16 each
-// (192 blocks for 132 SMs), 128 of K a step: 16 mma.sync a step.
+// A short prompt's 16 rows take the skinny form, as in f32 (B streamed
+// once in 64-bit vectors of 4, widened in registers: 16 rows of 4 sums a
+// thread; K split 6 ways, the splits added by a second kernel that rounds
+// to bf16 once).
 // CHECK-LABEL: func.func @prefill
-// CHECK: gpu.launch_func @prefill_matmul_module::@prefill_matmul blocks in (%c1, %c192, %c1) threads in (%c32, %c1, %c1)
+// CHECK: gpu.launch_func @prefill_matmul_module::@prefill_matmul blocks in (%c24, %c6, %c1) threads in (%c256, %c1, %c1) args(%arg0 : memref<16x768xbf16>, %arg1 : memref<768x3072xbf16>, %{{.*}} : memref<6x16x3072xf32>)
+// CHECK: gpu.launch_func @prefill_matmul_split_sum_module::@prefill_matmul_split_sum
 // CHECK: gpu.func @prefill_matmul(
-// CHECK-COUNT-16: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
-// CHECK: scf.yield
+// CHECK: gpu.func @prefill_matmul_split_sum(
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// Forced onto tensor cores: tiles of one m16 row, a warp of 16x16 each
+// (192 blocks for 132 SMs), 128 of K a step: 16 mma.sync a step.
+// TC16-LABEL: func.func @prefill
+// TC16: gpu.launch_func @prefill_matmul_module::@prefill_matmul blocks in (%c1, %c192, %c1) threads in (%c32, %c1, %c1)
+// TC16: gpu.func @prefill_matmul(
+// TC16-COUNT-16: nvvm.mma.sync
+// TC16-NOT: nvvm.mma.sync
+// TC16: scf.yield
 func.func @prefill(%a: memref<16x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<16x3072xbf16>) {
   %zero = arith.constant 0.0 : bf16
   linalg.fill ins(%zero : bf16) outs(%c : memref<16x3072xbf16>)
@@ -186,7 +198,8 @@ func.func @prefill(%a: memref<16x768xbf16>, %b: memref<768x3072xbf16>, %c: memre
 
 // -----
 
-// A decode step's one row stays with the skinny form (one launch).
+// A decode step's one row: the skinny form in one launch (narrow row
+// segments, K not split).
 // CHECK-LABEL: func.func @step
 // CHECK: gpu.func @step_matmul(
 // CHECK-NOT: nvvm.mma.sync
@@ -201,15 +214,15 @@ func.func @step(%a: memref<1x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1x
 // CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 38912 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
 // CHOICE: logits_matmul: generated matmul 1x1024x50257x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, {{.*}} B vectors 8 along K, C vectors 1, grid (8, 393, 1)
 // CHOICE: scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tensor cores {{.*}} block 128x128x32, {{.*}} B vectors 8 along K
-// CHOICE: prefill_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 16x16x128, 1 warps 1x1 of 16x16, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (1, 192, 1) with M tiles fastest, 41984 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
+// CHOICE: prefill_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), skinny form: 16 rows x 128 columns per block {{.*}} B vectors 4 along N, split-K 6
 // CHOICE: step_matmul: generated matmul 1x1x3072x768 (batch x M x N x K), skinny form
 
 // Two blocks of 4 warps an SM (what the stages leave shared memory for)
 // need at most 255 registers a thread, without spills.
 // PTX80: c_fc_matmul_module::c_fc_matmul {{ *}}{{[0-9]+}} registers {{.*}} 0 B spill stores
-// PTX80: ptx-check: 6 kernels assembled for sm_80
+// PTX80: ptx-check: 7 kernels assembled for sm_80
 // PTX90: c_fc_matmul_module::c_fc_matmul {{ *}}{{[0-9]+}} registers {{.*}} 0 B spill stores
-// PTX90: ptx-check: 6 kernels assembled for sm_90
+// PTX90: ptx-check: 7 kernels assembled for sm_90
 // MMA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
