@@ -16,14 +16,18 @@ MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &o
     return {MatmulPath::Generated, p.notReadableBecause};
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return {MatmulPath::Generated, "it has an empty dimension"};
-  int64_t skinnyRows = options.skinnyMaxRows < 0 ? kGeneratedSkinnyMaxRows : options.skinnyMaxRows;
+  bool sixteenBit = p.elementBytes < 4;
+  int64_t skinnyRows = options.skinnyMaxRows >= 0 ? options.skinnyMaxRows
+                       : sixteenBit               ? kGeneratedSkinnyMaxRowsSixteenBit
+                                                  : kGeneratedSkinnyMaxRows;
   if (p.m <= skinnyRows && p.batch == 1 && !p.bTransposed && p.n > 1)
-    return {MatmulPath::Generated, std::to_string(p.m) + (p.m == 1 ? " row" : " rows") + ", at most " +
-                                       std::to_string(skinnyRows) + (p.elementBytes < 4 ? " of 16-bit operands" : "") +
-                                       ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option "
-                                       "skinny-rows)"};
+    return {MatmulPath::Generated,
+            std::to_string(p.m) + (p.m == 1 ? " row" : " rows") + ", at most " + std::to_string(skinnyRows) +
+                (sixteenBit ? " of 16-bit operands: the skinny kernel streams B faster "
+                              "(kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)"
+                            : ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)")};
   // Every other 16-bit product: cuBLASLt reads it as stored.
-  if (p.elementBytes < 4)
+  if (sixteenBit)
     return {MatmulPath::Cublas, "cuBLASLt reads 16-bit operands in place"};
   // cublasDgemm takes int sizes and leading dimensions.
   if (p.f64 && std::max({p.batch, p.m, p.n, p.k, p.maxLeadingDimension}) > INT_MAX)

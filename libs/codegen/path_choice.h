@@ -39,8 +39,9 @@ struct MatmulProblem {
 struct MatmulPathOptions {
   // --matmul cublas (the default where cuBLAS loads) or generated.
   bool cublas = true;
-  // Products of at most this many rows go to the skinny kernel
-  // (kGeneratedSkinnyMaxRows; < 0: the default).
+  // Products of at most this many rows go to the skinny kernel (< 0: the
+  // default, kGeneratedSkinnyMaxRows or for 16-bit operands
+  // kGeneratedSkinnyMaxRowsSixteenBit).
   int64_t skinnyMaxRows = -1;
 };
 
@@ -48,11 +49,17 @@ struct MatmulPathOptions {
 // to the generated skinny kernel: on the H200 cuBLAS's small-M kernels read
 // the weights at 0.2-0.9 TB/s (GPT-2 decode-step GEMVs of 2.4-9.5 MB in
 // 7.9-13.5 us) where the skinny kernel streams them at about a copy's rate
-// (2.1-3.8 us); at 16 rows it took 9-11 us against cuBLAS's 17-22. It
-// splits K across blocks where the grid would not fill the GPU, the splits
-// added in a fixed order by a second kernel (no atomics), so a forward
-// replayed as a graph gives the bits of direct launches.
+// (2.1-3.8 us). It splits K across blocks where the grid would not fill the
+// GPU, the splits added in a fixed order by a second kernel (no atomics), so
+// a forward replayed as a graph gives the bits of direct launches. GPT-2's
+// four layer products in f32 at 8, 16 and 32 rows: 1.26-2.27x cuBLAS's
+// speed, both launches counted (`bench matmul`, 2026-12-03); at 64 rows
+// 1.08-1.35x too, left for a later change.
 constexpr int64_t kGeneratedSkinnyMaxRows = 32;
+// The same bound for 16-bit operands, against cuBLASLt on tensor cores:
+// bf16 at 8 rows 1.03-1.39x; at 16 rows 0.76-2.01x, 33 us for the four
+// against cuBLASLt's 37; at 32 rows 0.65-1.11x, 42 us against 35.
+constexpr int64_t kGeneratedSkinnyMaxRowsSixteenBit = 16;
 
 struct MatmulChoice {
   MatmulPath path;

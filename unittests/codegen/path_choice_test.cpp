@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_mma_from_sm_80) {
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {
   // Few rows of bf16 go to the skinny kernel, which reads them as stored.
-  for (int64_t m : {int64_t(1), int64_t(2), kGeneratedSkinnyMaxRows}) {
+  for (int64_t m : {int64_t(1), int64_t(2), kGeneratedSkinnyMaxRowsSixteenBit}) {
     MatmulProblem p = problem(m, 2304, 768);
     p.elementBytes = 2;
     MatmulChoice few = chooseMatmulPath(p, {});
@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {
     BOOST_TEST(few.why.find("16-bit") != std::string::npos);
   }
   // More rows, a batch, or B transposed: cuBLASLt reads them as stored.
-  for (auto [m, batch, transposed] : {std::tuple{kGeneratedSkinnyMaxRows + 1, int64_t(1), false},
+  for (auto [m, batch, transposed] : {std::tuple{kGeneratedSkinnyMaxRowsSixteenBit + 1, int64_t(1), false},
                                       {int64_t(1), int64_t(4), false},
                                       {int64_t(1), int64_t(1), true}}) {
     MatmulProblem q = problem(m, 2304, 768);
