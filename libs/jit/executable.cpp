@@ -1,7 +1,9 @@
-// The JIT: MLIR's ExecutionEngine at O3 over a lowered module, with the
-// mgpu* runtime and BLAS registered as symbols, called through the packed
-// _mlir__mlir_ciface_<entry> wrappers with memref descriptors.
+// A lowered module compiled by the host JIT (host_jit.h), at O3 for the
+// CPU, with the mgpu* runtime and BLAS defined as symbols, called through
+// the packed wrapper of each _mlir_ciface_<entry> with memref descriptors.
 #include "jit/executable.h"
+
+#include "jit/host_jit.h"
 
 #include "runtime/gemm_runtime.h"
 #include "runtime/mgpu_runtime.h"
@@ -12,14 +14,9 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
-
-#include "llvm/ExecutionEngine/Orc/Mangling.h"
-#include "llvm/Support/TargetSelect.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 namespace mlpipe {
 
@@ -123,14 +119,6 @@ ArenaInfo readArena(mlir::Operation *function) {
   return arena;
 }
 
-void initializeNativeTarget() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
-}
-
 // A memref descriptor for a dense C-ordered buffer:
 // {allocated, aligned, offset, sizes[rank], strides[rank]}.
 std::vector<int64_t> denseDescriptor(void *data, const Shape &shape) {
@@ -194,11 +182,12 @@ struct Executable::Impl {
   Target target;
   std::vector<EntrySignature> entries;
   // cuBLAS's handles and workspace, for a module that calls mlpipeGemm;
-  // declared before the engine so that it outlives the JIT code.
+  // declared before the JIT so that it outlives the JIT code.
   std::unique_ptr<gpu::GemmSession> gemmSession;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-  // The packed _mlir_ciface_ wrapper of each entry, looked up once.
-  std::map<std::string, void (*)(void **)> wrappers;
+  std::unique_ptr<HostJit> jit;
+  // The packed wrapper of each entry's _mlir_ciface_ function, looked up
+  // once.
+  std::map<std::string, HostJit::PackedFunction> wrappers;
   std::map<std::string, KernelCost> costs;
   std::unique_ptr<TargetBuffer> arena;
   double jitMs = 0, moduleLoadMs = 0;
@@ -270,46 +259,37 @@ Executable Executable::load(MlirModule module, const ExecutionOptions &execution
   }
 
   auto start = std::chrono::steady_clock::now();
-  initializeNativeTarget();
   // A GPU module's host code only launches kernels (and, under a CUDA graph,
   // runs once per capture): optimising it buys nothing and costs seconds for
   // the fused model's one large function. CPU code is the computation itself.
   bool gpuHost = impl->target == Target::Gpu;
-  auto transformer =
-      mlir::makeOptimizingTransformer(/*optLevel=*/gpuHost ? 0 : 3, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
-  mlir::ExecutionEngineOptions options;
-  options.transformer = transformer;
-  options.jitCodeGenOptLevel = gpuHost ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Aggressive;
-  auto engine = mlir::ExecutionEngine::create(impl->module.op(), options);
-  if (!engine)
-    fail("the JIT could not compile the module: {}", llvm::toString(engine.takeError()));
-  impl->engine = std::move(*engine);
-  impl->engine->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
-    llvm::orc::SymbolMap symbols;
-    auto add = [&](const std::string &name, void *address) {
-      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
-    };
-    for (auto &[name, address] : gpu::runtimeSymbols())
-      add(name, address);
-    for (auto &[name, address] : gpu::gemmSymbols())
-      add(name, address);
-    add("__truncsfbf2", reinterpret_cast<void *>(&truncateFloatToBf16));
-    add("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
-    add("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
-    for (auto &[name, address] : executionOptions.symbolOverrides)
-      add(name, address);
-    return symbols;
-  });
-  for (const EntrySignature &entry : impl->entries) {
-    auto wrapper = impl->engine->lookupPacked("_mlir_ciface_" + entry.name);
-    if (!wrapper)
-      fail("the JIT has no entry {}: {}", entry.name, llvm::toString(wrapper.takeError()));
-    impl->wrappers[entry.name] = *wrapper;
+  HostJit::Options jitOptions;
+  jitOptions.optLevel = gpuHost ? 0 : 3;
+  jitOptions.codeGenOptLevel = gpuHost ? llvm::CodeGenOptLevel::None : llvm::CodeGenOptLevel::Aggressive;
+  std::vector<std::string> interfaces;
+  for (const EntrySignature &entry : impl->entries)
+    interfaces.push_back("_mlir_ciface_" + entry.name);
+  impl->jit = HostJit::create(impl->module.op(), interfaces, jitOptions);
+  std::vector<std::pair<std::string, void *>> symbols;
+  for (auto &[name, address] : gpu::runtimeSymbols())
+    symbols.emplace_back(name, address);
+  for (auto &[name, address] : gpu::gemmSymbols())
+    symbols.emplace_back(name, address);
+  symbols.emplace_back("__truncsfbf2", reinterpret_cast<void *>(&truncateFloatToBf16));
+  symbols.emplace_back("cblas_sgemm", reinterpret_cast<void *>(blas::sgemm()));
+  symbols.emplace_back("cblas_dgemm", reinterpret_cast<void *>(blas::dgemm()));
+  // An override replaces the runtime's symbol of the same name.
+  for (auto &[name, address] : executionOptions.symbolOverrides) {
+    std::erase_if(symbols, [&](const auto &symbol) { return symbol.first == name; });
+    symbols.emplace_back(name, address);
   }
+  impl->jit->defineSymbols(symbols);
+  for (const EntrySignature &entry : impl->entries)
+    impl->wrappers[entry.name] = impl->jit->packed("_mlir_ciface_" + entry.name);
   auto compiled = std::chrono::steady_clock::now();
   impl->jitMs = std::chrono::duration<double, std::milli>(compiled - start).count();
   // Runs the global constructors: for a GPU module, loading its kernels.
-  impl->engine->initialize();
+  impl->jit->initialize();
   impl->moduleLoadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compiled).count();
 
   // One arena for the module: calls run one after another on one stream,
