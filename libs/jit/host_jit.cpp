@@ -118,11 +118,12 @@ std::unique_ptr<HostJit> HostJit::create(mlir::ModuleOp module, const std::vecto
       llvm::orc::LLJITBuilder()
           .setJITTargetMachineBuilder(*machineBuilder)
           .setDataLayout(dataLayout)
-          .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession &session)
-                                            -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
-            return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-                session, [](const llvm::MemoryBuffer &) { return std::make_unique<UnregisteredFramesMemoryManager>(); });
-          })
+          .setObjectLinkingLayerCreator(
+              [](llvm::orc::ExecutionSession &session) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(session, [](const llvm::MemoryBuffer &) {
+                  return std::make_unique<UnregisteredFramesMemoryManager>();
+                });
+              })
           .create();
   if (!jit)
     fail("the JIT could not be set up: {}", llvm::toString(jit.takeError()));
@@ -132,8 +133,7 @@ std::unique_ptr<HostJit> HostJit::create(mlir::ModuleOp module, const std::vecto
   if (!processSymbols)
     fail("the JIT cannot search this process's symbols: {}", llvm::toString(processSymbols.takeError()));
   (*jit)->getMainJITDylib().addGenerator(std::move(*processSymbols));
-  if (llvm::Error error =
-          (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(llvmModule), std::move(context))))
+  if (llvm::Error error = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(llvmModule), std::move(context))))
     fail("the JIT could not take the module: {}", llvm::toString(std::move(error)));
   auto impl = std::make_unique<Impl>();
   impl->jit = std::move(*jit);
