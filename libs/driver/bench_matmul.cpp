@@ -73,18 +73,24 @@ void printRow(const std::string &shape, const std::string &path, double microsec
 } // namespace
 
 MatmulShape parseMatmulShape(const std::string &text) {
-  Shape dims = parseShape(text);
+  bool transposed = !text.empty() && text.back() == 't';
+  Shape dims = parseShape(transposed ? text.substr(0, text.size() - 1) : text);
+  MatmulShape shape;
   if (dims.size() == 3)
-    return {0, dims[0], dims[1], dims[2]};
-  if (dims.size() == 4)
-    return {dims[0], dims[1], dims[2], dims[3]};
-  fail("matmul shape '{}' must be MxKxN or BATCHxMxKxN", text);
+    shape = {0, dims[0], dims[1], dims[2]};
+  else if (dims.size() == 4)
+    shape = {dims[0], dims[1], dims[2], dims[3]};
+  else
+    fail("matmul shape '{}' must be MxKxN or BATCHxMxKxN, with a trailing t for B stored [N, K]", text);
+  shape.bTransposed = transposed;
+  return shape;
 }
 
 std::string formatMatmulShape(const MatmulShape &shape) {
+  const char *t = shape.bTransposed ? "t" : "";
   if (shape.batch > 0)
-    return fmt::format("{}x({}x{} @ {}x{})", shape.batch, shape.m, shape.k, shape.k, shape.n);
-  return fmt::format("{}x{}x{}", shape.m, shape.k, shape.n);
+    return fmt::format("{}x({}x{} @ {}x{}{})", shape.batch, shape.m, shape.k, shape.k, shape.n, t);
+  return fmt::format("{}x{}x{}{}", shape.m, shape.k, shape.n, t);
 }
 
 void benchMatmul(const MatmulBenchRequest &request) {
@@ -172,7 +178,8 @@ void benchMatmul(const MatmulBenchRequest &request) {
       p.lda = shape.k;
       p.strideA = shape.m * shape.k;
       p.b = set.b.data();
-      p.ldb = shape.n;
+      p.transposeB = shape.bTransposed;
+      p.ldb = shape.bTransposed ? shape.k : shape.n;
       p.strideB = shape.k * shape.n;
       p.d = set.y.data();
       p.ldd = shape.n;
@@ -194,7 +201,8 @@ void benchMatmul(const MatmulBenchRequest &request) {
     // mlpipe's compiled unit matmul, per path.
     for (const std::string &matmul : request.matmuls) {
       KernelOptions options;
-      options.shapes = {{shape.m, shape.k}, {shape.k, shape.n}};
+      options.shapes = {{shape.m, shape.k}, shape.bTransposed ? Shape{shape.n, shape.k} : Shape{shape.k, shape.n}};
+      options.transposeB = shape.bTransposed;
       options.batch = shape.batch;
       options.dtype = dtype;
       CompileOptions compile;

@@ -19,10 +19,12 @@ namespace mlpipe {
 // A product A [m, k] @ B [k, n], `batch` times when batch > 0.
 struct MatmulShape {
   int64_t batch = 0, m = 0, k = 0, n = 0;
+  bool bTransposed = false; // B stored [N, K] and read transposed (a tied embedding)
 };
-// "1024x768x3072" (m x k x n) or "12x1024x64x1024" (batch x m x k x n).
+// "1024x768x3072" (m x k x n) or "12x1024x64x1024" (batch x m x k x n); a
+// trailing "t" stores B as [N, K] ("16x768x50257t": GPT-2's logits).
 MatmulShape parseMatmulShape(const std::string &text);
-// "1024x768x3072", "12x(1024x64 @ 64x1024)".
+// "1024x768x3072", "12x(1024x64 @ 64x1024)", "16x768x50257t".
 std::string formatMatmulShape(const MatmulShape &shape);
 
 struct MatmulBenchRequest {

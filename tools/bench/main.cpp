@@ -25,7 +25,8 @@ int main(int argc, char **argv) {
              "reference shapes\n"
              "  bench kernels gelu --shape 4096x4096 --no-graphs\n"
              "  bench matmul --shapes 1024x768x3072,12x1024x64x1024 --matmul cublas\n"
-             "  bench matmul --dtype bf16 --shapes 1024x768x3072,1024x3072x768   # tensor cores against cuBLASLt");
+             "  bench matmul --dtype bf16 --shapes 1024x768x3072,1024x3072x768   # tensor cores against cuBLASLt\n"
+             "  bench matmul --shapes 16x768x50257t      # B stored [N, K]: GPT-2's logits at 16 rows");
   mlpipe::BenchRequest request;
   mlpipe::ModelFlags flags;
   std::vector<std::string> modes = {"sublayer", "fused"};
@@ -73,8 +74,8 @@ int main(int argc, char **argv) {
                 "rounds, in microseconds, TFLOP/s and relative to cuBLAS, operands rotating past the L2 cache.");
   matmul
       ->add_option("--shapes", matmulShapes,
-                   "Products MxKxN or BATCHxMxKxN (default: 1024x768x3072, 1024x3072x768, 1024x768x50257, "
-                   "16x768x3072, 12x1024x64x1024)")
+                   "Products MxKxN or BATCHxMxKxN, a trailing t for B stored [N, K] (default: 1024x768x3072, "
+                   "1024x3072x768, 1024x768x50257, 16x768x3072, 12x1024x64x1024)")
       ->delimiter(',');
   matmul->add_option("--matmul", matmulRequest.matmuls, "mlpipe's paths to time")
       ->delimiter(',')
