@@ -61,14 +61,27 @@ constexpr int64_t kGeneratedSkinnyMaxRows = 32;
 // against cuBLASLt's 37; at 32 rows 0.65-1.11x, 42 us against 35.
 constexpr int64_t kGeneratedSkinnyMaxRowsSixteenBit = 16;
 
+// Products of at most this many rows whose B is stored [N, K] (read
+// transposed: GPT-2's tied logits, x·wteᵀ), unbatched and at least
+// kGeneratedRowDotMinColumns wide, go to the generated row-dot kernel,
+// which streams B's storage row by row. cuBLAS(Lt) takes its GEMM kernels
+// for them: at 16 rows the logits (16 x 768 by 50257) took 96 us in bf16
+// (77 MB, 0.8 TB/s) and 83 us in f32 (154 MB) of a 0.53 ms forward on the
+// H200 (kernel timeline of `bench --seq 16`, 2026-12-03).
+constexpr int64_t kGeneratedRowDotMaxRows = 16;
+// Below this many columns the row-dot grid (128 columns a block, K not
+// split) leaves most SMs idle.
+constexpr int64_t kGeneratedRowDotMinColumns = 4096;
+
 struct MatmulChoice {
   MatmulPath path;
   std::string why;
 };
 
 // The path for `problem`: cuBLAS when it is enabled and can compute the
-// product in place, unless the skinny kernel streams it faster (few rows,
-// B read row by row); the generated kernel otherwise.
+// product in place, unless the skinny kernel (few rows, B read row by row)
+// or the row-dot kernel (few rows, B stored [N, K]) streams it faster; the
+// generated kernel otherwise.
 MatmulChoice chooseMatmulPath(const MatmulProblem &problem, const MatmulPathOptions &options);
 
 // ---- Attention --------------------------------------------------------------

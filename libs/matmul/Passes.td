@@ -222,9 +222,9 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU whose device description the heuristics read">,
     Option<"form", "form", "std::string", /*default=*/"\"auto\"",
-           "auto, tiled (the register-tiled kernel), skinny (the bandwidth-bound form for small M) or tensor_core "
-           "(mma.sync on bf16/f16 A and B, sm_80 and later; auto takes it for every 16-bit product the skinny "
-           "form does not)">,
+           "auto, tiled (the register-tiled kernel), skinny (the bandwidth-bound form for small M), row_dot (the "
+           "same for B stored [N, K]) or tensor_core (mma.sync on bf16/f16 A and B, sm_80 and later; auto takes "
+           "it for every 16-bit product the skinny and row-dot forms do not)">,
     ListOption<"blockTile", "block-tile", "int64_t",
                "The tiled kernel's block tile M,N,K (default: chosen per product)">,
     ListOption<"threadTile", "thread-tile", "int64_t",

@@ -3,7 +3,7 @@
 // read and written by logical (batch, row, column), the small builders the
 // bodies share, the writer of C's elements through the epilogue, and the
 // launch of a product kernel in any form (tiled_matmul.cpp,
-// skinny_matmul.cpp, tensor_core_matmul.cpp).
+// skinny_matmul.cpp, row_dot_matmul.cpp, tensor_core_matmul.cpp).
 #pragma once
 
 #include "matmul/matmul_config.h"
@@ -285,6 +285,10 @@ mlir::LogicalResult emitTiledMatmul(const ProductLaunch &launch, const Problem &
 // The skinny form (skinny_matmul.cpp) with configuration `cfg`, built and
 // launched.
 mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem &p, const SkinnyConfig &cfg);
+
+// The row-dot form (row_dot_matmul.cpp) with configuration `cfg`, built
+// and launched.
+mlir::LogicalResult emitRowDotMatmul(const ProductLaunch &launch, const Problem &p, const RowDotConfig &cfg);
 
 // Whether the tensor-core form (tensor_core_matmul.cpp) takes the product
 // on this device: A and B in bf16 or f16, and mma.sync m16n8k16 on the chip

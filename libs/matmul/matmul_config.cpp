@@ -4,6 +4,8 @@
 // and split), every number they choose by a named constant with its reason.
 #include "matmul/matmul_config.h"
 
+#include "codegen/path_choice.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -246,6 +248,23 @@ bool prefersSkinny(const Problem &p, const GeneratedMatmulOptions &options) {
   bool bRowsContiguous = hasUnitStride(p.bType, p.colDim()) && p.n > 1;
   return options.form == "skinny" ||
          (options.form == "auto" && p.m <= kSkinnyMaxRows && bRowsContiguous && options.blockTile[0] == 0);
+}
+
+bool prefersRowDot(const Problem &p, const GeneratedMatmulOptions &options) {
+  if (options.form == "row_dot")
+    return true;
+  bool bStoredByColumns = hasUnitStride(p.bType, p.rowDim()) && !hasUnitStride(p.bType, p.colDim());
+  return options.form == "auto" && options.blockTile[0] == 0 && !p.prologue && p.batch == 1 && p.m <= kRowDotMaxRows &&
+         bStoredByColumns && p.n >= kGeneratedRowDotMinColumns;
+}
+
+RowDotConfig chooseRowDot(const Problem &p) {
+  RowDotConfig cfg;
+  cfg.columns = std::clamp<int64_t>(kRowDotSums / std::max<int64_t>(1, p.m), 1, kRowDotMaxColumns);
+  cfg.vectorK =
+      std::min(vectorWidthAlong(p.aType, p.colDim(), p.maxVector), vectorWidthAlong(p.bType, p.rowDim(), p.maxVector));
+  cfg.stepsInFlight = std::min(kRowDotStepsInFlight, cfg.steps(p.k));
+  return cfg;
 }
 
 mlir::FailureOr<TiledConfig> chooseTiled(const Problem &p, const GeneratedMatmulOptions &options,

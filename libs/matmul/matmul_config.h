@@ -46,6 +46,28 @@ constexpr int64_t kSkinnyMaxRows = 64;
 // their partial sums in shared memory at the end.
 constexpr int64_t kSkinnyWarps = 8;
 
+// The row-dot form (B stored [N, K], few rows): a group of this many lanes
+// reads a row of B's storage, 128 contiguous bytes a step (whole 32-byte
+// sectors); a warp reads four rows at once.
+constexpr int64_t kRowDotLanes = 8;
+constexpr int64_t kRowDotThreads = 256;
+// f32 sums a lane keeps, one per row of A and column of its group: a group
+// takes kRowDotSums / M columns (at most kRowDotMaxColumns), so each vector
+// of A it loads (from L1) is used for that many columns. At 16 rows, four
+// columns: four of A's bytes read from L1 per byte of B from memory.
+constexpr int64_t kRowDotSums = 64;
+constexpr int64_t kRowDotMaxColumns = 4;
+// Steps whose vectors of B a lane loads before using any: two steps of
+// four columns keep eight 128-bit loads in flight per lane.
+constexpr int64_t kRowDotStepsInFlight = 2;
+// Blocks an SM should hold (.minnctapersm): unbounded, ptxas hoists every
+// row of A's loads of a step and takes 178-200 registers a thread, one
+// block of eight warps an SM; at two blocks, 128 registers.
+constexpr int64_t kRowDotBlocksPerSm = 2;
+// The generated kernel's own choice (form "auto") takes the row-dot form
+// for at most this many rows (two columns a group at 32).
+constexpr int64_t kRowDotMaxRows = 32;
+
 inline int64_t roundUp(int64_t a, int64_t b) { return llvm::divideCeilSigned(a, b) * b; }
 
 //===----------------------------------------------------------------------===//
@@ -128,6 +150,18 @@ struct SkinnyConfig {
   int64_t chunks() const { return llvm::divideCeilSigned(rowsPerWarp(), rowsInFlight); }
 };
 
+struct RowDotConfig {
+  int64_t columns = 1;                          // per group of kRowDotLanes lanes
+  int64_t vectorK = 1;                          // elements of a vector along K
+  int64_t stepsInFlight = kRowDotStepsInFlight; // steps loaded before any is used
+
+  int64_t columnsPerBlock() const { return kRowDotThreads / kRowDotLanes * columns; }
+  // Steps over K: each reads kRowDotLanes vectors of a row of B's storage.
+  int64_t steps(int64_t k) const { return llvm::divideCeilSigned(k, kRowDotLanes * vectorK); }
+  // Whether the rounds of steps reach past K (those vectors count as zero).
+  bool maskK(int64_t k) const { return roundUp(steps(k), stepsInFlight) * kRowDotLanes * vectorK != k; }
+};
+
 // Elements of a shared row of `elements` with its padding.
 int64_t paddedRow(int64_t elements, int64_t elementBytes);
 // Shared memory of the tiled kernel's two stages of A and B tiles.
@@ -139,6 +173,14 @@ int64_t skinnySharedBytes(const Problem &p, const SkinnyConfig &c);
 // Whether the skinny form takes the product: few rows, and B read along its
 // contiguous rows (or the options ask for it).
 bool prefersSkinny(const Problem &p, const GeneratedMatmulOptions &options);
+
+// Whether the row-dot form takes the product: few rows, unbatched, B stored
+// [N, K] (K contiguous, N not) and wide (or the options ask for it).
+bool prefersRowDot(const Problem &p, const GeneratedMatmulOptions &options);
+
+// The row-dot configuration: columns a group from the rows of A (its sums
+// in registers), vectors of 128 bits along K where A and B allow.
+RowDotConfig chooseRowDot(const Problem &p);
 
 // The tiled configuration of least estimated cost among the candidates (or
 // the one the options force); split-K only where `splitAllowed`. Fails with

@@ -7,6 +7,7 @@
 #include "matmul/matmul_kernel.h"
 
 #include "codegen/debug.h"
+#include "codegen/path_choice.h"
 #include "codegen/type_sizes.h"
 #include "fusion/fusion_graph.h"
 #include "matmul/matmul_building.h"
@@ -180,8 +181,9 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
                      (rank == 2 || (aType.getDimSize(0) == p.batch && bType.getDimSize(0) == p.batch));
   if (!shapesAgree)
     return mlir::emitError(loc, "generated matmul: A, B and C have mismatched shapes");
-  if (options.form != "auto" && options.form != "tiled" && options.form != "skinny" && options.form != "tensor_core")
-    return mlir::emitError(loc, "generated matmul: the form must be auto, tiled, skinny or tensor_core, not '")
+  if (options.form != "auto" && options.form != "tiled" && options.form != "skinny" && options.form != "row_dot" &&
+      options.form != "tensor_core")
+    return mlir::emitError(loc, "generated matmul: the form must be auto, tiled, skinny, row_dot or tensor_core, not '")
            << options.form << "'";
   if (options.form == "tensor_core" && !sixteenBit)
     return mlir::emitError(loc, "generated matmul: the tensor-core form takes A and B in bf16 or f16");
@@ -267,12 +269,17 @@ bool generatedMatmulTakesSixteenBit(mlir::MemRefType aType, mlir::MemRefType bTy
     return false;
   // Every product on tensor cores (the tensor-core form), where the chip
   // has them; elsewhere those the skinny form takes (few rows, B read row
-  // by row).
+  // by row) or the row-dot form (few rows, B stored [N, K], wide).
   if (device.sixteenBitMma)
     return true;
   (void)accumulate; // both forms add C's old value where asked
-  return cType.getDimSize(rank - 2) <= generated_matmul::kSkinnyMaxRows && bType.getDimSize(rank - 1) > 1 &&
-         generated_matmul::hasUnitStride(bType, rank - 1);
+  int64_t rows = cType.getDimSize(rank - 2);
+  bool skinny = rows <= generated_matmul::kSkinnyMaxRows && bType.getDimSize(rank - 1) > 1 &&
+                generated_matmul::hasUnitStride(bType, rank - 1);
+  bool rowDot = rows <= generated_matmul::kRowDotMaxRows && (rank == 2 || cType.getDimSize(0) == 1) &&
+                generated_matmul::hasUnitStride(bType, rank - 2) && !generated_matmul::hasUnitStride(bType, rank - 1) &&
+                bType.getDimSize(rank - 1) >= kGeneratedRowDotMinColumns;
+  return skinny || rowDot;
 }
 
 mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location loc, const MatmulOperands &operands,
@@ -301,14 +308,25 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   // C takes 128-bit stores where its rows are contiguous and aligned.
   launch.widthC = vectorWidthAlong(p.cType, p.colDim(), p.maxVector);
 
+  // B stored [N, K] and few rows: the row-dot form streams B's storage row
+  // by row (16-bit operands too).
+  if (prefersRowDot(p, options)) {
+    if (prologue)
+      return mlir::emitError(loc, "generated matmul: a row computed in the kernel needs the one-launch skinny form");
+    if (!hasUnitStride(p.bType, p.rowDim()))
+      return mlir::emitError(loc, "generated matmul: the row-dot form needs B stored [N, K] (K contiguous)");
+    return emitRowDotMatmul(launch, p, chooseRowDot(p));
+  }
+
   // 16-bit operands: the skinny form reads them where it takes the product
   // (few rows, B read row by row: bandwidth-bound); every other product goes
   // to tensor cores, on a chip with 16-bit mma.sync.
   bool sixteenBit = p.storage != p.element;
   if (sixteenBit && !prefersSkinny(p, options)) {
     if (prologue || options.form == "skinny" || options.form == "tiled")
-      return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny form reads 16-bit "
-                                  "operands (at most kSkinnyMaxRows rows, B's rows contiguous)");
+      return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny and row-dot forms read "
+                                  "16-bit operands (at most kSkinnyMaxRows rows with B's rows contiguous, or "
+                                  "kRowDotMaxRows with B stored [N, K])");
     if (!tensorCoresTake(p, device))
       return mlir::emitError(loc, "generated matmul: ")
              << device.chip << " has no mma.sync m16n8k16 for the tensor-core form of 16-bit products";

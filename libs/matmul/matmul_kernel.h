@@ -71,10 +71,13 @@ struct MatmulRowPrologue {
 // the choice to the heuristics.
 struct GeneratedMatmulOptions {
   // "tiled" (the register-tiled kernel), "skinny" (the bandwidth-bound form
-  // for small M; refused where B's rows are not contiguous), "tensor_core"
-  // (mma.sync on bf16 or f16 A and B; sm_80 and later) or "auto" (the
-  // skinny form for few rows with B's rows contiguous, 16-bit or not;
-  // tensor cores for every other 16-bit product, where the chip has them).
+  // for small M; refused where B's rows are not contiguous), "row_dot" (the
+  // bandwidth-bound form for small M with B stored [N, K]; refused where it
+  // is not), "tensor_core" (mma.sync on bf16 or f16 A and B; sm_80 and
+  // later) or "auto" (the skinny form for few rows with B's rows
+  // contiguous, the row-dot form for few rows, unbatched, with B stored
+  // [N, K] and wide, 16-bit or not; tensor cores for every other 16-bit
+  // product, where the chip has them).
   std::string form = "auto";
   // The tiled kernel's block tile (M, N, K) and each thread's register tile
   // (M, N; multiples of 4, at most 8).

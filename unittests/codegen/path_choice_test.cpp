@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(few_rows_go_to_the_skinny_kernel) {
   MatmulProblem batched = problem(1, 64, 64);
   batched.batch = 12;
   BOOST_TEST(chooseMatmulPath(batched, {}).path == MatmulPath::Cublas);
-  MatmulProblem transposed = problem(1, 50257, 768);
+  MatmulProblem transposed = problem(1, 2304, 768);
   transposed.bTransposed = true;
   BOOST_TEST(chooseMatmulPath(transposed, {}).path == MatmulPath::Cublas);
   BOOST_TEST(chooseMatmulPath(problem(4, 1, 768), {}).path == MatmulPath::Cublas);
@@ -106,6 +106,32 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_mma_from_sm_80) {
   BOOST_TEST(!deviceDescription("sm_75").sixteenBitMma);
   BOOST_TEST(deviceDescription("sm_80").sixteenBitMma);
   BOOST_TEST(deviceDescription("sm_90a").sixteenBitMma);
+}
+
+BOOST_AUTO_TEST_CASE(few_rows_by_b_stored_n_by_k_go_to_the_row_dot_kernel) {
+  // The logits' shape, f32 and bf16: one row, 16, and the bound.
+  for (int64_t bytes : {4, 2})
+    for (int64_t m : {int64_t(1), int64_t(16), kGeneratedRowDotMaxRows}) {
+      MatmulProblem p = problem(m, 50257, 768);
+      p.bTransposed = true;
+      p.elementBytes = bytes;
+      MatmulChoice choice = chooseMatmulPath(p, {});
+      BOOST_TEST(choice.path == MatmulPath::Generated, m << " rows of " << bytes << " bytes");
+      BOOST_TEST(choice.why.find("row-dot kernel") != std::string::npos);
+    }
+  // Not past the bound, below kGeneratedRowDotMinColumns, batched (the
+  // attention scores' Q·Kᵀ), or with B stored [K, N] (the skinny kernel's).
+  auto pathOf = [](int64_t m, int64_t n, int64_t batch, bool transposed) {
+    MatmulProblem p = problem(m, n, 768);
+    p.batch = batch;
+    p.bTransposed = transposed;
+    return chooseMatmulPath(p, {});
+  };
+  BOOST_TEST(pathOf(kGeneratedRowDotMaxRows + 1, 50257, 1, true).path == MatmulPath::Cublas);
+  BOOST_TEST(pathOf(8, kGeneratedRowDotMinColumns - 1, 1, true).path == MatmulPath::Cublas);
+  BOOST_TEST(pathOf(8, kGeneratedRowDotMinColumns, 1, true).path == MatmulPath::Generated);
+  BOOST_TEST(pathOf(1, 50257, 12, true).path == MatmulPath::Cublas);
+  BOOST_TEST(pathOf(8, 50257, 1, false).why.find("skinny kernel") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {

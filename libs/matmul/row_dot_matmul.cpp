@@ -1,0 +1,173 @@
+// The generated matmul's row-dot form, for products of few rows whose B is
+// stored transposed ([N, K], K contiguous: GPT-2's tied logits, x·wteᵀ).
+// Each element of C is the dot product of a row of A with a row of that
+// storage, so the form streams B's storage once, row by row, each row read
+// whole by a group of lanes in 128-bit vectors.
+//
+// A group of kRowDotLanes lanes owns `columns` consecutive columns of C
+// (rows of B's storage) for all of A's rows. At each step a lane loads its
+// vector of each of its columns' rows (`stepsInFlight` steps' vectors in
+// flight before any is used), then, row by row of A, its vector of that row
+// (A is small: it stays in L1), and adds the products into one f32 sum per
+// row and column. The group's lanes then add their sums by butterfly
+// shuffles, and lane l writes C's rows l, l + kRowDotLanes, ... of its
+// columns through the epilogue, rounded once to C's type.
+//
+// The skinny form (skinny_matmul.cpp) reads B along N instead, where B's
+// rows are contiguous.
+#include "matmul/matmul_building.h"
+
+#include "codegen/debug.h"
+
+namespace mlpipe::emitters::generated_matmul {
+
+namespace {
+
+class RowDotBody {
+public:
+  RowDotBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const RowDotConfig &cfg)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), a(f.getArgument(0), p.elementBytes),
+        bm(f.getArgument(1), p.elementBytes), c(f.getArgument(2), bytesOfElement(p.cType)) {}
+
+  mlir::LogicalResult build() {
+    f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(kRowDotBlocksPerSm)));
+    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+      epilogueOperands.push_back(f.getArgument(i));
+    Value tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    batch = p.rank == 3 ? Value(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z)) : ix.c(0);
+    laneInGroup = ix.rem(tid, kRowDotLanes);
+    Value group = ix.div(tid, kRowDotLanes);
+    Value firstColumn = ix.add(ix.mul(blockX, cfg.columnsPerBlock()), ix.mul(group, cfg.columns));
+    for (int64_t j = 0; j < cfg.columns; ++j) {
+      Value column = ix.add(firstColumn, j);
+      columns.push_back(column);
+      // Loads stay inside B; a column past N is computed and not written.
+      clamped.push_back(ix.min(column, p.n - 1));
+    }
+
+    // One sum per row of A and column, a vector of one f32.
+    llvm::SmallVector<Value> init(static_cast<size_t>(p.m * cfg.columns), zeroVector(ix, p.element, 1));
+    int64_t rounds = llvm::divideCeilSigned(cfg.steps(p.k), cfg.stepsInFlight);
+    auto loop = buildLoop(ix, ix.c(rounds), init, [&](Value round, llvm::SmallVector<Value> sums) {
+      accumulateRound(round, sums);
+      return sums;
+    });
+    llvm::SmallVector<Value> sums(loop.getResults().begin(), loop.getResults().end());
+    for (Value &sum : sums)
+      sum = addAcrossGroup(extract(ix, sum, 0));
+    writeC(sums);
+    return mlir::success();
+  }
+
+private:
+  // Sums index: row of A, then column.
+  size_t at(int64_t row, int64_t j) const { return static_cast<size_t>(row * cfg.columns + j); }
+
+  // The lane's vectors of `stepsInFlight` steps, all loaded before any is
+  // used, then multiplied by A's rows.
+  void accumulateRound(Value round, llvm::SmallVector<Value> &sums) {
+    int64_t width = cfg.vectorK;
+    llvm::SmallVector<Value> ks, inside;
+    llvm::SmallVector<llvm::SmallVector<Value>> rowsOfB; // per step, per column
+    for (int64_t s = 0; s < cfg.stepsInFlight; ++s) {
+      Value step = ix.add(ix.mul(round, cfg.stepsInFlight), s);
+      Value k = ix.mul(ix.add(ix.mul(step, kRowDotLanes), laneInGroup), width);
+      Value within = cfg.maskK(p.k) ? ix.lt(k, p.k) : Value();
+      // A vector past K reads the last one (inside B) and counts as zero.
+      Value kLoaded = within ? ix.min(k, p.k - width) : k;
+      llvm::SmallVector<Value> vectors;
+      for (int64_t j = 0; j < cfg.columns; ++j)
+        vectors.push_back(bm.load(ix, batch, kLoaded, clamped[static_cast<size_t>(j)], /*alongRows=*/true, width));
+      ks.push_back(kLoaded);
+      inside.push_back(within);
+      rowsOfB.push_back(vectors);
+    }
+    for (int64_t s = 0; s < cfg.stepsInFlight; ++s) {
+      llvm::SmallVector<Value> widened;
+      for (Value vector : rowsOfB[static_cast<size_t>(s)]) {
+        Value v = convertFloat(ix, vector, p.element);
+        if (inside[static_cast<size_t>(s)])
+          v = mlir::arith::SelectOp::create(b, loc, inside[static_cast<size_t>(s)], v,
+                                            zeroVector(ix, p.element, width));
+        widened.push_back(v);
+      }
+      for (int64_t row = 0; row < p.m; ++row) {
+        Value rowOfA = convertFloat(
+            ix, a.load(ix, batch, ix.c(row), ks[static_cast<size_t>(s)], /*alongRows=*/false, width), p.element);
+        for (int64_t j = 0; j < cfg.columns; ++j) {
+          Value &sum = sums[at(row, j)];
+          for (int64_t e = 0; e < width; ++e)
+            sum = fma(ix, slice(ix, rowOfA, e, 1), slice(ix, widened[static_cast<size_t>(j)], e, 1), sum);
+        }
+      }
+    }
+  }
+
+  // The sum of `value` over the group's lanes (every lane gets it).
+  Value addAcrossGroup(Value value) {
+    Value width = mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), 32);
+    for (int64_t offset = kRowDotLanes / 2; offset >= 1; offset /= 2) {
+      Value distance = mlir::arith::ConstantIntOp::create(b, loc, b.getI32Type(), offset);
+      Value other =
+          mlir::gpu::ShuffleOp::create(b, loc, value, distance, width, mlir::gpu::ShuffleMode::XOR).getShuffleResult();
+      value = mlir::arith::AddFOp::create(b, loc, value, other);
+    }
+    return value;
+  }
+
+  // Lane l writes rows l, l + kRowDotLanes, ... of its columns inside N.
+  void writeC(llvm::ArrayRef<Value> sums) {
+    OutputWriter writer{p, c, epilogueOperands};
+    for (int64_t row = 0; row < p.m; ++row) {
+      Value mine = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, laneInGroup,
+                                               ix.c(row % kRowDotLanes));
+      for (int64_t j = 0; j < cfg.columns; ++j) {
+        Value column = columns[static_cast<size_t>(j)];
+        guarded(ix, ix.both(mine, ix.lt(column, p.n)), [&] {
+          writer.write(ix, broadcast(ix, sums[at(row, j)], 1), batch, ix.c(row), column, 1, /*vectorC=*/false);
+        });
+      }
+    }
+  }
+
+  mlir::OpBuilder &b;
+  mlir::gpu::GPUFuncOp f;
+  mlir::Location loc;
+  Ix ix;
+  const Problem &p;
+  const RowDotConfig &cfg;
+  Matrix a, bm, c;
+  llvm::SmallVector<Value> epilogueOperands;
+  Value batch, laneInGroup;
+  llvm::SmallVector<Value> columns, clamped;
+};
+
+} // namespace
+
+mlir::LogicalResult emitRowDotMatmul(const ProductLaunch &launch, const Problem &p, const RowDotConfig &cfg) {
+  mlir::Location loc = launch.loc;
+  KernelSignature signature;
+  signature.name = launch.name;
+  signature.arguments = argumentTypes(p, /*withAB=*/true);
+  signature.bytesMoved = launch.bytes;
+  signature.flops = launch.flops;
+  signature.blockSize = {static_cast<int32_t>(kRowDotThreads), 1, 1};
+  LaunchDims dims;
+  dims.grid = {llvm::divideCeilSigned(p.n, cfg.columnsPerBlock()), 1, p.batch};
+  dims.block = {kRowDotThreads, 1, 1};
+  if (dims.grid[2] > 65535)
+    return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
+  MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n
+                                  << "x" << p.k << " (batch x M x N x K), row-dot form (B stored [N, K]): "
+                                  << cfg.columns << " columns per group of " << kRowDotLanes << " lanes ("
+                                  << p.m * cfg.columns << " sums a lane, kRowDotSums), "
+                                  << cfg.columnsPerBlock() << " columns per block, vectors of " << cfg.vectorK
+                                  << " along K, " << cfg.steps(p.k) << " steps, " << cfg.stepsInFlight
+                                  << " in flight, grid (" << dims.grid[0] << ", 1, " << dims.grid[2] << ")\n");
+  return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+    return RowDotBody(b, f, p, cfg).build();
+  });
+}
+
+} // namespace mlpipe::emitters::generated_matmul
