@@ -53,9 +53,12 @@ constexpr int64_t kRowDotLanes = 8;
 constexpr int64_t kRowDotThreads = 256;
 // f32 sums a lane keeps, one per row of A and column of its group: a group
 // takes kRowDotSums / M columns (at most kRowDotMaxColumns), so each vector
-// of A it loads (from L1) is used for that many columns. At 16 rows, four
-// columns: four of A's bytes read from L1 per byte of B from memory.
-constexpr int64_t kRowDotSums = 64;
+// of A it loads (from L1) is used for that many columns. GPT-2's logits at
+// 16 rows (16 x 768 by 50257, `bench matmul --shapes 16x768x50257t`, H200,
+// 2026-12-03): at 64 sums (four columns) the kernel spilled at 128
+// registers and took 118 us in f32, 97 in bf16 (0.73x and 1.08x cuBLAS);
+// at 32 (two columns) 66 and 57 us (1.29x and 1.84x).
+constexpr int64_t kRowDotSums = 32;
 constexpr int64_t kRowDotMaxColumns = 4;
 // Steps whose vectors of B a lane loads before using any: two steps of
 // four columns keep eight 128-bit loads in flight per lane.

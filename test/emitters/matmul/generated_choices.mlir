@@ -33,8 +33,8 @@
 // SM90: attention_scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tiled 128x128x8, thread tile 8x8, 256 threads, split-K 1 (64 rows each), A vectors 4 along K, B vectors 4 along N, C vectors 4, grid (8, 8, 12)
 // SM90: attention_values_batch_matmul: generated matmul 12x1024x64x1024 (batch x M x N x K), tiled 64x64x8, thread tile 8x4, 128 threads, split-K 2
 // Decoding's logits read wte^T along K: the row-dot form streams wte's
-// rows, four columns a group of 8 lanes.
-// SM90: decode_logits_matmul: generated matmul 1x16x50257x768 (batch x M x N x K), row-dot form (B stored [N, K]): 4 columns per group of 8 lanes (64 sums a lane, kRowDotSums), 128 columns per block, vectors of 4 along K, 24 steps, 2 in flight, grid (393, 1, 1)
+// rows, two columns a group of 8 lanes.
+// SM90: decode_logits_matmul: generated matmul 1x16x50257x768 (batch x M x N x K), row-dot form (B stored [N, K]): 2 columns per group of 8 lanes (32 sums a lane, kRowDotSums), 64 columns per block, vectors of 4 along K, 24 steps, 2 in flight, grid (786, 1, 1)
 
 // A T4 has 40 SMs: 192 tiles of 128x128 are plenty.
 // SM75: logits_matmul: {{.*}} tiled 128x128x8, thread tile 8x8
@@ -43,7 +43,7 @@
 // SM75: decode_fc_matmul: {{.*}} skinny form: {{.*}} split-K 3 (256 rows each
 // SM75: attention_scores_batch_matmul: {{.*}} tiled 128x128x8
 // SM75: attention_values_batch_matmul: {{.*}} tiled 64x64x8, thread tile 8x4, 128 threads, split-K 1
-// SM75: decode_logits_matmul: {{.*}} row-dot form (B stored [N, K]): 4 columns per group of 8 lanes
+// SM75: decode_logits_matmul: {{.*}} row-dot form (B stored [N, K]): 2 columns per group of 8 lanes
 
 func.func @logits(%a: memref<1024x768xf32>, %wte: memref<50257x768xf32>, %c: memref<1024x50257xf32>) {
   %cst = arith.constant 0.0 : f32
