@@ -35,13 +35,6 @@ constexpr int64_t kGroupsPerThread = 4;
 // A grid-stride loop needs only enough blocks to fill every SM this many
 // times over; more only adds scheduling.
 constexpr int64_t kWavesOfBlocks = 4;
-// The share of the grid's block slots (resident blocks times waves) that
-// its blocks must fill. A grid of 1.45 waves leaves over half the SMs'
-// slots idle in its last wave: a 16-bit gelu of 3072x4096 (groups of 8,
-// four a thread) is 1536 blocks for 1056 slots, 73% used, where the f32
-// kernel's 3072 blocks use 97%. Fewer groups a thread give more blocks:
-// the largest unroll whose grid uses this share is taken.
-constexpr double kMinWaveUse = 0.85;
 
 class LoopEmitter final : public FusionEmitter {
 public:
@@ -71,8 +64,7 @@ public:
                                     << width_ << ", " << blocks_ << " blocks x " << threads_ << " threads, "
                                     << perThread_ << " groups per thread per step, " << fullSteps_ << " full steps"
                                     << (leftoverStart_ < groups_ ? " and a bounded tail" : "") << " ("
-                                    << options_.device->smCount << " SMs, " << static_cast<int>(waveUse_ * 100 + 0.5)
-                                    << "% of the waves' block slots used)\n");
+                                    << options_.device->smCount << " SMs)\n");
     mlir::OpBuilder host(call);
     LaunchDims dims;
     dims.grid = {blocks_, 1, 1};
@@ -100,34 +92,11 @@ private:
     threads_ =
         std::min<int64_t>(kLoopThreadsPerBlock, llvm::divideCeilSigned(groups_, device.warpSize) * device.warpSize);
     int64_t residentBlocks = device.smCount * std::max<int64_t>(1, device.maxThreadsPerSm / threads_);
-    auto blocksFor = [&](int64_t perThread) {
-      return std::max<int64_t>(
-          1, std::min(llvm::divideCeilSigned(groups_, threads_ * perThread), kWavesOfBlocks * residentBlocks));
-    };
-    // A grid at the cap runs whole waves and strides over the rest.
-    auto waveUse = [&](int64_t blocks) {
-      if (blocks == kWavesOfBlocks * residentBlocks)
-        return 1.0;
-      return static_cast<double>(blocks) /
-             static_cast<double>(llvm::divideCeilSigned(blocks, residentBlocks) * residentBlocks);
-    };
     // Unroll only when there is work enough to give every resident thread
-    // all its groups, and only as far as the grid keeps its waves full.
-    perThread_ = 1;
-    double bestUse = waveUse(blocksFor(1));
-    for (int64_t perThread = kGroupsPerThread; perThread > 1; perThread /= 2) {
-      if (groups_ < residentBlocks * threads_ * perThread)
-        continue;
-      double use = waveUse(blocksFor(perThread));
-      if (use >= kMinWaveUse || use > bestUse) {
-        perThread_ = perThread;
-        bestUse = use;
-        if (use >= kMinWaveUse)
-          break;
-      }
-    }
-    waveUse_ = bestUse;
-    blocks_ = blocksFor(perThread_);
+    // all its groups.
+    perThread_ = groups_ >= residentBlocks * threads_ * kGroupsPerThread ? kGroupsPerThread : 1;
+    blocks_ = std::min(llvm::divideCeilSigned(groups_, threads_ * perThread_), kWavesOfBlocks * residentBlocks);
+    blocks_ = std::max<int64_t>(blocks_, 1);
     gridThreads_ = blocks_ * threads_;
     stride_ = gridThreads_ * perThread_;
     fullSteps_ = groups_ / stride_;
@@ -203,7 +172,6 @@ private:
   int64_t elements_ = 1, width_ = 1, groups_ = 0;
   int64_t threads_ = 0, perThread_ = 1, blocks_ = 1, gridThreads_ = 0, stride_ = 0;
   int64_t fullSteps_ = 0, leftoverStart_ = 0;
-  double waveUse_ = 1.0;
 };
 
 } // namespace
