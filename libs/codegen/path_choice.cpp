@@ -26,11 +26,12 @@ MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &o
                 (sixteenBit ? " of 16-bit operands: the skinny kernel streams B faster "
                               "(kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)"
                             : ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)")};
-  if (p.m <= kGeneratedRowDotMaxRows && p.batch == 1 && p.bTransposed && p.n >= kGeneratedRowDotMinColumns)
+  int64_t rowDotRows = options.rowDotMaxRows >= 0 ? options.rowDotMaxRows : kGeneratedRowDotMaxRows;
+  if (p.m <= rowDotRows && p.batch == 1 && p.bTransposed && p.n >= kGeneratedRowDotMinColumns)
     return {MatmulPath::Generated, std::to_string(p.m) + (p.m == 1 ? " row" : " rows") + ", at most " +
-                                       std::to_string(kGeneratedRowDotMaxRows) + ", by " + std::to_string(p.n) +
+                                       std::to_string(rowDotRows) + ", by " + std::to_string(p.n) +
                                        " columns of B stored [N, K]: the row-dot kernel streams B faster "
-                                       "(kGeneratedRowDotMaxRows)"};
+                                       "(kGeneratedRowDotMaxRows, option row-dot-rows)"};
   // Every other 16-bit product: cuBLASLt reads it as stored.
   if (sixteenBit)
     return {MatmulPath::Cublas, "cuBLASLt reads 16-bit operands in place"};

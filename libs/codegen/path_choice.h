@@ -43,6 +43,9 @@ struct MatmulPathOptions {
   // default, kGeneratedSkinnyMaxRows or for 16-bit operands
   // kGeneratedSkinnyMaxRowsSixteenBit).
   int64_t skinnyMaxRows = -1;
+  // Products of at most this many rows with B stored [N, K] go to the
+  // row-dot kernel (< 0: kGeneratedRowDotMaxRows).
+  int64_t rowDotMaxRows = -1;
 };
 
 // Products of at most this many rows, B read row by row and unbatched, go
@@ -69,9 +72,9 @@ constexpr int64_t kGeneratedSkinnyMaxRowsSixteenBit = 16;
 // (77 MB, 0.8 TB/s) and 83 us in f32 (154 MB) of a 0.53 ms forward on the
 // H200 (kernel timeline of `bench --seq 16`, 2026-12-03). The row-dot
 // kernel on the logits, cuBLAS's time over its own (`bench matmul --shapes
-// 1x768x50257t,...`, same run): 1 row 1.03x f32 / 1.57x bf16, 8 rows
-// 1.60x / 3.66x, 12 rows 1.53x / 2.17x, 16 rows 1.29x / 1.84x; at 32 rows
-// (the generated path) 0.54x / 0.91x.
+// 1x768x50257t,...`, same run): 1 row 1.09x f32 / 1.58x bf16, 8 rows
+// 1.58x / 3.60x, 16 rows 1.28x / 1.82x (12 rows 1.53x / 2.17x, a run
+// before); at 32 rows (the generated path) 0.54x / 0.91x.
 constexpr int64_t kGeneratedRowDotMaxRows = 16;
 // Below this many columns the row-dot grid (128 columns a block, K not
 // split) leaves most SMs idle.

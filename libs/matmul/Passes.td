@@ -53,7 +53,9 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     before a matmul becomes beta = 0; without one, beta = 1 adds C.
     Products of at most skinny-rows rows (kGeneratedSkinnyMaxRows, 32; 16
     for 16-bit operands), B read row by row and unbatched, are left to the
-    generated skinny kernel, which streams B faster.
+    generated skinny kernel, which streams B faster; those of at most
+    row-dot-rows rows (kGeneratedRowDotMaxRows, 16) with B stored [N, K]
+    (the tied logits), to the row-dot kernel.
 
     A matmul fusion (a function with mlpipe.fusion = "matmul", as fuse's
     partitioner makes them) is replaced at each call site:
@@ -117,6 +119,8 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
            "f32 (computed in f32, no TF32) or tf32 (opt-in: A and B rounded to TF32)">,
     Option<"skinnyRows", "skinny-rows", "int64_t", /*default=*/"-1",
            "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel (-1: kGeneratedSkinnyMaxRows, 32, or for 16-bit operands kGeneratedSkinnyMaxRowsSixteenBit, 16; 0: none)">,
+    Option<"rowDotRows", "row-dot-rows", "int64_t", /*default=*/"-1",
+           "Leave products of at most this many rows, B stored [N, K], unbatched and at least kGeneratedRowDotMinColumns wide, to the generated row-dot kernel (-1: kGeneratedRowDotMaxRows, 16; 0: none)">,
   ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];

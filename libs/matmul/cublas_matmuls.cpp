@@ -354,7 +354,7 @@ bool mayMoveIntoGemm(GemmPlan &plan, mlir::linalg::GenericOp generic, const Gemm
 // The GEMM for `matmul`, with the fill before it and the foldable
 // elementwise ops after it in its block; nullopt (and why) when cuBLAS
 // cannot compute the matmul.
-std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRows, std::string &whyNot) {
+std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, const MatmulPathOptions &options, std::string &whyNot) {
   std::string unreadable;
   auto problem = blasMatmul(matmul, &unreadable, /*narrowInputs=*/true);
   MatmulProblem summary;
@@ -371,8 +371,6 @@ std::optional<GemmPlan> planGemm(mlir::linalg::LinalgOp matmul, int64_t skinnyRo
     summary.maxLeadingDimension =
         std::max({problem->a.leadingDimension, problem->b.leadingDimension, problem->c.leadingDimension});
   }
-  MatmulPathOptions options;
-  options.skinnyMaxRows = skinnyRows;
   MatmulChoice choice = chooseMatmulPath(summary, options);
   if (choice.path != MatmulPath::Cublas) {
     whyNot = choice.why;
@@ -578,7 +576,8 @@ void buildLeftover(FusionPlan &fusion, mlir::ModuleOp module) {
   fusion.leftover = leftover;
 }
 
-std::optional<FusionPlan> planFusion(mlir::func::FuncOp function, int64_t skinnyRows, std::string &whyNot) {
+std::optional<FusionPlan> planFusion(mlir::func::FuncOp function, const MatmulPathOptions &options,
+                                     std::string &whyNot) {
   if (!function.getBody().hasOneBlock()) {
     whyNot = "its body is not one block";
     return std::nullopt;
@@ -592,7 +591,7 @@ std::optional<FusionPlan> planFusion(mlir::func::FuncOp function, int64_t skinny
     whyNot = "it holds " + std::to_string(matmuls.size()) + " matmuls, not one";
     return std::nullopt;
   }
-  auto gemm = planGemm(matmuls.front(), skinnyRows, whyNot);
+  auto gemm = planGemm(matmuls.front(), options, whyNot);
   if (!gemm)
     return std::nullopt;
   FusionPlan fusion;
@@ -662,14 +661,17 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     llvm::SmallVector<mlir::func::FuncOp> fusions, others;
     for (auto function : module.getOps<mlir::func::FuncOp>())
       (isFusion(function, "matmul") ? fusions : others).push_back(function);
+    MatmulPathOptions pathOptions;
+    pathOptions.skinnyMaxRows = skinnyRows;
+    pathOptions.rowDotMaxRows = rowDotRows;
     for (mlir::func::FuncOp function : fusions)
-      rewriteFusion(function, module, gemms, skinnyRows);
+      rewriteFusion(function, module, gemms, pathOptions);
     for (mlir::func::FuncOp function : others)
-      rewriteBareMatmuls(function, gemms, skinnyRows);
+      rewriteBareMatmuls(function, gemms, pathOptions);
   }
 
   static void rewriteFusion(mlir::func::FuncOp function, mlir::ModuleOp module, GemmBuilder &gemms,
-                            int64_t skinnyRows) {
+                            const MatmulPathOptions &pathOptions) {
     llvm::SmallVector<mlir::func::CallOp> calls;
     if (auto uses = mlir::SymbolTable::getSymbolUses(function, module))
       for (const mlir::SymbolTable::SymbolUse &use : *uses)
@@ -678,7 +680,7 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     if (calls.empty())
       return;
     std::string whyNot;
-    auto fusion = planFusion(function, skinnyRows, whyNot);
+    auto fusion = planFusion(function, pathOptions, whyNot);
     if (!fusion) {
       MLPIPE_DEBUG(kDebugEmitters,
                    os << "cublas: @" << function.getName() << " is left to the generated kernel: " << whyNot << "\n");
@@ -694,7 +696,8 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
       function.erase();
   }
 
-  static void rewriteBareMatmuls(mlir::func::FuncOp function, GemmBuilder &gemms, int64_t skinnyRows) {
+  static void rewriteBareMatmuls(mlir::func::FuncOp function, GemmBuilder &gemms,
+                                 const MatmulPathOptions &pathOptions) {
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     function.walk([&](mlir::linalg::LinalgOp op) {
       if (isMatmul(op))
@@ -702,7 +705,7 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     });
     for (mlir::linalg::LinalgOp matmul : matmuls) {
       std::string whyNot;
-      auto plan = planGemm(matmul, skinnyRows, whyNot);
+      auto plan = planGemm(matmul, pathOptions, whyNot);
       if (!plan) {
         MLPIPE_DEBUG(kDebugEmitters, os << "cublas: the matmul at " << locationText(matmul.getLoc())
                                         << " is left to the generated kernel: " << whyNot << "\n");

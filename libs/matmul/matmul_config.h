@@ -63,9 +63,12 @@ constexpr int64_t kRowDotMaxColumns = 4;
 // Steps whose vectors of B a lane loads before using any: two steps of
 // four columns keep eight 128-bit loads in flight per lane.
 constexpr int64_t kRowDotStepsInFlight = 2;
-// Blocks an SM should hold (.minnctapersm): unbounded, ptxas hoists every
-// row of A's loads of a step and takes 178-200 registers a thread, one
-// block of eight warps an SM; at two blocks, 128 registers.
+// Blocks an SM should hold (.minnctapersm), so 128 registers a thread:
+// unbounded, ptxas hoists every row of A's loads of a step (the 16-row f32
+// logits took 222 registers, one block of eight warps an SM, and ran at
+// 1.08x cuBLAS's speed against 1.28x with 24 B spilled at two blocks;
+// bf16 at 8 rows 2.91x against 3.60x: `bench matmul --shapes
+// 16x768x50257t`, H200, 2026-12-03).
 constexpr int64_t kRowDotBlocksPerSm = 2;
 // The generated kernel's own choice (form "auto") takes the row-dot form
 // for at most this many rows (two columns a group at 32).
@@ -90,8 +93,9 @@ struct Problem {
   int64_t rank = 2;
   // The type the product is computed and accumulated in (f32 or f64), and
   // the type A and B are stored in with its size: the same, or bf16 and f16
-  // (widened in registers as they are read; only the skinny form reads
-  // them). C is stored in `element` or, after an epilogue, in A's type.
+  // (widened in registers as they are read, by the skinny, row-dot and
+  // tensor-core forms). C is stored in `element` or, after an epilogue, in
+  // A's type.
   mlir::Type element;
   mlir::Type storage;
   int64_t elementBytes = 4;     // of `storage`

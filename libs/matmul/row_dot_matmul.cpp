@@ -19,6 +19,8 @@
 
 #include "codegen/debug.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 namespace mlpipe::emitters::generated_matmul {
 
 namespace {
@@ -53,6 +55,7 @@ public:
       accumulateRound(round, sums);
       return sums;
     });
+    keepRolled(loop);
     llvm::SmallVector<Value> sums(loop.getResults().begin(), loop.getResults().end());
     for (Value &sum : sums)
       sum = addAcrossGroup(extract(ix, sum, 0));
@@ -61,6 +64,17 @@ public:
   }
 
 private:
+  // The rounds stay a loop in the PTX (`.pragma "nounroll"`): unrolled,
+  // ptxas hoists the loads of every round and runs out of registers (an
+  // f32 product of one row took 255 and still spilled).
+  void keepRolled(mlir::scf::ForOp loop) {
+    mlir::MLIRContext *context = b.getContext();
+    auto unroll = mlir::LLVM::LoopUnrollAttr::get(context, b.getBoolAttr(true), {}, {}, {}, {}, {}, {});
+    auto annotation =
+        mlir::LLVM::LoopAnnotationAttr::get(context, {}, {}, {}, unroll, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
+    loop->setAttr("loop_annotation", annotation);
+  }
+
   // Sums index: row of A, then column.
   size_t at(int64_t row, int64_t j) const { return static_cast<size_t>(row * cfg.columns + j); }
 
@@ -120,8 +134,8 @@ private:
   void writeC(llvm::ArrayRef<Value> sums) {
     OutputWriter writer{p, c, epilogueOperands};
     for (int64_t row = 0; row < p.m; ++row) {
-      Value mine = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, laneInGroup,
-                                               ix.c(row % kRowDotLanes));
+      Value mine =
+          mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, laneInGroup, ix.c(row % kRowDotLanes));
       for (int64_t j = 0; j < cfg.columns; ++j) {
         Value column = columns[static_cast<size_t>(j)];
         guarded(ix, ix.both(mine, ix.lt(column, p.n)), [&] {
@@ -158,16 +172,15 @@ mlir::LogicalResult emitRowDotMatmul(const ProductLaunch &launch, const Problem 
   dims.block = {kRowDotThreads, 1, 1};
   if (dims.grid[2] > 65535)
     return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
-  MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n
-                                  << "x" << p.k << " (batch x M x N x K), row-dot form (B stored [N, K]): "
-                                  << cfg.columns << " columns per group of " << kRowDotLanes << " lanes ("
-                                  << p.m * cfg.columns << " sums a lane, kRowDotSums), "
-                                  << cfg.columnsPerBlock() << " columns per block, vectors of " << cfg.vectorK
-                                  << " along K, " << cfg.steps(p.k) << " steps, " << cfg.stepsInFlight
-                                  << " in flight, grid (" << dims.grid[0] << ", 1, " << dims.grid[2] << ")\n");
-  return launchProduct(launch, p, /*splits=*/1, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-    return RowDotBody(b, f, p, cfg).build();
-  });
+  MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
+                                  << p.k << " (batch x M x N x K), row-dot form (B stored [N, K]): " << cfg.columns
+                                  << " columns per group of " << kRowDotLanes << " lanes (" << p.m * cfg.columns
+                                  << " sums a lane, kRowDotSums), " << cfg.columnsPerBlock()
+                                  << " columns per block, vectors of " << cfg.vectorK << " along K, " << cfg.steps(p.k)
+                                  << " steps, " << cfg.stepsInFlight << " in flight, grid (" << dims.grid[0] << ", 1, "
+                                  << dims.grid[2] << ")\n");
+  return launchProduct(launch, p, /*splits=*/1, signature, dims,
+                       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { return RowDotBody(b, f, p, cfg).build(); });
 }
 
 } // namespace mlpipe::emitters::generated_matmul

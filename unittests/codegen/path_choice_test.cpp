@@ -132,6 +132,17 @@ BOOST_AUTO_TEST_CASE(few_rows_by_b_stored_n_by_k_go_to_the_row_dot_kernel) {
   BOOST_TEST(pathOf(8, kGeneratedRowDotMinColumns, 1, true).path == MatmulPath::Generated);
   BOOST_TEST(pathOf(1, 50257, 12, true).path == MatmulPath::Cublas);
   BOOST_TEST(pathOf(8, 50257, 1, false).why.find("skinny kernel") != std::string::npos);
+  // The option moves the bound: 8 rows, and 0 (cuBLAS for every shape).
+  MatmulProblem logits = problem(8, 50257, 768);
+  logits.bTransposed = true;
+  MatmulPathOptions eight, none;
+  eight.rowDotMaxRows = 8;
+  none.rowDotMaxRows = 0;
+  BOOST_TEST(chooseMatmulPath(logits, eight).path == MatmulPath::Generated);
+  logits.m = 9;
+  BOOST_TEST(chooseMatmulPath(logits, eight).path == MatmulPath::Cublas);
+  logits.m = 1;
+  BOOST_TEST(chooseMatmulPath(logits, none).path == MatmulPath::Cublas);
 }
 
 BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {

@@ -85,7 +85,7 @@ public:
     std::string text = builtinPipeline("lower-cpu");
     size_t at = text.find("mlpipe-blas-matmuls,");
     BOOST_REQUIRE(at != std::string::npos);
-    text.insert(at, "mlpipe-cublas-matmuls{skinny-rows=0}, ");
+    text.insert(at, "mlpipe-cublas-matmuls{skinny-rows=0 row-dot-rows=0}, ");
     path_ =
         (std::filesystem::temp_directory_path() / ("gemm_lowering_" + std::to_string(getpid()) + ".pipeline")).string();
     writeOutput(path_, text);
