@@ -99,7 +99,7 @@ void classicGemm(const GemmProblem &problem, void *stream);
 // Distinct problems whose algorithm is cached (tests check reuse).
 size_t gemmPlansCached();
 
-// mlpipeGemm with its address, to hand to MLIR's ExecutionEngine.
+// mlpipeGemm with its address, to hand to the host JIT (jit/host_jit.h).
 std::vector<std::pair<std::string, void *>> gemmSymbols();
 
 } // namespace mlpipe::gpu

@@ -318,8 +318,8 @@ std::string cubinChip(const void *image, size_t bytes);
 // cannot run (made for another chip); anything else passes.
 void checkCubinRunsHere(const void *image, size_t bytes);
 
-// Every mgpu* function above with its address, to hand to MLIR's
-// ExecutionEngine::registerSymbols.
+// Every mgpu* function above with its address, to hand to the host JIT
+// (jit/host_jit.h, HostJit::defineSymbols).
 std::vector<std::pair<std::string, void *>> runtimeSymbols();
 
 } // namespace mlpipe::gpu
