@@ -2,6 +2,7 @@
 
 #include "runtime/mgpu_runtime.h"
 #include "support/error.h"
+#include "support/float16.h"
 #include "support/statistics.h"
 
 #include <algorithm>
@@ -23,6 +24,13 @@ namespace {
 // for the 2-16 cores of the machines mlpipe runs on; the conversion is
 // memory-bound past that.
 constexpr unsigned kWeightConversionThreads = 8;
+
+// The largest read from the GPU that comes down through page-locked memory
+// kept by the runner: a forward's last row of logits (100-200 KB), a short
+// prompt's every row. Larger reads (every row of a long forward, up to
+// 206 MB) are bandwidth-bound, and would pin that much host memory for the
+// runner's life.
+constexpr size_t kPinnedReadbackMaxBytes = size_t{16} << 20;
 
 // One step of a forward: a call of an entry, or a copy on the target (a
 // block's residual kept for the caller).
@@ -292,9 +300,9 @@ protected:
     module.capturesSeen = module.replay.captures();
     if (isStaged) {
       gpu::waitForCurrentStream();
-      HostTensor logits(options_.dtype, {1, config_.vocabSize});
-      std::memcpy(logits.data(), decodeStaging()->logits(), logits.byteSize());
-      return {logits.convertedTo(DType::f32), {}, {}};
+      HostTensor logits(DType::f32, {1, config_.vocabSize});
+      widenToF32(decodeStaging()->logits(), logits);
+      return {std::move(logits), {}, {}};
     }
     ForwardResult result;
     if (withLogits)
@@ -425,14 +433,41 @@ protected:
   void *ids(Compiled &module, int64_t length) { return activation(module, "ids", {length}, DType::i32).data(); }
 
   // Rows [first, first + rows) of a [length, width] buffer in the storage
-  // type, as f32.
-  HostTensor rowsOf(const TargetBuffer &buffer, int64_t first, int64_t rows, int64_t width) const {
-    HostTensor tensor(options_.dtype, {rows, width});
-    buffer.download(tensor.data(), tensor.byteSize(), static_cast<size_t>(first * width) * dtypeSize(options_.dtype));
-    return tensor.convertedTo(DType::f32);
+  // type, as f32. On the GPU, reads up to kPinnedReadbackMaxBytes come down
+  // into page-locked memory kept for the next read, and are widened from
+  // there: a pageable copy is staged by the driver, and a tensor in the
+  // storage type is one more copy.
+  HostTensor rowsOf(const TargetBuffer &buffer, int64_t first, int64_t rows, int64_t width) {
+    HostTensor tensor(DType::f32, {rows, width});
+    size_t bytes = static_cast<size_t>(rows * width) * dtypeSize(options_.dtype);
+    size_t offset = static_cast<size_t>(first * width) * dtypeSize(options_.dtype);
+    if (options_.compile.target != Target::Gpu || bytes > kPinnedReadbackMaxBytes) {
+      HostTensor stored(options_.dtype, {rows, width});
+      buffer.download(stored.data(), bytes, offset);
+      return stored.convertedTo(DType::f32);
+    }
+    if (!readback_ || readbackBytes_ < bytes) {
+      readback_.reset();
+      readback_.emplace(bytes);
+      readbackBytes_ = bytes;
+    }
+    buffer.download(readback_->data(), bytes, offset);
+    widenToF32(readback_->data(), tensor);
+    return tensor;
   }
 
-  HostTensor logitsOf(const TargetBuffer &buffer, int64_t tokens, bool everyRow) const {
+  // `to`'s elements from `from`, in the storage type.
+  void widenToF32(const void *from, HostTensor &to) const {
+    auto count = static_cast<size_t>(to.numel());
+    if (options_.dtype == DType::bf16)
+      widenBf16Bits(static_cast<const uint16_t *>(from), to.as<float>(), count);
+    else if (options_.dtype == DType::f16)
+      widenF16Bits(static_cast<const uint16_t *>(from), to.as<float>(), count);
+    else
+      std::memcpy(to.data(), from, count * sizeof(float));
+  }
+
+  HostTensor logitsOf(const TargetBuffer &buffer, int64_t tokens, bool everyRow) {
     return everyRow ? rowsOf(buffer, 0, tokens, config_.vocabSize) : rowsOf(buffer, tokens - 1, 1, config_.vocabSize);
   }
 
@@ -477,6 +512,9 @@ protected:
   // Destroyed before the modules whose graphs copy with it: they are never
   // launched after.
   std::optional<PinnedHost> decodeStaging_;
+  // Page-locked memory that rows read back from the GPU come down into.
+  std::optional<PinnedHost> readback_;
+  size_t readbackBytes_ = 0;
   int64_t cachedTokens_ = 0;
 };
 

@@ -7,6 +7,7 @@
 // a (quiet) NaN and values past the largest finite one become infinities.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace mlpipe {
@@ -16,5 +17,12 @@ float f16BitsToFloat(uint16_t bits);
 
 uint16_t floatToBf16Bits(float value);
 float bf16BitsToFloat(uint16_t bits);
+
+// `count` elements at once (weights, logits: up to millions), each
+// converted exactly as above, in loops the compiler vectorizes.
+void narrowToF16Bits(const float *from, uint16_t *to, size_t count);
+void widenF16Bits(const uint16_t *from, float *to, size_t count);
+void narrowToBf16Bits(const float *from, uint16_t *to, size_t count);
+void widenBf16Bits(const uint16_t *from, float *to, size_t count);
 
 } // namespace mlpipe

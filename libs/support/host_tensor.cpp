@@ -118,20 +118,21 @@ HostTensor HostTensor::convertedTo(DType dtype) const {
   HostTensor converted(dtype, shape_);
   // f32 to and from the 16-bit floats (weights, logits: millions of
   // elements) directly; every f32 is a double, so the result is the same.
-  if (dtype_ == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16)) {
-    uint16_t (*narrow)(float) = dtype == DType::bf16 ? floatToBf16Bits : floatToF16Bits;
-    const float *from = as<float>();
-    uint16_t *to = converted.as<uint16_t>();
-    for (int64_t i = 0; i < numel_; ++i)
-      to[i] = narrow(from[i]);
+  auto count = static_cast<size_t>(numel_);
+  if (dtype_ == DType::f32 && dtype == DType::bf16) {
+    narrowToBf16Bits(as<float>(), converted.as<uint16_t>(), count);
     return converted;
   }
-  if (dtype == DType::f32 && (dtype_ == DType::bf16 || dtype_ == DType::f16)) {
-    float (*widen)(uint16_t) = dtype_ == DType::bf16 ? bf16BitsToFloat : f16BitsToFloat;
-    const uint16_t *from = as<uint16_t>();
-    float *to = converted.as<float>();
-    for (int64_t i = 0; i < numel_; ++i)
-      to[i] = widen(from[i]);
+  if (dtype_ == DType::f32 && dtype == DType::f16) {
+    narrowToF16Bits(as<float>(), converted.as<uint16_t>(), count);
+    return converted;
+  }
+  if (dtype_ == DType::bf16 && dtype == DType::f32) {
+    widenBf16Bits(as<uint16_t>(), converted.as<float>(), count);
+    return converted;
+  }
+  if (dtype_ == DType::f16 && dtype == DType::f32) {
+    widenF16Bits(as<uint16_t>(), converted.as<float>(), count);
     return converted;
   }
   for (int64_t i = 0; i < numel_; ++i)

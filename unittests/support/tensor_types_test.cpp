@@ -141,6 +141,57 @@ BOOST_AUTO_TEST_CASE(narrowing_rounds_to_the_nearest_16_bit_float) {
   }
 }
 
+// Whole tensors convert through the array loops: every 16-bit pattern
+// widens to the value its fields spell (NaN payloads kept), in a tensor of
+// all 65536 and in one of 7 (a count no vector width divides).
+BOOST_AUTO_TEST_CASE(whole_tensors_widen_every_16_bit_float_to_its_value) {
+  auto f16Value = [](uint32_t bits) {
+    int exponent = static_cast<int>((bits >> 10) & 0x1f);
+    double mantissa = bits & 0x3ff;
+    double magnitude = exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1.0 + mantissa / 1024.0, exponent - 15);
+    return (bits & 0x8000) ? -magnitude : magnitude;
+  };
+  for (int64_t count : {int64_t{65536}, int64_t{7}}) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      HostTensor narrow(dtype, {count});
+      for (int64_t i = 0; i < count; ++i)
+        narrow.as<uint16_t>()[i] = static_cast<uint16_t>(count == 7 ? 0x3c00 + 977 * i : i);
+      HostTensor wide = narrow.convertedTo(DType::f32);
+      for (int64_t i = 0; i < count; ++i) {
+        uint32_t bits = narrow.as<uint16_t>()[i];
+        uint32_t got = std::bit_cast<uint32_t>(wide.as<float>()[i]);
+        bool special = dtype == DType::f16 ? ((bits >> 10) & 0x1f) == 0x1f : ((bits >> 7) & 0xff) == 0xff;
+        uint32_t expected = dtype == DType::bf16 ? bits << 16
+                            : special            ? ((bits & 0x8000) << 16) | 0x7f800000 | ((bits & 0x3ff) << 13)
+                                                 : std::bit_cast<uint32_t>(static_cast<float>(f16Value(bits)));
+        if (got != expected)
+          BOOST_FAIL(dtypeName(dtype) << " bits " << bits << " widen to f32 bits " << got << ", not " << expected);
+      }
+    }
+  }
+}
+
+// And narrow exactly as the element conversions do (which the rounding
+// test checks), over an odd count of random f32 spanning both formats'
+// ranges, with zeros, infinities and NaNs among them.
+BOOST_AUTO_TEST_CASE(whole_tensors_narrow_as_each_element_does) {
+  std::uniform_real_distribution<float> magnitude(-30.0f, 20.0f);
+  HostTensor wide(DType::f32, {100003});
+  for (int64_t i = 0; i < wide.numel(); ++i)
+    wide.as<float>()[i] = std::exp2(magnitude(mlpipe::testing::rng())) * (i % 2 ? -1.0f : 1.0f);
+  wide.as<float>()[10] = 0.0f;
+  wide.as<float>()[11] = -std::numeric_limits<float>::infinity();
+  wide.as<float>()[12] = std::numeric_limits<float>::quiet_NaN();
+  wide.as<float>()[13] = -std::numeric_limits<float>::signaling_NaN();
+  HostTensor f16 = wide.convertedTo(DType::f16), bf16 = wide.convertedTo(DType::bf16);
+  for (int64_t i = 0; i < wide.numel(); ++i) {
+    float x = wide.as<float>()[i];
+    if (f16.as<uint16_t>()[i] != floatToF16Bits(x) || bf16.as<uint16_t>()[i] != floatToBf16Bits(x))
+      BOOST_FAIL(x << " narrows to " << f16.as<uint16_t>()[i] << " / " << bf16.as<uint16_t>()[i] << ", not "
+                   << floatToF16Bits(x) << " / " << floatToBf16Bits(x));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(ties_round_to_even_and_overflow_becomes_infinity) {
   BOOST_TEST(f16BitsToFloat(floatToF16Bits(1.0f + std::ldexp(1.0f, -11))) == 1.0f);
   BOOST_TEST(f16BitsToFloat(floatToF16Bits(1.0f + 3 * std::ldexp(1.0f, -11))) == 1.0f + std::ldexp(1.0f, -9));
