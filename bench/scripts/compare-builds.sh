@@ -10,7 +10,9 @@
 #   ci/pack-device.sh build
 #   bench/scripts/compare-builds.sh --pack NAME BUILD_DIR [LIBRARY...]   (default libmlpipe.so)
 # then, on the GPU host:
-#   source .device/setup.sh && bench/scripts/compare-builds.sh [ROUNDS]     (default 2)
+#   source .device/setup.sh && bench/scripts/compare-builds.sh [ROUNDS] [--prompts 10,1000] [-- BENCH ARGS]
+# (default 2 rounds; BENCH ARGS replace the default --modes sublayer,fused,
+# e.g. -- --modes fused --dtype bf16 --batches 1,32).
 # A packed build runs its own bench with its libraries ahead of this
 # build's on the library path. Output in $OUT (or /tmp/mlpipe-compare-builds).
 set -euo pipefail
@@ -45,6 +47,16 @@ for dir in .device/builds/*/; do
 done
 ((${#names[@]} > 0)) || { echo "compare-builds: pack another build first (--pack NAME DIR LIBRARY...)" >&2; exit 2; }
 rounds=${1:-2}
+(($# > 0)) && shift
+prompts=(10 1000)
+benchArgs=(--modes sublayer,fused)
+while (($# > 0)); do
+  case $1 in
+    --prompts) IFS=, read -r -a prompts <<<"${2:?--prompts needs a list}"; shift 2 ;;
+    --) shift; benchArgs=("$@"); break ;;
+    *) echo "compare-builds: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
 declare -A caches
 for name in this "${names[@]}"; do
   caches[$name]=$(mktemp -d)
@@ -53,13 +65,13 @@ done
 timed() {
   local path=$LD_LIBRARY_PATH bench=bench
   [[ $1 != this ]] && path=$root/.device/builds/$1/lib:$path bench=$root/.device/builds/$1/bin/bench
-  echo "== $1, decode steps after a prompt of $2 tokens"
+  echo "== $1, decode steps after a prompt of $2 tokens (${benchArgs[*]})"
   LD_LIBRARY_PATH=$path MLPIPE_CACHE_DIR=${caches[$1]} "$bench" --config 124M --weights synthetic --target gpu \
-    --modes sublayer,fused --seq 16 --repeat 10 --warmup 2 --decode-prompt "$2" |
-    sed -n '/T  median/,/^$/p;/^KV-cache/,/^$/p'
+    --seq 16 --repeat 10 --warmup 2 --decode-prompt "$2" "${benchArgs[@]}" |
+    sed -n '/T  median/,/^$/p;/^KV-cache/,/^$/p;/^Batched decoding/,/^$/p'
 }
 for round in $(seq "$rounds"); do
-  for prompt in 10 1000; do
+  for prompt in "${prompts[@]}"; do
     for name in this "${names[@]}"; do
       echo "== round $round"
       timed "$name" "$prompt"

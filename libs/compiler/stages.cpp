@@ -194,6 +194,15 @@ std::string checkedToolkit(const StageOptions &options) {
   return toolkit;
 }
 
+// The PTX ISA version kernels for `chip` are written in, as NVVM target
+// features; none means the chip's lowest, and the backend refuses one below
+// that. On chips with programmatic dependent launch, kernels bring data into
+// L2 before they wait (kSkinnyPrefetchesB), and LLVM's NVPTX backend selects
+// its prefetch from PTX 8.0 on. Of those chips only sm_90's lowest version
+// (7.8) predates 8.0: sm_90a's is 8.0, and from sm_100 on they are 8.6 and
+// later.
+static std::string ptxFeatures(const std::string &chip) { return chip == "sm_90" ? "+ptx80" : ""; }
+
 std::string pipelineText(StageTool tool, const StageOptions &options) {
   std::string text =
       options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
@@ -215,6 +224,7 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
     if (options.format != "isa" && options.format != "bin" && options.format != "fatbin")
       fail("--format must be isa, bin or fatbin, not '{}'", options.format);
     values = {{"chip", options.chip},
+              {"ptx_features", ptxFeatures(options.chip)},
               {"opt", std::to_string(options.optLevel)},
               {"format", options.format},
               {"toolkit", checkedToolkit(options)},

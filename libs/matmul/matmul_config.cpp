@@ -104,6 +104,17 @@ constexpr int64_t kSkinnyNarrowMaxRows = 1;
 // split K: a block streaming B moves about 100 GB/s, so a quarter of the
 // SMs still come near the DRAM rate, without split-K's second launch.
 constexpr int64_t kSkinnyTargetBlocksPerSm = 1;
+// On chips with programmatic dependent launch, a skinny kernel's blocks are
+// resident while the kernel before it runs (mlpipe-programmatic-launch). A
+// product of few rows is the time its B takes to stream from DRAM, and a
+// decode step is a chain of such kernels, each starting its stream only
+// when the one before has finished: its blocks first bring their slice of
+// B into L2, then wait, and read it from L2.
+constexpr bool kSkinnyPrefetchesB = true;
+// ...where the thread's sums leave it registers for the prefetch loop's
+// addresses: with 16 rows of 4 f32 sums (64 registers) a thread is at its
+// kSkinnyRegisters cap, and GPT-2's 16-row c_attn spilled 4 bytes.
+constexpr int64_t kSkinnyPrefetchMaxSums = 32;
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
 constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
@@ -389,6 +400,8 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   int64_t most = std::clamp<int64_t>(std::min(forB, kSkinnyRowsInFlight), 1, c.rowsPerWarp());
   // As many chunks as that needs, evened out (16 rows by at most 5: 4 x 4).
   c.rowsInFlight = llvm::divideCeilSigned(c.rowsPerWarp(), llvm::divideCeilSigned(c.rowsPerWarp(), most));
+  c.prefetchB =
+      kSkinnyPrefetchesB && device.programmaticDependentLaunch && c.rowsPerBlock * c.vectorN <= kSkinnyPrefetchMaxSums;
   int64_t bytesPerReductionRow = slots * c.blockN * p.accumulatorBytes;
   c.reductionRows = std::clamp<int64_t>(kSkinnyReductionSharedBytes / bytesPerReductionRow, 1, c.rowsPerBlock);
   return c;

@@ -149,6 +149,9 @@ struct SkinnyConfig {
   int64_t kPerSplit = 0;    // a multiple of warps
   int64_t rowsInFlight = 1; // per thread per chunk
   int64_t reductionRows = 1;
+  // B's slice brought into L2 before the kernel waits for the one before
+  // it (kSkinnyPrefetchesB, kSkinnyPrefetchMaxSums).
+  bool prefetchB = false;
 
   int64_t threads() const { return warps * 32; }
   // Groups of lanes that each take their own rows of the K-slice.

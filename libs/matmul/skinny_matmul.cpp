@@ -12,6 +12,10 @@
 // memory, and one thread per output vector writes C (when K is split, its
 // split's slab of the partial products, partialSumsType).
 //
+// On chips with programmatic dependent launch the block first brings its
+// slice of B into L2, then waits for the kernel before it
+// (kSkinnyPrefetchesB).
+//
 // With a row prologue (MatmulRowPrologue), A's one row is not read: every
 // block computes it into the staged slice while its first rows of B load.
 //
@@ -52,6 +56,16 @@ public:
     sharedA = f.getWorkgroupAttributions()[0];
     sharedReduction = f.getWorkgroupAttributions()[1];
     placeBlock();
+    if (cfg.prefetchB) {
+      // The block's slice of B into L2 while the kernel before this one
+      // finishes; nothing below may read or write before the wait.
+      Value colBegin = ix.mul(blockX, cfg.blockN);
+      prefetchRowsToL2(ix,
+                       {f.getArgument(1), batch, kStart, ix.min(ix.add(kStart, cfg.kPerSplit), p.k), cfg.kPerSplit,
+                        colBegin, ix.min(ix.add(colBegin, cfg.blockN), p.n), cfg.blockN, eb},
+                       tid, threads);
+      waitForKernelBefore(ix);
+    }
 
     // B's first rows go out before A is staged.
     llvm::SmallVector<Value> first = loadB(ix.c(0), cfg.rowsInFlight);
@@ -303,7 +317,8 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
                   << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
                   << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
                   << dims.grid[2] << "), " << shared << " B shared"
-                  << (p.prologue ? ", A's row computed by every block (a row reduction before it)" : "") << "\n");
+                  << (p.prologue ? ", A's row computed by every block (a row reduction before it)" : "")
+                  << (cfg.prefetchB ? ", B's slice into L2 before the wait (kSkinnyPrefetchesB)" : "") << "\n");
   return launchProduct(launch, p, cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     return SkinnyBody(b, f, q, cfg, cVector).build();
   });

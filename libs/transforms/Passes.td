@@ -305,6 +305,10 @@ def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"
         (`griddepcontrol.launch_dependents`), so that kernel's blocks are
         resident, waiting, when this one ends.
 
+    A kernel whose emitter already waits, after work that neither reads nor
+    writes a value (the skinny matmul brings its slice of B into L2 first),
+    keeps its own wait, and the next kernel is let go right after it.
+
     Letting the next kernel go only after the wait keeps one kernel waiting
     ahead at most;
     letting it go first thing let a whole chain of small kernels become
@@ -313,7 +317,9 @@ def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"
     returns from the wait at once. Each module gets a marker global,
     `mlpipe_programmatic_launch`, that tells the runtime its kernels may be
     launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION. On
-    older chips nothing changes. `--debug-only=mlpipe-launch` prints the
+    older chips nothing is added, and a kernel's own wait goes, with the L2
+    prefetches before it (a module outlined for a later chip): LLVM selects
+    neither there. `--debug-only=mlpipe-launch` prints the
     choice.
 
     ```mlir

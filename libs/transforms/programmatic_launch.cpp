@@ -33,14 +33,33 @@ struct ProgrammaticLaunchPass : impl::ProgrammaticLaunchPassBase<ProgrammaticLau
     if (!device)
       return signalPassFailure();
     int kernels = 0;
-    if (device->programmaticDependentLaunch)
-      for (auto module : getOperation().getOps<mlir::gpu::GPUModuleOp>())
+    for (auto module : getOperation().getOps<mlir::gpu::GPUModuleOp>()) {
+      if (device->programmaticDependentLaunch)
         kernels += markModule(module);
+      else
+        dropOwnWaits(module);
+    }
     MLPIPE_DEBUG(kDebugLaunch, os << chip << ": "
                                   << (device->programmaticDependentLaunch
                                           ? std::to_string(kernels) + " kernels launch programmatically"
                                           : std::string("no programmatic dependent launch on this chip"))
                                   << "\n");
+  }
+
+  // On a chip without programmatic launch (a module outlined for a later
+  // chip), a kernel's own wait and the L2 prefetches it issues before it
+  // have nothing to overlap, and LLVM selects neither for such a chip: both
+  // go, and the addresses they computed are left to be folded away.
+  static void dropOwnWaits(mlir::gpu::GPUModuleOp module) {
+    for (auto function : module.getOps<mlir::gpu::GPUFuncOp>()) {
+      llvm::SmallVector<mlir::Operation *> dropped;
+      function.walk([&](mlir::Operation *op) {
+        if (mlir::isa<mlir::NVVM::GriddepcontrolOp, mlir::NVVM::PrefetchOp>(op))
+          dropped.push_back(op);
+      });
+      for (mlir::Operation *op : dropped)
+        op->erase();
+    }
   }
 
   // Returns how many kernels of the module now wait for their predecessor.
@@ -49,9 +68,21 @@ struct ProgrammaticLaunchPass : impl::ProgrammaticLaunchPassBase<ProgrammaticLau
     for (auto function : module.getOps<mlir::gpu::GPUFuncOp>()) {
       if (!function.isKernel() || function.getBody().empty())
         continue;
-      mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&function.getBody().front());
+      mlir::Block &entry = function.getBody().front();
+      mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&entry);
       mlir::Location loc = function.getLoc();
-      mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::wait);
+      // A kernel whose emitter already waits (after prefetches that touch no
+      // value) lets the next one go right after its own wait.
+      mlir::NVVM::GriddepcontrolOp ownWait;
+      for (auto control : entry.getOps<mlir::NVVM::GriddepcontrolOp>())
+        if (control.getKind() == mlir::NVVM::GridDepActionKind::wait) {
+          ownWait = control;
+          break;
+        }
+      if (ownWait)
+        b.setInsertionPointAfter(ownWait);
+      else
+        mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::wait);
       mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::launch_dependents);
       ++kernels;
     }

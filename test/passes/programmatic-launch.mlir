@@ -9,6 +9,8 @@
 // its first load, then lets the next one be scheduled; its module gets the
 // marker the runtime looks for. A function that is not a kernel is left as
 // it is.
+// OLD-LABEL: gpu.func @scale(
+// OLD-NOT: griddepcontrol
 // CHECK-LABEL: gpu.module @scale
 // CHECK: llvm.mlir.global external constant @mlpipe_programmatic_launch(1 : i8)
 // CHECK: gpu.func @scale(
@@ -24,11 +26,28 @@
 // CHECK: gpu.func @shift(
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-NEXT: nvvm.griddepcontrol launch_dependents
-// DEBUG: [mlpipe-launch] sm_90: 2 kernels launch programmatically
+// A kernel that already waits, after prefetches, keeps its wait where it
+// is and lets the next kernel go right after it; nothing is added before.
+// CHECK-LABEL: gpu.module @prefetching
+// CHECK: gpu.func @prefetching(
+// CHECK-NEXT: memref.extract_aligned_pointer_as_index
+// CHECK: nvvm.prefetch level = L2
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
+// CHECK-NEXT: arith.constant
+// CHECK-NOT: griddepcontrol
+// CHECK: gpu.return
+// DEBUG: [mlpipe-launch] sm_90: 3 kernels launch programmatically
 
-// Before sm_90 nothing changes.
-// OLD-NOT: griddepcontrol
+// Before sm_90 nothing is added, and a kernel's own wait (from a module
+// outlined for a later chip) goes with the prefetches before it: LLVM
+// selects neither for these chips.
 // OLD-NOT: mlpipe_programmatic_launch
+// OLD-LABEL: gpu.module @prefetching
+// OLD-NOT: mlpipe_programmatic_launch
+// OLD: llvm.inttoptr
+// OLD-NOT: nvvm.
+// OLD: memref.load
 // OLD-DEBUG: [mlpipe-launch] sm_80: no programmatic dependent launch on this chip
 
 // BAD: no device description for chip 'sm_1'
@@ -48,6 +67,19 @@ module attributes {gpu.container_module} {
   }
   gpu.module @shift {
     gpu.func @shift(%x: memref<64xf32>) kernel {
+      gpu.return
+    }
+  }
+  gpu.module @prefetching {
+    gpu.func @prefetching(%x: memref<64xf32>) kernel {
+      %address = memref.extract_aligned_pointer_as_index %x : memref<64xf32> -> index
+      %word = arith.index_cast %address : index to i64
+      %pointer = llvm.inttoptr %word : i64 to !llvm.ptr
+      nvvm.prefetch level = L2, %pointer : !llvm.ptr
+      nvvm.griddepcontrol wait
+      %c0 = arith.constant 0 : index
+      %v = memref.load %x[%c0] : memref<64xf32>
+      memref.store %v, %x[%c0] : memref<64xf32>
       gpu.return
     }
   }

@@ -10,7 +10,8 @@ linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by executing the kernels' ops
 (arith, math, memref, vector, scf, gpu; nvvm.mma.sync and nvgpu.ldmatrix
-across a warp's lanes; cp.async as nvgpu.device_async_copy, its data
+across a warp's lanes; nvvm.prefetch, whose address must fall inside the
+buffer it was taken from; cp.async as nvgpu.device_async_copy, its data
 landing at the wait_group that covers it; dynamic shared memory as the
 typed views memref.view makes of it) for every thread of every block:
 each kernel is translated once into a Python generator that one thread
@@ -594,6 +595,8 @@ def access(thread, memref, address, op, kind):
     key = (memref.buf.id, address)
     if kind == "read":
         log.read(key, thread.key if not memref.buf.shared else thread.tid, op)
+        if block_lines["prefetched"]:
+            note_loaded(memref, address, 1)
     elif kind == "write":
         log.write(key, thread.key if not memref.buf.shared else thread.tid, op)
     else:
@@ -608,6 +611,8 @@ def access_range(thread, memref, base, width, op, kind):
     log, who = (thread.shared_log, thread.tid) if buf.shared else (thread.global_log, thread.key)
     if kind == "read":
         log.read_range(buf.id, base, width, who, op)
+        if block_lines["prefetched"]:
+            note_loaded(memref, base, width)
         return
     number = buf.id
     for a in range(base, base + width):
@@ -810,8 +815,63 @@ def vector_access(thread, op, memref, indices, value, width):
     return memref.buf.data[base:base + width]
 
 
+# Buffers whose address a kernel took (memref.extract_aligned_pointer_as_index):
+# its bytes stand at its identity times 2^40, so an address tells which
+# buffer it falls in. ADDRESSED holds each one's extent in bytes and name.
+# Per block, the 128-byte lines a prefetch brought and the lines the block
+# then loaded from those buffers: a block must prefetch every line it loads
+# from a buffer it prefetches from (checked when the block ends).
+ADDRESSED = {}
+ADDRESS_BITS = 40
+LINE_BYTES = 128
+block_lines = {"prefetched": {}, "loaded": {}}
+stats_prefetches = [0]
+
+
+def buffer_address(memref):
+    ADDRESSED[memref.buf.id] = (len(memref.buf.data) * memref.element_bytes, memref.buf.name)
+    block_lines["prefetched"].setdefault(memref.buf.id, set())
+    return memref.buf.id << ADDRESS_BITS
+
+
+def check_prefetch(op, address):
+    """nvvm.prefetch changes nothing a kernel sees; its address must lie in a buffer."""
+    owner = address >> ADDRESS_BITS
+    byte = address - (owner << ADDRESS_BITS)
+    if owner not in ADDRESSED or not 0 <= byte < ADDRESSED[owner][0]:
+        where = ADDRESSED[owner][1] if owner in ADDRESSED else "no buffer"
+        raise SimError("line %d: a prefetch at byte %d of %s, outside its bytes" % (op.line, byte, where))
+    block_lines["prefetched"][owner].add(byte // LINE_BYTES)
+    stats_prefetches[0] += 1
+
+
+def note_loaded(memref, base, width):
+    if memref.buf.id in block_lines["prefetched"]:
+        lines = block_lines["loaded"].setdefault(memref.buf.id, set())
+        size = memref.element_bytes
+        lines.update(range(base * size // LINE_BYTES, ((base + width) * size - 1) // LINE_BYTES + 1))
+
+
+def check_block_prefetches(block_id):
+    for owner, loaded in block_lines["loaded"].items():
+        missed = loaded - block_lines["prefetched"][owner]
+        if missed:
+            raise SimError("block %s loads %d lines of %s that it did not prefetch (line %d first)" %
+                           (block_id, len(missed), ADDRESSED[owner][1], min(missed)))
+    block_lines["prefetched"], block_lines["loaded"] = {}, {}
+
+
 def execute(op, args, thread):
     name = op.name
+    if name == "memref.extract_aligned_pointer_as_index":
+        return buffer_address(args[0])
+    if name == "llvm.inttoptr":
+        return args[0]
+    if name == "nvvm.prefetch":
+        check_prefetch(op, args[0])
+        return None
+    if name == "nvvm.griddepcontrol":  # every launch here runs after the one before it
+        return None
     if name == "nvgpu.device_async_copy":
         return async_copy(op, args, thread)
     if name == "nvgpu.device_async_create_group":
@@ -1433,6 +1493,7 @@ def launch(module_ops, op, args, stats):
                             threads.append(compiled_kernel(kernel)(t, env))
                 stats["threads"] += len(threads)
                 run_threads(threads, (bx, by, bz), stats, shared_log, global_log)
+                check_block_prefetches((bx, by, bz))
 
 
 def run_threads(threads, block_id, stats, shared_log, global_log):
@@ -2031,6 +2092,9 @@ def main():
                 print("kernel_sim: FAIL: %s[%d] is %r, expected %r" % (e.name, i, y, x))
                 return 1
             worst = max(worst, abs(x - y) / scale)
+    if stats_prefetches[0]:
+        print("kernel_sim: %d prefetches, each inside its buffer, every line a block loads from it prefetched by the "
+              "block" % stats_prefetches[0])
     print("kernel_sim: PASS: %d launches, %d threads, %d barriers, max relative error %.1e" %
           (stats["launches"], stats["threads"], stats["barriers"], worst))
     return 0
