@@ -150,7 +150,7 @@ struct SkinnyConfig {
   int64_t rowsInFlight = 1; // per thread per chunk
   int64_t reductionRows = 1;
   // B's slice brought into L2 before the kernel waits for the one before
-  // it (kSkinnyPrefetchesB, kSkinnyPrefetchMaxSums).
+  // it (kSkinnyPrefetchesB: 16-bit B, few sums a thread).
   bool prefetchB = false;
 
   int64_t threads() const { return warps * 32; }
