@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <memory>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -78,18 +77,6 @@ struct DecodeStaging {
 };
 static_assert(sizeof(DecodeStaging) <= DecodeStaging::kLogitsOffset);
 
-// A forward's host side on the GPU, as DecodeStaging is a decode step's: its
-// ids (padded to the program's length) and the last real position's row of
-// logits, in page-locked memory that the pass copies from and to as its
-// first and last steps. The host makes no call but the graph's launch and
-// one wait.
-struct ForwardStaging {
-  static size_t logitsOffset(int64_t length) { return (static_cast<size_t>(length) * sizeof(int32_t) + 15) / 16 * 16; }
-  static size_t bytes(int64_t length, int64_t vocabSize, DType dtype) {
-    return logitsOffset(length) + static_cast<size_t>(vocabSize) * dtypeSize(dtype);
-  }
-};
-
 // What both strategies share: weights on the target, one compiled module,
 // one set of activation buffers and one captured graph per padded length,
 // and one stream.
@@ -155,7 +142,7 @@ public:
     Compiled &module = compiled(Gpt2Phase::Decode, 1);
     auto start = std::chrono::steady_clock::now();
     int32_t position = static_cast<int32_t>(cachedTokens_);
-    if (staged(module, capture, false, 1)) {
+    if (staged(module, capture, false)) {
       decodeStaging()->position = position; // copied up as the pass's first steps
     } else {
       // The position goes up on the stream, ahead of the calls (or the
@@ -250,8 +237,7 @@ protected:
     };
     std::optional<PlanKey> plannedFor;
     std::vector<Step> planned;
-    std::vector<void *> plannedBuffers;  // every buffer the steps use, for the graph's check
-    std::unique_ptr<PinnedHost> staging; // a forward's ForwardStaging, made at its first staged pass
+    std::vector<void *> plannedBuffers; // every buffer the steps use, for the graph's check
   };
 
   // The steps of one pass, with every buffer bound.
@@ -269,18 +255,11 @@ protected:
   ForwardResult execute(Compiled &module, const std::vector<int32_t> &tokens, bool everyRow, bool capture,
                         bool withLogits = true) {
     TargetStream::Scope current(stream_);
-    const bool isStaged = staged(module, capture, everyRow, static_cast<int64_t>(tokens.size()));
-    const bool isForward = module.phase == Gpt2Phase::Forward;
-    if (isStaged && isForward) {
-      // The ids, padded, copied up as the pass's first step.
-      auto *ids = static_cast<int32_t *>(forwardStaging(module));
-      std::fill(ids, ids + module.length, 0);
-      std::copy(tokens.begin(), tokens.end(), ids);
-    } else if (isStaged) {
+    const bool isStaged = staged(module, capture, everyRow);
+    if (isStaged)
       decodeStaging()->id = tokens.front(); // copied up as the pass's first step
-    } else {
+    else
       uploadIds(module, tokens, module.length);
-    }
     CacheBinding cache;
     if (module.batch > 0) {
       cache.cache = static_cast<char *>(batchedCache(module.batch).data());
@@ -296,22 +275,7 @@ protected:
     typename Compiled::PlanKey planFor{capture, isStaged, cache};
     if (module.plannedFor != planFor) {
       module.planned = plan(module, capture, cache);
-      const size_t rowBytes = static_cast<size_t>(config_.vocabSize) * dtypeSize(options_.dtype);
-      if (isStaged && isForward) {
-        // The ids up first, the last row of logits down last.
-        char *staging = static_cast<char *>(forwardStaging(module));
-        module.planned.insert(module.planned.begin(), Step{nullptr,
-                                                           {},
-                                                           ids(module, module.length),
-                                                           staging,
-                                                           static_cast<size_t>(module.length) * sizeof(int32_t)});
-        module.planned.push_back(
-            Step{nullptr,
-                 {},
-                 staging + ForwardStaging::logitsOffset(module.length),
-                 static_cast<const char *>(module.activations.at("logits").data()) + (module.length - 1) * rowBytes,
-                 rowBytes});
-      } else if (isStaged) {
+      if (isStaged) {
         // The token and position up first, the logits down last.
         DecodeStaging *staging = decodeStaging();
         module.planned.insert(module.planned.begin(),
@@ -337,9 +301,7 @@ protected:
     if (isStaged) {
       gpu::waitForCurrentStream();
       HostTensor logits(DType::f32, {1, config_.vocabSize});
-      widenToF32(isForward ? static_cast<char *>(forwardStaging(module)) + ForwardStaging::logitsOffset(module.length)
-                           : decodeStaging()->logits(),
-                 logits);
+      widenToF32(decodeStaging()->logits(), logits);
       return {std::move(logits), {}, {}};
     }
     ForwardResult result;
@@ -355,23 +317,12 @@ protected:
   // A batched decode step's greedy tokens, [batch] i32 ("next_ids").
   TargetBuffer &nextIds(Compiled &module) { return activation(module, "next_ids", {module.batch}, DType::i32); }
 
-  // Whether a pass of `module` over `tokens` ids moves its ids (and
-  // position) and logits through page-locked memory (DecodeStaging,
-  // ForwardStaging): on the GPU, a decode step, or a forward whose tokens
-  // fill the program's length (so the row it copies down is always the
-  // last, and its graph is captured once), that returns only the last row
-  // of logits.
-  bool staged(const Compiled &module, bool capture, bool everyRow, int64_t tokens) const {
-    bool phase = (module.phase == Gpt2Phase::Forward && tokens == module.length) ||
-                 (module.phase == Gpt2Phase::Decode && module.batch == 0);
-    return phase && options_.compile.target == Target::Gpu && !capture && !everyRow;
-  }
-
-  void *forwardStaging(Compiled &module) {
-    if (!module.staging)
-      module.staging =
-          std::make_unique<PinnedHost>(ForwardStaging::bytes(module.length, config_.vocabSize, options_.dtype));
-    return module.staging->data();
+  // Whether a pass of `module` moves its token, position and logits
+  // through page-locked memory (DecodeStaging): a decode step on the GPU
+  // that returns only the logits.
+  bool staged(const Compiled &module, bool capture, bool everyRow) const {
+    return module.phase == Gpt2Phase::Decode && module.batch == 0 && options_.compile.target == Target::Gpu &&
+           !capture && !everyRow;
   }
 
   DecodeStaging *decodeStaging() {
