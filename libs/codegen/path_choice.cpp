@@ -23,7 +23,7 @@ MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &o
   if (p.m <= skinnyRows && p.batch == 1 && !p.bTransposed && p.n > 1)
     return {MatmulPath::Generated,
             std::to_string(p.m) + (p.m == 1 ? " row" : " rows") + ", at most " + std::to_string(skinnyRows) +
-                (sixteenBit ? " of 16-bit operands: the skinny kernel streams B faster "
+                (sixteenBit ? " of 16-bit operands: the generated kernels stream B faster "
                               "(kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)"
                             : ": the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)")};
   int64_t rowDotRows = options.rowDotMaxRows >= 0 ? options.rowDotMaxRows : kGeneratedRowDotMaxRows;

@@ -179,7 +179,10 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
 
     bf16 and f16 A and B (C in their type or f32) take the skinny form where
     f32 would (at most 64 rows, B's rows contiguous), and the tensor-core
-    form otherwise, on chips with mma.sync m16n8k16 (sm_80 and later):
+    form otherwise, on chips with mma.sync m16n8k16 (sm_80 and later); there,
+    products of 2 to 16 rows take the tensor-core form too, in tiles one m16
+    tile high with K split across blocks where the tiles alone would leave
+    SMs idle (the splits summed by a second kernel with the epilogue):
 
     ```mlir
     linalg.matmul ins(%a, %b : memref<1024x768xbf16>, memref<768x3072xbf16>) outs(%c : memref<1024x3072xf32>)

@@ -42,6 +42,14 @@ constexpr int64_t kSkinnyBlocksPerSm = 2;
 // M times. They take the GEMV-like form when M is at most this (GPT-2
 // decoding and short prompts), and B's rows are contiguous.
 constexpr int64_t kSkinnyMaxRows = 64;
+// 16-bit products of this many rows up to one m16 tile (16) take the
+// tensor-core form, their K split across blocks, instead of the skinny form,
+// on chips with 16-bit mma.sync: the skinny form's many-row blocks wait on
+// instruction issue (tensor_core_matmul.cpp, kFewRowsSplitsK). One row
+// stays on the skinny form, which streams B near the copy rate.
+constexpr int64_t kFewRowTensorCoreMinRows = 2;
+// Rows the tensor-core form's few-row tiles (one m16 tile high) take.
+constexpr int64_t kTensorCoreFewRowsMaxRows = 16;
 // Warps per skinny block; they split the block's K-slice row by row and add
 // their partial sums in shared memory at the end.
 constexpr int64_t kSkinnyWarps = 8;

@@ -322,7 +322,10 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   // (few rows, B read row by row: bandwidth-bound); every other product goes
   // to tensor cores, on a chip with 16-bit mma.sync.
   bool sixteenBit = p.storage != p.element;
-  if (sixteenBit && !prefersSkinny(p, options)) {
+  bool fewRowTensorCores = sixteenBit && !prologue && options.form == "auto" && options.blockTile[0] == 0 &&
+                           p.m >= kFewRowTensorCoreMinRows && p.m <= kTensorCoreFewRowsMaxRows &&
+                           tensorCoresTake(p, device);
+  if (sixteenBit && (!prefersSkinny(p, options) || fewRowTensorCores)) {
     if (prologue || options.form == "skinny" || options.form == "tiled")
       return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny and row-dot forms read "
                                   "16-bit operands (at most kSkinnyMaxRows rows with B's rows contiguous, or "

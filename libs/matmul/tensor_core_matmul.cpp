@@ -112,7 +112,7 @@ constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
 // of one m16 row: on the smallest tile above (64 rows) three quarters of
 // the mma.sync and of A's staging would go to rows never stored, with a
 // quarter of the blocks.
-constexpr int64_t kFewRowsMaxRows = kMmaM;
+constexpr int64_t kFewRowsMaxRows = kTensorCoreFewRowsMaxRows;
 // Their tiles, widest first: warps of 16x16 (one m16 tile and two n8
 // tiles, one ldmatrix.x4 each a K-step) side by side along N, then one
 // warp of 16x8; taken by the same rule (kTensorCoreMinBlocksPerSm). Such
@@ -125,6 +125,19 @@ constexpr std::array<TensorCoreShape, 4> kFewRowsShapes = {
 // B in flight per block (three slices of 128 x 16 columns: 12 KiB) in
 // fewer steps (6 for K = 768).
 constexpr int64_t kFewRowsBlockK = 128;
+// A few-row product whose tiles leave SMs idle splits K across blocks
+// (where its epilogue allows, and both operands go by cp.async), up to one
+// block an SM, each split at least kFewRowsMinSlicesPerSplit K-slices: the
+// splits' partial products (16 rows: 64 bytes a column each) are summed by
+// a second kernel with the epilogue, as the skinny form's are. The skinny
+// form's 16-row kernel issues about 190 instructions per K row (FMAs, and
+// A widened from shared memory) from 8 warps an SM, and waits on issue,
+// not memory (H200 profile of GPT-2's 16x3072x768 in bf16: 7.1 us, DRAM
+// 14% busy, no eligible warp 49% of cycles); an mma.sync does 16 rows x
+// 8 columns x 16 of K at once.
+constexpr bool kFewRowsSplitsK = true;
+constexpr int64_t kFewRowsSplitTargetBlocksPerSm = 1;
+constexpr int64_t kFewRowsMinSlicesPerSplit = 1;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
 // slices t+1 .. t+stages-1 are in flight. Two stages of 128x128x32 (all
 // that 48 KiB of static shared memory held) left every step waiting a
@@ -159,6 +172,9 @@ int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kT
 struct TensorCoreConfig {
   int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
   int64_t warpsM = 1, warpsN = 1;
+  // K split across blocks (few rows, kFewRowsSplitsK): each split's K rows
+  // (a multiple of blockK; 0: all of K) go to a partial product.
+  int64_t splitK = 1, kPerSplit = 0;
 
   int64_t warps() const { return warpsM * warpsN; }
   int64_t threads() const { return warps() * 32; }
@@ -168,8 +184,11 @@ struct TensorCoreConfig {
   int64_t tilesN() const { return warpN() / kMmaN; }               // n8 tiles a warp
   int64_t accumulators() const { return tilesM() * tilesN() * 4; } // f32 of C a lane
   int64_t blocks(const Problem &p) const {
-    return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN);
+    return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN) * splitK;
   }
+  // K rows one block multiplies, and its K-slices.
+  int64_t kOfBlock(const Problem &p) const { return kPerSplit > 0 ? kPerSplit : p.k; }
+  int64_t steps(const Problem &p) const { return llvm::divideCeilSigned(kOfBlock(p), blockK); }
   // Shared memory of two K-major stages of A and B (through registers).
   int64_t twoStageBytes(int64_t elementBytes) const {
     return 2 * (blockM + blockN) * sharedRow(blockK, elementBytes) * elementBytes;
@@ -271,7 +290,8 @@ std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const D
 }
 
 mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const GeneratedMatmulOptions &options,
-                                                   const DeviceDescription &device, std::string &error) {
+                                                   const DeviceDescription &device, bool splitAllowed,
+                                                   std::string &error) {
   if (options.blockTile[0] > 0) {
     // A forced tile: warps of 64x32 where the tile is 128 rows, of 32x32
     // otherwise (a 32x32 tile is one warp; 16 rows: warps of 16x32).
@@ -296,6 +316,27 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
   }
   std::optional<TensorCoreConfig> chosen;
   const bool fewRows = p.m <= kFewRowsMaxRows;
+  if (fewRows && kFewRowsSplitsK && splitAllowed) {
+    // The widest few-row tile, its grid widened by splitting K.
+    for (const TensorCoreShape &shape : kFewRowsShapes) {
+      TensorCoreConfig c;
+      c.blockM = shape.blockM;
+      c.blockN = shape.blockN;
+      c.blockK = kFewRowsBlockK;
+      c.warpsM = shape.warpsM;
+      c.warpsN = shape.warpsN;
+      if (!checkTensorCore(c, p, device).empty())
+        continue;
+      int64_t slices = llvm::divideCeilSigned(p.k, c.blockK);
+      int64_t wanted = llvm::divideCeilSigned(kFewRowsSplitTargetBlocksPerSm * device.smCount, c.blocks(p));
+      int64_t splits = std::clamp<int64_t>(wanted, 1, std::max<int64_t>(1, slices / kFewRowsMinSlicesPerSplit));
+      if (splits == 1)
+        break;
+      c.kPerSplit = llvm::divideCeilSigned(slices, splits) * c.blockK;
+      c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
+      return c;
+    }
+  }
   llvm::ArrayRef<TensorCoreShape> shapes = fewRows ? llvm::ArrayRef(kFewRowsShapes) : llvm::ArrayRef(kTensorCoreShapes);
   for (const TensorCoreShape &shape : shapes) {
     TensorCoreConfig c;
@@ -406,12 +447,24 @@ private:
     mFastest = llvm::divideCeilSigned(p.m, cfg.blockM) <= llvm::divideCeilSigned(p.n, cfg.blockN);
     Value tileM = mFastest ? blockX : blockY;
     Value tileN = mFastest ? blockY : blockX;
-    if (p.rank == 3)
-      batch = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    // z: the batch, or with split K the split's slab of the partial
+    // products (split x batches + batch).
+    Value blockZ;
+    if (p.rank == 3 || cfg.splitK > 1)
+      blockZ = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    if (cfg.splitK > 1) {
+      batch = p.rank == 3 ? ix.rem(blockZ, p.batch) : Value();
+      kStart = ix.mul(ix.div(blockZ, p.batch), cfg.kOfBlock(p));
+      batchOfC = blockZ;
+    } else {
+      batch = p.rank == 3 ? blockZ : Value();
+      kStart = ix.c(0);
+      batchOfC = batch;
+    }
     m0 = ix.mul(tileM, cfg.blockM);
     n0 = ix.mul(tileN, cfg.blockN);
-    steps = ix.c(llvm::divideCeilSigned(p.k, cfg.blockK));
-    maskK = p.k % cfg.blockK != 0;
+    steps = ix.c(cfg.steps(p));
+    maskK = cfg.steps(p) * cfg.blockK * cfg.splitK != p.k;
     Value warp = ix.div(tid, 32);
     Value lane = ix.rem(tid, 32);
     group = ix.div(lane, kLanesPerRow);
@@ -496,11 +549,19 @@ private:
 
   // The cp.async copies of one operand's slice `slice` into shared stage
   // `stage`: rows (or columns) past the edge clamped, K past the edge
-  // zero-filled (no bytes read from global memory).
+  // zero-filled (no bytes read from global memory). A slice past the
+  // block's last (the pipeline's tail) is all zero-filled: the copies read
+  // nothing, into a stage no later step reads (a short split's slices
+  // would otherwise be read again for every stage it has beyond them).
   void copySlice(OperandTile &tile, Value slice, Value stage, llvm::SmallVectorImpl<Value> &tokens) {
     const int64_t width = tile.plan.width;
     const bool kMajor = tile.kMajor;
-    Value k0 = ix.mul(slice, cfg.blockK);
+    const int64_t lastSlice = cfg.steps(p) - 1;
+    Value live = ix.lt(slice, lastSlice + 1);
+    std::optional<int64_t> knownLive = mlir::getConstantIntValue(live);
+    if (knownLive && *knownLive)
+      live = Value();
+    Value k0 = ix.add(kStart, ix.mul(ix.min(slice, lastSlice), cfg.blockK));
     Value source = tile.matrix->along(ix, /*alongRows=*/tile.isA ? !kMajor : kMajor);
     for (const OperandTile::Slot &slot : tile.slots) {
       {
@@ -513,6 +574,8 @@ private:
           present = mlir::arith::SelectOp::create(b, loc, ix.lt(k, p.k), ix.c(width), ix.c(0));
           k = ix.min(k, p.k - (kMajor ? width : 1));
         }
+        if (live)
+          present = b.createOrFold<mlir::arith::SelectOp>(loc, live, present ? present : ix.c(width), ix.c(0));
         // The source view's innermost axis is the contiguous one.
         llvm::SmallVector<Value> from;
         if (p.rank == 3)
@@ -540,21 +603,19 @@ private:
   // landed: this thread's copies), a barrier (every thread's have, and
   // every thread has finished step t-1, whose stage the next copies
   // overwrite), slice t+stages-1 issued into that stage, then slice t
-  // multiplied. Slices past the last are clamped to it: copies into a
-  // stage no later step reads.
+  // multiplied. Slices past the last read nothing (copySlice).
   mlir::scf::ForOp asyncPipeline() {
     const int64_t stages = staging.stages;
-    const int64_t totalSteps = llvm::divideCeilSigned(p.k, cfg.blockK);
     Value group;
     for (int64_t s = 0; s + 1 < stages; ++s)
-      group = copySlices(ix.c(std::min(s, totalSteps - 1)), ix.c(s));
+      group = copySlices(ix.c(s), ix.c(s));
     llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
     mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
       // (wait_group takes no group: the token only orders the ops.)
       mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
       mlir::gpu::BarrierOp::create(b, loc);
       Value ahead = ix.add(step, stages - 1);
-      copySlices(ix.min(ahead, totalSteps - 1), ix.rem(ahead, stages));
+      copySlices(ahead, ix.rem(ahead, stages));
       return compute(ix.rem(step, stages), acc);
     });
     // No copy outlives the kernel.
@@ -572,11 +633,10 @@ private:
   // read of it came before the barrier that ended step t-1.
   mlir::scf::ForOp prefetchingPipeline() {
     const int64_t stages = staging.stages, kSteps = cfg.blockK / kMmaK;
-    const int64_t totalSteps = llvm::divideCeilSigned(p.k, cfg.blockK);
     const int64_t accumulators = cfg.accumulators();
     Value group;
     for (int64_t s = 0; s + 1 < stages; ++s)
-      group = copySlices(ix.c(std::min(s, totalSteps - 1)), ix.c(s));
+      group = copySlices(ix.c(s), ix.c(s));
     auto waitForSlice = [&](Value pending) {
       mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, pending, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
       mlir::gpu::BarrierOp::create(b, loc);
@@ -588,7 +648,7 @@ private:
       llvm::SmallVector<Value> acc(carried.begin(), carried.begin() + accumulators);
       Fragments current = Fragments::of(cfg, llvm::ArrayRef(carried).drop_front(accumulators));
       Value ahead = ix.add(step, stages - 1);
-      Value issued = copySlices(ix.min(ahead, totalSteps - 1), ix.rem(ahead, stages));
+      Value issued = copySlices(ahead, ix.rem(ahead, stages));
       Value stage = ix.rem(step, stages);
       for (int64_t s = 0; s < kSteps; ++s) {
         Fragments next;
@@ -671,7 +731,7 @@ private:
   }
 
   std::pair<llvm::SmallVector<Value>, llvm::SmallVector<Value>> loadBoth(Value step) {
-    Value k0 = ix.mul(step, cfg.blockK);
+    Value k0 = ix.add(kStart, ix.mul(step, cfg.blockK));
     return std::make_pair(loadTile(tileA, m0, k0), loadTile(tileB, n0, k0));
   }
 
@@ -816,18 +876,18 @@ private:
             if (!colEdge || pairsWhole) {
               guarded(ix, colEdge ? ix.lt(col, p.n) : Value(), [&] {
                 if (widthC == 2) {
-                  writer.write(ix, values, batch, row, col, 2, /*vectorC=*/true);
+                  writer.write(ix, values, batchOfC, row, col, 2, /*vectorC=*/true);
                   return;
                 }
                 for (int64_t e = 0; e < 2; ++e)
-                  writer.write(ix, slice(ix, values, e, 1), batch, row, ix.add(col, e), 1, false);
+                  writer.write(ix, slice(ix, values, e, 1), batchOfC, row, ix.add(col, e), 1, false);
               });
               continue;
             }
             for (int64_t e = 0; e < 2; ++e) {
               Value colE = ix.add(col, e);
               guarded(ix, ix.lt(colE, p.n),
-                      [&] { writer.write(ix, slice(ix, values, e, 1), batch, row, colE, 1, false); });
+                      [&] { writer.write(ix, slice(ix, values, e, 1), batchOfC, row, colE, 1, false); });
             }
           }
         });
@@ -850,7 +910,9 @@ private:
   Matrix a, bm, c;
   OperandTile tileA, tileB;
   llvm::SmallVector<Value> epilogueOperands;
-  Value tid, batch, m0, n0, steps, group, inGroup, warpRow, warpCol;
+  // batch: A's and B's; batchOfC: C's (with split K, the partial
+  // products' slab); kStart: the block's first K row.
+  Value tid, batch, batchOfC, kStart, m0, n0, steps, group, inGroup, warpRow, warpCol;
   bool maskK = false, mFastest = true;
 };
 
@@ -866,7 +928,7 @@ bool tensorCoresTake(const Problem &p, const DeviceDescription &device) {
 
 mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p) {
   std::string error;
-  auto chosen = chooseTensorCore(p, launch.options, launch.device, error);
+  auto chosen = chooseTensorCore(p, launch.options, launch.device, launch.splitAllowed, error);
   if (mlir::failed(chosen))
     return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
   TensorCoreConfig cfg = *chosen;
@@ -874,11 +936,21 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   LoadPlan planB = planOperand(p, p.bType, /*isA=*/false, cfg.blockK, cfg.blockN);
   KernelSignature signature;
   signature.name = launch.name;
-  signature.arguments = argumentTypes(p, /*withAB=*/true);
   auto chosenStaging = chooseStaging(cfg, p, planA, planB, launch.options, launch.device, error);
   if (mlir::failed(chosenStaging))
     return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
   Staging staging = *chosenStaging;
+  if (cfg.splitK > 1 && !staging.async) {
+    // Split K only by cp.async (the register staging reads K from 0).
+    cfg.splitK = 1;
+    cfg.kPerSplit = 0;
+    chosenStaging = chooseStaging(cfg, p, planA, planB, launch.options, launch.device, error);
+    if (mlir::failed(chosenStaging))
+      return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
+    staging = *chosenStaging;
+  }
+  Problem q = productProblem(p, cfg.splitK);
+  signature.arguments = argumentTypes(q, /*withAB=*/true);
   int64_t sharedBytes = sharedBytesOf(cfg, staging, p.elementBytes);
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
@@ -886,20 +958,25 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
   bool mFastest = tilesM <= tilesN;
   LaunchDims dims;
-  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch};
+  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch * cfg.splitK};
   dims.block = {cfg.threads(), 1, 1};
   if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
-  int64_t widthC = launch.widthC;
+  // C's pairs, or the partial products' (f32, rows contiguous).
+  int64_t widthC = cfg.splitK > 1 ? 2 : launch.widthC;
   MLPIPE_DEBUG(kDebugEmitters,
                os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
                   << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
                   << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", "
                   << cfg.warps() << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
-                  << cfg.warpN() << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N")
-                  << ", C vectors " << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", "
-                  << dims.grid[1] << ", " << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, "
-                  << sharedBytes << " B shared in " << staging.stages << " stages "
+                  << cfg.warpN()
+                  << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" +
+                                           std::to_string(cfg.kPerSplit) + " rows each, kFewRowsSplitsK)"
+                                     : std::string())
+                  << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
+                  << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+                  << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes
+                  << " B shared in " << staging.stages << " stages "
                   << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
                                           ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
                                     : std::string("through registers"))
@@ -910,9 +987,9 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
                                     : "")
                   << "\n");
   return launchProduct(
-      launch, p, /*splits=*/1, signature, dims,
+      launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-        TensorCoreBody(b, f, p, cfg, staging, planA, planB, launch.options.prefetchFragments).build(widthC);
+        TensorCoreBody(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments).build(widthC);
         return mlir::success();
       },
       sharedBytes);

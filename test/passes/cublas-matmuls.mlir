@@ -11,7 +11,7 @@
 // SKINNY-NOT: is left to the generated kernel: {{[0-9]+}} rows, at most
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls --debug-only=mlpipe-emitters 2>&1 >/dev/null | FileCheck %s --check-prefix=DEFAULT
 // DEFAULT: is left to the generated kernel: 17 rows, at most 32: the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)
-// DEFAULT: is left to the generated kernel: 9 rows, at most 16 of 16-bit operands: the skinny kernel streams B faster (kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)
+// DEFAULT: is left to the generated kernel: 9 rows, at most 16 of 16-bit operands: the generated kernels stream B faster (kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=enabled=false | FileCheck %s --check-prefix=DISABLED
 // RUN: not mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=f16 2>&1 | FileCheck %s --check-prefix=BAD-PRECISION
 
