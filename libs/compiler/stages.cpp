@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -325,6 +326,22 @@ void checkLoweredForGpu(const MlirModule &module) {
   });
 }
 
+// A module outlined for a later chip may hold what `chip` lacks: the
+// tensor-core kernels' mma.sync m16n8k16 on 16-bit operands (sm_80 and
+// later) would abort the backend; one line says so first.
+void checkKernelsFitChip(const MlirModule &module, const std::string &chip) {
+  if (deviceDescription(chip).sixteenBitMma)
+    return;
+  module.op().walk([&](mlir::NVVM::MmaOp mma) {
+    if (mma.getShape().getK() == 16) {
+      auto kernel = mma->getParentOfType<mlir::gpu::GPUFuncOp>();
+      fail("kernel @{} uses mma.sync m16n8k16 (16-bit tensor cores, sm_80 and later), which {} lacks: outline the "
+           "program with --chip {}",
+           kernel ? kernel.getName().str() : std::string("?"), chip, chip);
+    }
+  });
+}
+
 } // namespace
 
 void runStage(StageTool tool, MlirModule &module, const StageOptions &options, std::map<std::string, double> *passMs) {
@@ -333,7 +350,10 @@ void runStage(StageTool tool, MlirModule &module, const StageOptions &options, s
     enableDebugTypes(options.debugOnly);
   std::string source = options.pipelineFile.empty() ? std::string("built-in ") + stageToolName(tool) + " pipeline"
                                                     : options.pipelineFile;
-  runPipeline(pipelineText(tool, options), source, module, passMs, options.dumpDirectory);
+  std::string text = pipelineText(tool, options);
+  if (tool == StageTool::LowerNvvm)
+    checkKernelsFitChip(module, options.chip);
+  runPipeline(text, source, module, passMs, options.dumpDirectory);
   if (tool == StageTool::Outline)
     checkHostCodeIsOutlined(module);
   if (tool == StageTool::LowerNvvm)
