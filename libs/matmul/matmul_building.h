@@ -317,6 +317,11 @@ mlir::LogicalResult emitRowDotMatmul(const ProductLaunch &launch, const Problem 
 // (sm_80 and later; sm_75's f16 mma.sync is m16n8k8 only, and it has no
 // bf16 at all).
 bool tensorCoresTake(const Problem &p, const DeviceDescription &device);
+// Whether the tensor-core form takes a product of at most 16 rows in the
+// shape measured faster than the skinny form: K split across blocks
+// (kFewRowsSplitsK), both operands staged by cp.async.
+bool tensorCoresSplitFewRows(const Problem &p, const GeneratedMatmulOptions &options, const DeviceDescription &device,
+                             bool splitAllowed);
 
 // The tensor-core form: its configuration chosen, built and launched.
 mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p);

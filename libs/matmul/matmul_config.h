@@ -45,8 +45,10 @@ constexpr int64_t kSkinnyMaxRows = 64;
 // 16-bit products of this many rows up to one m16 tile (16) take the
 // tensor-core form, their K split across blocks, instead of the skinny form,
 // on chips with 16-bit mma.sync: the skinny form's many-row blocks wait on
-// instruction issue (tensor_core_matmul.cpp, kFewRowsSplitsK). One row
-// stays on the skinny form, which streams B near the copy rate.
+// instruction issue (tensor_core_matmul.cpp, kFewRowsSplitsK), where that
+// form splits K with both operands staged by cp.async (the shape measured;
+// otherwise, as for a K of one slice or an odd N, the skinny form stays).
+// One row stays on the skinny form, which streams B near the copy rate.
 constexpr int64_t kFewRowTensorCoreMinRows = 2;
 // Rows the tensor-core form's few-row tiles (one m16 tile high) take.
 constexpr int64_t kTensorCoreFewRowsMaxRows = 16;

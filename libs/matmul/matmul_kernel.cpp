@@ -324,7 +324,8 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   bool sixteenBit = p.storage != p.element;
   bool fewRowTensorCores = sixteenBit && !prologue && options.form == "auto" && options.blockTile[0] == 0 &&
                            p.m >= kFewRowTensorCoreMinRows && p.m <= kTensorCoreFewRowsMaxRows &&
-                           tensorCoresTake(p, device);
+                           tensorCoresTake(p, device) &&
+                           tensorCoresSplitFewRows(p, options, device, launch.splitAllowed);
   if (sixteenBit && (!prefersSkinny(p, options) || fewRowTensorCores)) {
     if (prologue || options.form == "skinny" || options.form == "tiled")
       return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny and row-dot forms read "

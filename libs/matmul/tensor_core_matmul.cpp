@@ -926,6 +926,18 @@ bool tensorCoresTake(const Problem &p, const DeviceDescription &device) {
   return (p.storage.isBF16() || p.storage.isF16()) && device.sixteenBitMma;
 }
 
+bool tensorCoresSplitFewRows(const Problem &p, const GeneratedMatmulOptions &options, const DeviceDescription &device,
+                             bool splitAllowed) {
+  std::string error;
+  auto chosen = chooseTensorCore(p, options, device, splitAllowed, error);
+  if (mlir::failed(chosen) || chosen->splitK <= 1)
+    return false;
+  LoadPlan planA = planOperand(p, p.aType, /*isA=*/true, chosen->blockK, chosen->blockM);
+  LoadPlan planB = planOperand(p, p.bType, /*isA=*/false, chosen->blockK, chosen->blockN);
+  auto staging = chooseStaging(*chosen, p, planA, planB, options, device, error);
+  return mlir::succeeded(staging) && staging->async;
+}
+
 mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p) {
   std::string error;
   auto chosen = chooseTensorCore(p, launch.options, launch.device, launch.splitAllowed, error);
