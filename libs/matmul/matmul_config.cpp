@@ -119,6 +119,15 @@ constexpr int64_t kSkinnyPrefetchMaxElementBytes = 2;
 // loop's addresses: with 16 rows of 4 f32 sums (64 registers) a thread is at
 // its kSkinnyRegisters cap, and GPT-2's 16-row c_attn spilled 4 bytes.
 constexpr int64_t kSkinnyPrefetchMaxSums = 32;
+// Where B is never written while the program runs (a weight), a thread may
+// load its rows of B into registers before the wait, not just into L2: the
+// chain after the wait then starts with A and the arithmetic, without a
+// round trip to L2 for B. Its whole slice becomes one chunk where it takes
+// at most this many registers (a decode step's GEMVs of K = 768: 12 rows of
+// 8 bf16, 48 registers); a longer slice loads its first chunk before the
+// wait and the rest after it, from L2.
+constexpr bool kSkinnyLoadsBBeforeWait = true;
+constexpr int64_t kSkinnyHeldBRegisters = 48;
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
 constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
@@ -407,6 +416,9 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   c.prefetchB = kSkinnyPrefetchesB && device.programmaticDependentLaunch &&
                 p.elementBytes <= kSkinnyPrefetchMaxElementBytes &&
                 c.rowsPerBlock * c.vectorN <= kSkinnyPrefetchMaxSums;
+  c.loadsBBeforeWait = c.prefetchB && kSkinnyLoadsBBeforeWait && p.bUnwritten;
+  if (c.loadsBBeforeWait && c.rowsPerWarp() * perBRow <= kSkinnyHeldBRegisters)
+    c.rowsInFlight = c.rowsPerWarp();
   int64_t bytesPerReductionRow = slots * c.blockN * p.accumulatorBytes;
   c.reductionRows = std::clamp<int64_t>(kSkinnyReductionSharedBytes / bytesPerReductionRow, 1, c.rowsPerBlock);
   return c;

@@ -114,7 +114,11 @@ struct Problem {
   bool accumulate = false;
   const MatmulEpilogue *epilogue = nullptr;
   const MatmulRowPrologue *prologue = nullptr; // A's row computed in the kernel
-  int64_t maxVector = 4;                       // elements in the widest access
+  // B is a buffer no kernel writes while the program runs (a weight;
+  // isUnwrittenArgument): a kernel may read it before it waits for the one
+  // before it.
+  bool bUnwritten = false;
+  int64_t maxVector = 4; // elements in the widest access
 
   int64_t rowDim() const { return rank - 2; }
   int64_t colDim() const { return rank - 1; }
@@ -162,6 +166,10 @@ struct SkinnyConfig {
   // B's slice brought into L2 before the kernel waits for the one before
   // it (kSkinnyPrefetchesB: 16-bit B, few sums a thread).
   bool prefetchB = false;
+  // ...and, where B is never written (Problem::bUnwritten), the thread's
+  // first chunk of B rows loaded into registers before the wait: its whole
+  // slice where it fits (kSkinnyHeldBRegisters), as one chunk.
+  bool loadsBBeforeWait = false;
 
   int64_t threads() const { return warps * 32; }
   // Groups of lanes that each take their own rows of the K-slice.

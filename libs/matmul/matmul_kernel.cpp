@@ -9,6 +9,7 @@
 #include "codegen/debug.h"
 #include "codegen/path_choice.h"
 #include "codegen/type_sizes.h"
+#include "codegen/unwritten_arguments.h"
 #include "fusion/fusion_graph.h"
 #include "matmul/matmul_building.h"
 
@@ -170,6 +171,7 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
   p.accumulate = accumulate;
   p.epilogue = epilogue;
   p.prologue = prologue;
+  p.bUnwritten = isUnwrittenArgument(operands.b);
   p.maxVector = kVectorBytes / p.elementBytes;
   if (options.vectorWidth > 0) {
     if ((options.vectorWidth & (options.vectorWidth - 1)) != 0)

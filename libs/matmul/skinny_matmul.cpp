@@ -14,7 +14,9 @@
 //
 // On chips with programmatic dependent launch the block first brings its
 // slice of B into L2, then waits for the kernel before it
-// (kSkinnyPrefetchesB).
+// (kSkinnyPrefetchesB). Where no kernel writes B (a weight), each thread
+// instead loads its rows of B into registers before the wait, all of them
+// where they fit (kSkinnyLoadsBBeforeWait).
 //
 // With a row prologue (MatmulRowPrologue), A's one row is not read: every
 // block computes it into the staged slice while its first rows of B load.
@@ -56,19 +58,27 @@ public:
     sharedA = f.getWorkgroupAttributions()[0];
     sharedReduction = f.getWorkgroupAttributions()[1];
     placeBlock();
+    llvm::SmallVector<Value> first;
     if (cfg.prefetchB) {
-      // The block's slice of B into L2 while the kernel before this one
-      // finishes; nothing below may read or write before the wait.
-      Value colBegin = ix.mul(blockX, cfg.blockN);
-      prefetchRowsToL2(ix,
-                       {f.getArgument(1), batch, kStart, ix.min(ix.add(kStart, cfg.kPerSplit), p.k), cfg.kPerSplit,
-                        colBegin, ix.min(ix.add(colBegin, cfg.blockN), p.n), cfg.blockN, eb},
-                       tid, threads);
+      // A B no kernel writes: the thread's first chunk of it into registers
+      // (its whole slice where that is one chunk).
+      if (cfg.loadsBBeforeWait)
+        first = loadB(ix.c(0), cfg.rowsInFlight);
+      // The block's (rest of its) slice of B into L2 while the kernel before
+      // this one finishes; nothing below may read or write before the wait.
+      if (cfg.chunks() > 1 || !cfg.loadsBBeforeWait) {
+        Value colBegin = ix.mul(blockX, cfg.blockN);
+        prefetchRowsToL2(ix,
+                         {f.getArgument(1), batch, kStart, ix.min(ix.add(kStart, cfg.kPerSplit), p.k), cfg.kPerSplit,
+                          colBegin, ix.min(ix.add(colBegin, cfg.blockN), p.n), cfg.blockN, eb},
+                         tid, threads);
+      }
       waitForKernelBefore(ix);
     }
 
     // B's first rows go out before A is staged.
-    llvm::SmallVector<Value> first = loadB(ix.c(0), cfg.rowsInFlight);
+    if (first.empty())
+      first = loadB(ix.c(0), cfg.rowsInFlight);
     if (p.prologue) {
       if (mlir::failed(computeRowOfA()))
         return mlir::failure();
@@ -318,7 +328,13 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
                   << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
                   << dims.grid[2] << "), " << shared << " B shared"
                   << (p.prologue ? ", A's row computed by every block (a row reduction before it)" : "")
-                  << (cfg.prefetchB ? ", B's slice into L2 before the wait (kSkinnyPrefetchesB)" : "") << "\n");
+                  << (cfg.loadsBBeforeWait
+                          ? (cfg.chunks() == 1 ? ", B's slice into registers before the wait (kSkinnyLoadsBBeforeWait)"
+                                               : ", B's first rows into registers and the rest into L2 before the "
+                                                 "wait (kSkinnyLoadsBBeforeWait)")
+                      : cfg.prefetchB ? ", B's slice into L2 before the wait (kSkinnyPrefetchesB)"
+                                      : "")
+                  << "\n");
   return launchProduct(launch, p, cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
     return SkinnyBody(b, f, q, cfg, cVector).build();
   });

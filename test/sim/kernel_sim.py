@@ -25,7 +25,9 @@ The interpreter checks what a GPU would not report: an index out of bounds
 aligned as its `alignment` says, a barrier not reached by every thread of the
 block, and data races: in shared memory between two barriers (a read and a
 write, or two writes, of one address by different threads), and in global
-memory within a launch (atomic adds excepted). Values are Python floats
+memory within a launch (atomic adds excepted), and a read before a kernel's
+griddepcontrol.wait (where the kernel before it may still run) of a buffer
+that any launch of the run writes. Values are Python floats
 (float64), so a wrong index shows as a large error, not as rounding.
 Memory is laid out as LLVM lays it out where that differs from an
 element's slot: a vector of i1 is packed into bits (vector<4xi1> loads and
@@ -573,10 +575,13 @@ class DynamicShared:
 
 
 class Thread:
-    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "pending", "groups", "dynamic_shared")
+    __slots__ = ("tid", "bid", "key", "shared_log", "global_log", "pending", "groups", "dynamic_shared",
+                 "before_wait")
 
-    def __init__(self, tid, bid, shared_log, global_log, dynamic_shared=None):
+    def __init__(self, tid, bid, shared_log, global_log, dynamic_shared=None, before_wait=False):
         self.tid = tid
+        # In a kernel that waits for the one before it: not yet past the wait.
+        self.before_wait = before_wait
         self.bid = bid
         self.key = (bid, tid)
         self.shared_log = shared_log
@@ -588,9 +593,34 @@ class Thread:
         self.groups = []
 
 
+# Global buffers read before a kernel's wait for the kernel before it, and
+# buffers any launch writes: (buffer id) -> (name, line of the first access).
+# No buffer may be in both (checked at the end of the run).
+reads_before_wait = {}
+writes_by_launches = {}
+
+
+def note_global_access(thread, memref, op, kind):
+    if memref.buf.shared:
+        return
+    if kind == "read":
+        if thread.before_wait:
+            reads_before_wait.setdefault(memref.buf.id, (memref.buf.name, op.line))
+    else:
+        writes_by_launches.setdefault(memref.buf.id, (memref.buf.name, op.line))
+
+
+def check_reads_before_wait():
+    for number, (name, line) in reads_before_wait.items():
+        if number in writes_by_launches:
+            raise SimError("line %d: a kernel reads %s before it waits for the kernel before it, and a launch writes "
+                           "it (line %d)" % (line, name, writes_by_launches[number][1]))
+
+
 def access(thread, memref, address, op, kind):
     if thread is None or isinstance(thread, Indices):  # host code, or a linalg body run as a reference
         return
+    note_global_access(thread, memref, op, kind)
     log = thread.shared_log if memref.buf.shared else thread.global_log
     key = (memref.buf.id, address)
     if kind == "read":
@@ -608,6 +638,7 @@ def access_range(thread, memref, base, width, op, kind):
     if thread is None or isinstance(thread, Indices):
         return
     buf = memref.buf
+    note_global_access(thread, memref, op, kind)
     log, who = (thread.shared_log, thread.tid) if buf.shared else (thread.global_log, thread.key)
     if kind == "read":
         log.read_range(buf.id, base, width, who, op)
@@ -871,6 +902,8 @@ def execute(op, args, thread):
         check_prefetch(op, args[0])
         return None
     if name == "nvvm.griddepcontrol":  # every launch here runs after the one before it
+        if "wait" in op.attrs:
+            thread.before_wait = False
         return None
     if name == "nvgpu.device_async_copy":
         return async_copy(op, args, thread)
@@ -1458,6 +1491,18 @@ def compiled_body(op):
     return KernelCompiler().compile_body(body)
 
 
+def kernel_waits(op):
+    """Whether the kernel waits for the one before it (griddepcontrol.wait)."""
+    for region in op.regions:
+        for block in region:
+            for inner in block.ops:
+                if inner.name == "nvvm.griddepcontrol" and "wait" in inner.attrs:
+                    return True
+                if kernel_waits(inner):
+                    return True
+    return False
+
+
 def launch(module_ops, op, args, stats):
     m = re.search(r"kernel = @([\w]+)::@([\w]+)", op.attrs)
     segments = [int(s) for s in re.search(r"operandSegmentSizes = array<i32: ([\d, ]+)>", op.attrs).group(1).split(",")]
@@ -1469,6 +1514,7 @@ def launch(module_ops, op, args, stats):
     dynamic_bytes = args[sum(segments[:10])] if segments[10] else 0
     body = kernel.regions[0][0]
     workgroup = body.args[len(operands):]
+    waits = kernel_waits(kernel)
     global_log = GlobalLog()
     stats["launches"] += 1
     for bz in range(grid[2]):
@@ -1489,7 +1535,7 @@ def launch(module_ops, op, args, stats):
                 for tz in range(block[2]):
                     for ty in range(block[1]):
                         for tx in range(block[0]):
-                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log, dynamic_shared)
+                            t = Thread((tx, ty, tz), (bx, by, bz), shared_log, global_log, dynamic_shared, waits)
                             threads.append(compiled_kernel(kernel)(t, env))
                 stats["threads"] += len(threads)
                 run_threads(threads, (bx, by, bz), stats, shared_log, global_log)
@@ -2074,6 +2120,7 @@ def main():
                                   {"launches": 0, "threads": 0, "barriers": 0}, options.function)
         with open(options.actual) as f:
             actual = run_module(f.read(), options.seed, "", stats, options.function)
+        check_reads_before_wait()
     except SimError as error:
         print("kernel_sim: error: %s" % error)
         return 1
@@ -2092,6 +2139,9 @@ def main():
                 print("kernel_sim: FAIL: %s[%d] is %r, expected %r" % (e.name, i, y, x))
                 return 1
             worst = max(worst, abs(x - y) / scale)
+    if reads_before_wait:
+        print("kernel_sim: %d buffers read before a wait for the kernel before, none of them written by a launch" %
+              len(reads_before_wait))
     if stats_prefetches[0]:
         print("kernel_sim: %d prefetches, each inside its buffer, every line a block loads from it prefetched by the "
               "block" % stats_prefetches[0])
