@@ -59,14 +59,14 @@ public:
     sharedReduction = f.getWorkgroupAttributions()[1];
     placeBlock();
     llvm::SmallVector<Value> first;
-    if (cfg.prefetchB) {
+    if (cfg.prefetchB || cfg.loadsBBeforeWait) {
       // A B no kernel writes: the thread's first chunk of it into registers
       // (its whole slice where that is one chunk).
       if (cfg.loadsBBeforeWait)
         first = loadB(ix.c(0), cfg.rowsInFlight);
       // The block's (rest of its) slice of B into L2 while the kernel before
       // this one finishes; nothing below may read or write before the wait.
-      if (cfg.chunks() > 1 || !cfg.loadsBBeforeWait) {
+      if (cfg.prefetchB && (cfg.chunks() > 1 || !cfg.loadsBBeforeWait)) {
         Value colBegin = ix.mul(blockX, cfg.blockN);
         prefetchRowsToL2(ix,
                          {f.getArgument(1), batch, kStart, ix.min(ix.add(kStart, cfg.kPerSplit), p.k), cfg.kPerSplit,
@@ -330,8 +330,10 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
                   << (p.prologue ? ", A's row computed by every block (a row reduction before it)" : "")
                   << (cfg.loadsBBeforeWait
                           ? (cfg.chunks() == 1 ? ", B's slice into registers before the wait (kSkinnyLoadsBBeforeWait)"
-                                               : ", B's first rows into registers and the rest into L2 before the "
-                                                 "wait (kSkinnyLoadsBBeforeWait)")
+                             : cfg.prefetchB   ? ", B's first rows into registers and the rest into L2 before the "
+                                                 "wait (kSkinnyLoadsBBeforeWait)"
+                                               : ", B's first rows into registers before the wait "
+                                                 "(kSkinnyLoadsBBeforeWait)")
                       : cfg.prefetchB ? ", B's slice into L2 before the wait (kSkinnyPrefetchesB)"
                                       : "")
                   << "\n");
