@@ -373,6 +373,53 @@ def KernelCostsPass : Pass<"mlpipe-kernel-costs", "mlir::ModuleOp"> {
   }];
 }
 
+def SixteenBitFastMathPass : Pass<"mlpipe-sixteen-bit-fast-math", "mlir::gpu::GPUModuleOp"> {
+  let summary = "In kernels that store only 16-bit floats, compute f32 math to the precision the rounding keeps";
+  let description = [{
+    A kernel on bf16 or f16 data computes in f32 registers and rounds each
+    result once, to 8 (bf16) or 11 (f16) significant bits. libdevice's
+    accurate f32 functions then cost issue slots that show in nothing the
+    kernel stores, and with 16-bit data a 16-byte load brings twice the
+    values to compute as in f32: the bf16 GELU unit kernel had its issue
+    slots 78% busy and took 1.13x a copy of its bytes (libdevice's tanhf,
+    about 20 instructions a value), softmax and layer norm 1.25x (an
+    IEEE division, about 10 instructions, and expf, about 8, a value).
+
+    In a kernel whose floating-point memref arguments are all 16-bit or
+    narrower (kFastMathMaxStorageBits), on f32 values:
+
+      - `1 + tanh(u)` (GELU's tanh form; the tanh's one use) becomes
+        `2 / (1 + exp2(-2u / ln 2))`, an identity with no cancellation
+        (tanh near -1 gives 2 / (a large number));
+      - `math.exp x` becomes `math.exp2 (x * log2 e)` (`ex2.approx`);
+      - every `arith.divf` is marked `afn` (an approximate reciprocal and a
+        multiply).
+
+    Each adds an error of a few units in f32's last place (2^-22 or so),
+    far below the rounding to 16 bits (2^-8, 2^-11) and the verify bound
+    (4 u). Kernels that store f32 or f64 are left as they are, bit for bit.
+
+    ```mlir
+    %t = math.tanh %u : f32
+    %s = arith.addf %t, %one : f32          // %one = arith.constant 1.0
+    %e = math.exp %x : f32
+    %y = arith.divf %e, %l : f32
+    ```
+    becomes
+    ```mlir
+    %m = arith.mulf %u, %minus_two_over_ln2 : f32
+    %p = math.exp2 %m : f32
+    %d = arith.addf %p, %one : f32
+    %s = arith.divf %two, %d fastmath<afn> : f32
+    %xl = arith.mulf %x, %log2e : f32
+    %e = math.exp2 %xl : f32
+    %y = arith.divf %e, %l fastmath<afn> : f32
+    ```
+    `--debug-only=mlpipe-fast-math` prints each kernel's counts.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::math::MathDialect"];
+}
+
 def AssembleKernelsPass : Pass<"mlpipe-assemble-kernels", "mlir::ModuleOp"> {
   let summary = "Assemble every kernel's PTX to cubin with ptxas, in parallel, each distinct PTX once, cached on disk";
   let description = [{
