@@ -136,6 +136,14 @@ constexpr int64_t kFewRowsBlockK = 128;
 // 14% busy, no eligible warp 49% of cycles); an mma.sync does 16 rows x
 // 8 columns x 16 of K at once.
 constexpr bool kFewRowsSplitsK = true;
+// On chips with programmatic dependent launch a kernel's blocks are
+// resident while the kernel before it runs. Where B is a buffer no kernel
+// writes (a weight, Problem::bUnwritten), the pipeline's first stages of
+// B are copied (cp.async) before the kernel waits for the one before it,
+// and A's after: the first step then waits on A alone, B already on its
+// way (the skinny form holds its B in registers the same way,
+// kSkinnyLoadsBBeforeWait).
+constexpr bool kTensorCoreCopiesBBeforeWait = true;
 constexpr int64_t kFewRowsSplitTargetBlocksPerSm = 1;
 constexpr int64_t kFewRowsMinSlicesPerSplit = 1;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
@@ -381,10 +389,10 @@ struct OperandTile {
 class TensorCoreBody {
 public:
   TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
-                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB, bool prefetch)
+                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB, bool prefetch, bool bBeforeWait)
       : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), prefetch(prefetch),
-        storage(p.storage), f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
-        c(f.getArgument(2), bytesOfElement(p.cType)) {
+        bBeforeWait(bBeforeWait), storage(p.storage), f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb),
+        bm(f.getArgument(1), eb), c(f.getArgument(2), bytesOfElement(p.cType)) {
     tileA.matrix = &a;
     tileA.isA = true;
     tileA.plan = planA;
@@ -590,6 +598,31 @@ private:
     }
   }
 
+  // The pipeline's first slices, 0 .. stages-2, into their stages, a group
+  // each; the last group's token. Where B is copied before the wait, all
+  // of its first slices go first (they join the first group, which the
+  // first step waits for), then the wait, then A's.
+  Value copyFirstSlices() {
+    const int64_t stages = staging.stages;
+    llvm::SmallVector<Value> early;
+    if (bBeforeWait) {
+      for (int64_t s = 0; s + 1 < stages; ++s)
+        copySlice(tileB, ix.c(s), ix.c(s), early);
+      waitForKernelBefore(ix);
+    }
+    Value group;
+    for (int64_t s = 0; s + 1 < stages; ++s) {
+      if (!bBeforeWait) {
+        group = copySlices(ix.c(s), ix.c(s));
+        continue;
+      }
+      llvm::SmallVector<Value> tokens = s == 0 ? early : llvm::SmallVector<Value>();
+      copySlice(tileA, ix.c(s), ix.c(s), tokens);
+      group = mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+    }
+    return group;
+  }
+
   // Both operands' slice `slice` into `stage`, as one group of copies.
   Value copySlices(Value slice, Value stage) {
     llvm::SmallVector<Value> tokens;
@@ -606,9 +639,7 @@ private:
   // multiplied. Slices past the last read nothing (copySlice).
   mlir::scf::ForOp asyncPipeline() {
     const int64_t stages = staging.stages;
-    Value group;
-    for (int64_t s = 0; s + 1 < stages; ++s)
-      group = copySlices(ix.c(s), ix.c(s));
+    Value group = copyFirstSlices();
     llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
     mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
       // (wait_group takes no group: the token only orders the ops.)
@@ -634,9 +665,7 @@ private:
   mlir::scf::ForOp prefetchingPipeline() {
     const int64_t stages = staging.stages, kSteps = cfg.blockK / kMmaK;
     const int64_t accumulators = cfg.accumulators();
-    Value group;
-    for (int64_t s = 0; s + 1 < stages; ++s)
-      group = copySlices(ix.c(s), ix.c(s));
+    Value group = copyFirstSlices();
     auto waitForSlice = [&](Value pending) {
       mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, pending, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
       mlir::gpu::BarrierOp::create(b, loc);
@@ -905,6 +934,7 @@ private:
   const TensorCoreConfig &cfg;
   const Staging &staging;
   bool prefetch;
+  bool bBeforeWait; // B's first slices copied before the wait
   mlir::Type storage, f32;
   int64_t eb;
   Matrix a, bm, c;
@@ -962,6 +992,8 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
     staging = *chosenStaging;
   }
   Problem q = productProblem(p, cfg.splitK);
+  const bool bBeforeWait =
+      kTensorCoreCopiesBBeforeWait && staging.async && p.bUnwritten && launch.device.programmaticDependentLaunch;
   signature.arguments = argumentTypes(q, /*withAB=*/true);
   int64_t sharedBytes = sharedBytesOf(cfg, staging, p.elementBytes);
   signature.bytesMoved = launch.bytes;
@@ -976,32 +1008,33 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
   // C's pairs, or the partial products' (f32, rows contiguous).
   int64_t widthC = cfg.splitK > 1 ? 2 : launch.widthC;
-  MLPIPE_DEBUG(kDebugEmitters,
-               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
-                  << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
-                  << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", "
-                  << cfg.warps() << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
-                  << cfg.warpN()
-                  << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" +
-                                           std::to_string(cfg.kPerSplit) + " rows each, kFewRowsSplitsK)"
-                                     : std::string())
-                  << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
-                  << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
-                  << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes
-                  << " B shared in " << staging.stages << " stages "
-                  << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
-                                          ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
-                                    : std::string("through registers"))
-                  << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
-                  << " an SM"
-                  << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
-                                                                        : ", fragments loaded with their K-step")
-                                    : "")
-                  << "\n");
+  MLPIPE_DEBUG(
+      kDebugEmitters,
+      os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+         << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
+         << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
+         << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x" << cfg.warpN()
+         << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +
+                                  " rows each, kFewRowsSplitsK)"
+                            : std::string())
+         << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
+         << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+         << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes << " B shared in "
+         << staging.stages << " stages "
+         << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") + ", B " +
+                                 (staging.kMajorB ? "K-major" : "N-major") + ")"
+                           : std::string("through registers"))
+         << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
+         << " an SM"
+         << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
+                                                               : ", fragments loaded with their K-step")
+                           : "")
+         << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "") << "\n");
   return launchProduct(
       launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-        TensorCoreBody(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments).build(widthC);
+        TensorCoreBody(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait)
+            .build(widthC);
         return mlir::success();
       },
       sharedBytes);

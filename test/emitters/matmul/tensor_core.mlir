@@ -17,7 +17,8 @@
 // size passed at launch; two blocks an SM still fit): A along K into
 // [m][k] rows of 32 + 8 (pad), B along N into [k][n] rows of 128 + 8,
 // views of the dynamic shared memory from byte 0 and after A's stages.
-// Slices 0-2 are issued first, a group each; at step t, once slice t has
+// Slices 0-2 are issued first, a group each (B's before the wait, below);
+// at step t, once slice t has
 // landed (at most two groups pending) and a barrier, slice t+3 is issued,
 // then slice t is multiplied. Fragments by ldmatrix.x4 (per 16 of K, one for each of the
 // warp's 4 m16 tiles, one for each pair of its 8 n8 tiles, B's transposed
@@ -29,14 +30,19 @@
 // CHECK: %[[SHARED:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
 // CHECK: %[[SA:.*]] = memref.view %[[SHARED]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[SB:.*]] = memref.view %[[SHARED]][%c40960][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
-// CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
+// B (an argument no kernel writes: a weight) has its three first slices
+// copied before the kernel waits for the one before it
+// (kTensorCoreCopiesBBeforeWait); A's follow the wait, and B's copies join
+// the first group.
 // CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c0, {{.*}}], 8 {bypassL1} : memref<768x3072xbf16> to memref<4x32x136xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c1, {{.*}}]
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c2, {{.*}}]
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1} : memref<1024x768xbf16> to memref<4x128x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_create_group
 // CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c1, {{.*}}]
-// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c1, {{.*}}]
 // CHECK: nvgpu.device_async_create_group
 // CHECK-COUNT-4: nvgpu.device_async_copy %[[A]][{{.*}}], %[[SA]][%c2, {{.*}}]
-// CHECK-COUNT-4: nvgpu.device_async_copy %[[B]][{{.*}}], %[[SB]][%c2, {{.*}}]
 // CHECK: %[[GROUP:.*]] = nvgpu.device_async_create_group
 // CHECK: scf.for %{{.*}} = %c0 to %c24 step %c1 iter_args({{.*}}) -> (f32, f32, f32, f32,
 // CHECK-NEXT: nvgpu.device_async_wait %[[GROUP]] {numGroups = 2 : i32}
