@@ -78,7 +78,16 @@ const std::map<std::string, DeviceDescription> &descriptions() {
 } // namespace
 
 const DeviceDescription &deviceDescription(const std::string &chip) {
-  // "sm_90a" (architecture-specific features) has the numbers of "sm_90".
+  // "sm_90a" (architecture-specific features) has the numbers of "sm_90",
+  // and wgmma.
+  static const DeviceDescription sm90a = [] {
+    DeviceDescription d = descriptions().at("sm_90");
+    d.chip = "sm_90a";
+    d.warpgroupMma = true;
+    return d;
+  }();
+  if (chip == "sm_90a")
+    return sm90a;
   std::string base = !chip.empty() && chip.back() == 'a' ? chip.substr(0, chip.size() - 1) : chip;
   auto found = descriptions().find(base);
   if (found == descriptions().end()) {

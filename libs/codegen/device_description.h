@@ -36,6 +36,10 @@ struct DeviceDescription {
   // mma.sync m16n8k16 on bf16 and f16 with f32 accumulation (sm_80 and
   // later): the tensor-core kernels' instruction.
   bool sixteenBitMma = false;
+  // wgmma.mma_async (warpgroup products from shared memory descriptors):
+  // sm_90a only, the architecture-specific target ("sm_90" code must also
+  // run on later chips, which lack it).
+  bool warpgroupMma = false;
 
   // Resident threads the whole GPU can hold: the width a grid-stride loop
   // needs to keep every SM busy.

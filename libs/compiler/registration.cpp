@@ -182,6 +182,7 @@ void registerUpstreamPasses() {
   registerConvertMathToLibmPass();
   registerConvertMathToLLVMPass();
   registerConvertNVGPUToNVVMPass();
+  registerConvertNVVMToLLVMPass();
   registerSCFToControlFlowPass();
   registerFinalizeMemRefToLLVMConversionPass();
   registerGpuToLLVMConversionPass();

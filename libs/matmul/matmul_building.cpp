@@ -132,6 +132,44 @@ void waitForKernelBefore(const Ix &ix) {
   mlir::NVVM::GriddepcontrolOp::create(ix.b, ix.loc, mlir::NVVM::GridDepActionKind::wait);
 }
 
+void writeAccumulatorTiles(const Ix &ix, const OutputWriter &writer, const AccumulatorTiles &tiles,
+                           const std::function<Value(int64_t)> &accumulator, Value batchOfC, int64_t widthCAllowed) {
+  const Problem &p = writer.p;
+  const bool pairsWhole = p.n % 2 == 0;
+  const int64_t widthC = pairsWhole && widthCAllowed >= 2 ? 2 : 1;
+  auto pairType = mlir::VectorType::get({2}, ix.b.getF32Type());
+  Value pairCol = ix.mul(tiles.inGroup, 2);
+  for (int64_t i = 0; i < tiles.tilesM; ++i) {
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = ix.add(ix.add(tiles.rowOrigin, tiles.group), i * 16 + r * 8);
+      guarded(ix, tiles.rowEdge ? ix.lt(row, p.m) : Value(), [&] {
+        for (int64_t j = 0; j < tiles.tilesN; ++j) {
+          Value col = ix.add(ix.add(tiles.colOrigin, pairCol), j * 8);
+          int64_t base = (i * tiles.tilesN + j) * 4 + r * 2;
+          Value values = mlir::vector::FromElementsOp::create(ix.b, ix.loc, pairType,
+                                                              mlir::ValueRange{accumulator(base), accumulator(base + 1)});
+          if (!tiles.colEdge || pairsWhole) {
+            guarded(ix, tiles.colEdge ? ix.lt(col, p.n) : Value(), [&] {
+              if (widthC == 2) {
+                writer.write(ix, values, batchOfC, row, col, 2, /*vectorC=*/true);
+                return;
+              }
+              for (int64_t e = 0; e < 2; ++e)
+                writer.write(ix, slice(ix, values, e, 1), batchOfC, row, ix.add(col, e), 1, false);
+            });
+            continue;
+          }
+          for (int64_t e = 0; e < 2; ++e) {
+            Value colE = ix.add(col, e);
+            guarded(ix, ix.lt(colE, p.n),
+                    [&] { writer.write(ix, slice(ix, values, e, 1), batchOfC, row, colE, 1, false); });
+          }
+        }
+      });
+    }
+  }
+}
+
 // Runs `then` or `otherwise` by `condition`.
 void branch(const Ix &ix, Value condition, const std::function<void()> &then, const std::function<void()> &otherwise) {
   auto branch = mlir::scf::IfOp::create(ix.b, ix.loc, condition, /*withElseRegion=*/true);

@@ -242,6 +242,23 @@ struct OutputWriter {
   }
 };
 
+// A warp's accumulators as mma.sync lays out C (m16n8 tiles; wgmma's
+// m64nN result is the same layout, a warp's 16 rows and N/8 tiles): lane l
+// (g = l / 4, t = l % 4) holds rows g and g+8 of each m16 tile at columns
+// 2t and 2t+1 of each n8 tile, value (i * tilesN + j) * 4 + r * 2 + e for
+// m16 tile i, n8 tile j, row g + 8r, column 2t + e.
+struct AccumulatorTiles {
+  Value rowOrigin, colOrigin; // C's row and column of the warp's first tile
+  Value group, inGroup;       // g and t
+  int64_t tilesM = 1, tilesN = 1;
+  bool rowEdge = false, colEdge = false; // whether tiles may pass C's last row or column
+};
+// Writes the tiles' accumulators (`accumulator(i)`: value i) through
+// `writer`, two columns a store where C's layout allows (N even, and
+// `widthCAllowed` at least 2), masked at the edges.
+void writeAccumulatorTiles(const Ix &ix, const OutputWriter &writer, const AccumulatorTiles &tiles,
+                           const std::function<Value(int64_t)> &accumulator, Value batchOfC, int64_t widthCAllowed);
+
 // Shared tiles are read and written 128 bits at a time: ask for that
 // alignment (the default is the element's).
 void alignWorkgroupBuffers(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f);
@@ -325,5 +342,10 @@ bool tensorCoresSplitFewRows(const Problem &p, const GeneratedMatmulOptions &opt
 
 // The tensor-core form: its configuration chosen, built and launched.
 mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Problem &p);
+// Whether the warpgroup form (wgmma, sm_90a; warpgroup_matmul.cpp) can
+// compute the product: 16-bit A read along K and B read, both in 16-byte
+// vectors.
+bool warpgroupTakes(const Problem &p, const DeviceDescription &device);
+mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Problem &p);
 
 } // namespace mlpipe::emitters::generated_matmul

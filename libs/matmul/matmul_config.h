@@ -52,6 +52,18 @@ constexpr int64_t kSkinnyMaxRows = 64;
 constexpr int64_t kFewRowTensorCoreMinRows = 2;
 // Rows the tensor-core form's few-row tiles (one m16 tile high) take.
 constexpr int64_t kTensorCoreFewRowsMaxRows = 16;
+// On sm_90a, products of more rows than the few-row tiles take the
+// warpgroup form (wgmma from shared memory, 64 rows a warpgroup) where
+// their operands allow it, instead of mma.sync.
+constexpr int64_t kWarpgroupMinRows = kTensorCoreFewRowsMaxRows + 1;
+// On chips with programmatic dependent launch a kernel's blocks are
+// resident while the kernel before it runs. Where B is a buffer no kernel
+// writes (a weight, Problem::bUnwritten), the tensor-core and warpgroup
+// forms copy their pipeline's first stages of B (cp.async) before the
+// kernel waits for the one before it, and A's after: the first step then
+// waits on A alone, B already on its way (the skinny form holds its B in
+// registers the same way, kSkinnyLoadsBBeforeWait).
+constexpr bool kTensorCoreCopiesBBeforeWait = true;
 // Warps per skinny block; they split the block's K-slice row by row and add
 // their partial sums in shared memory at the end.
 constexpr int64_t kSkinnyWarps = 8;

@@ -184,11 +184,12 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
   if (!shapesAgree)
     return mlir::emitError(loc, "generated matmul: A, B and C have mismatched shapes");
   if (options.form != "auto" && options.form != "tiled" && options.form != "skinny" && options.form != "row_dot" &&
-      options.form != "tensor_core")
-    return mlir::emitError(loc, "generated matmul: the form must be auto, tiled, skinny, row_dot or tensor_core, not '")
+      options.form != "tensor_core" && options.form != "warpgroup")
+    return mlir::emitError(
+               loc, "generated matmul: the form must be auto, tiled, skinny, row_dot, tensor_core or warpgroup, not '")
            << options.form << "'";
-  if (options.form == "tensor_core" && !sixteenBit)
-    return mlir::emitError(loc, "generated matmul: the tensor-core form takes A and B in bf16 or f16");
+  if ((options.form == "tensor_core" || options.form == "warpgroup") && !sixteenBit)
+    return mlir::emitError(loc, "generated matmul: the ") << options.form << " form takes A and B in bf16 or f16";
   return p;
 }
 
@@ -333,6 +334,9 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
       return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny and row-dot forms read "
                                   "16-bit operands (at most kSkinnyMaxRows rows with B's rows contiguous, or "
                                   "kRowDotMaxRows with B stored [N, K])");
+    if (options.form == "warpgroup" || (options.form == "auto" && options.blockTile[0] == 0 && !fewRowTensorCores &&
+                                        p.m >= kWarpgroupMinRows && warpgroupTakes(p, device)))
+      return emitWarpgroupMatmul(launch, p);
     if (!tensorCoresTake(p, device))
       return mlir::emitError(loc, "generated matmul: ")
              << device.chip << " has no mma.sync m16n8k16 for the tensor-core form of 16-bit products";

@@ -136,14 +136,6 @@ constexpr int64_t kFewRowsBlockK = 128;
 // 14% busy, no eligible warp 49% of cycles); an mma.sync does 16 rows x
 // 8 columns x 16 of K at once.
 constexpr bool kFewRowsSplitsK = true;
-// On chips with programmatic dependent launch a kernel's blocks are
-// resident while the kernel before it runs. Where B is a buffer no kernel
-// writes (a weight, Problem::bUnwritten), the pipeline's first stages of
-// B are copied (cp.async) before the kernel waits for the one before it,
-// and A's after: the first step then waits on A alone, B already on its
-// way (the skinny form holds its B in registers the same way,
-// kSkinnyLoadsBBeforeWait).
-constexpr bool kTensorCoreCopiesBBeforeWait = true;
 constexpr int64_t kFewRowsSplitTargetBlocksPerSm = 1;
 constexpr int64_t kFewRowsMinSlicesPerSplit = 1;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
@@ -884,44 +876,19 @@ private:
     });
   }
 
-  // Each lane writes its C fragments: rows g and g+8 of each m16 tile,
-  // columns 2t and 2t+1 of each n8 tile, two columns a store where C's
-  // layout allows (N even: a pair is wholly inside or outside).
+  // Each lane writes its C fragments (writeAccumulatorTiles).
   void writeC(mlir::scf::ForOp loop, int64_t widthCAllowed) {
     OutputWriter writer{p, c, epilogueOperands};
-    const bool rowEdge = p.m % cfg.blockM != 0, colEdge = p.n % cfg.blockN != 0;
-    const bool pairsWhole = p.n % 2 == 0;
-    const int64_t widthC = pairsWhole && widthCAllowed >= 2 ? 2 : 1;
-    Value pairCol = ix.mul(inGroup, 2);
-    for (int64_t i = 0; i < cfg.tilesM(); ++i) {
-      for (int64_t r = 0; r < 2; ++r) {
-        Value row = ix.add(ix.add(ix.add(m0, warpRow), group), i * kMmaM + r * 8);
-        guarded(ix, rowEdge ? ix.lt(row, p.m) : Value(), [&] {
-          for (int64_t j = 0; j < cfg.tilesN(); ++j) {
-            Value col = ix.add(ix.add(ix.add(n0, warpCol), pairCol), j * kMmaN);
-            int64_t base = (i * cfg.tilesN() + j) * 4 + r * 2;
-            Value values = mlir::vector::FromElementsOp::create(b, loc, mlir::VectorType::get({2}, f32),
-                                                                mlir::ValueRange{acc(loop, base), acc(loop, base + 1)});
-            if (!colEdge || pairsWhole) {
-              guarded(ix, colEdge ? ix.lt(col, p.n) : Value(), [&] {
-                if (widthC == 2) {
-                  writer.write(ix, values, batchOfC, row, col, 2, /*vectorC=*/true);
-                  return;
-                }
-                for (int64_t e = 0; e < 2; ++e)
-                  writer.write(ix, slice(ix, values, e, 1), batchOfC, row, ix.add(col, e), 1, false);
-              });
-              continue;
-            }
-            for (int64_t e = 0; e < 2; ++e) {
-              Value colE = ix.add(col, e);
-              guarded(ix, ix.lt(colE, p.n),
-                      [&] { writer.write(ix, slice(ix, values, e, 1), batchOfC, row, colE, 1, false); });
-            }
-          }
-        });
-      }
-    }
+    AccumulatorTiles tiles;
+    tiles.rowOrigin = ix.add(m0, warpRow);
+    tiles.colOrigin = ix.add(n0, warpCol);
+    tiles.group = group;
+    tiles.inGroup = inGroup;
+    tiles.tilesM = cfg.tilesM();
+    tiles.tilesN = cfg.tilesN();
+    tiles.rowEdge = p.m % cfg.blockM != 0;
+    tiles.colEdge = p.n % cfg.blockN != 0;
+    writeAccumulatorTiles(ix, writer, tiles, [&](int64_t i) { return acc(loop, i); }, batchOfC, widthCAllowed);
   }
 
   static Value acc(mlir::scf::ForOp loop, int64_t i) { return loop.getResult(i); }

@@ -628,6 +628,10 @@ def access(thread, memref, address, op, kind):
         if block_lines["prefetched"]:
             note_loaded(memref, address, 1)
     elif kind == "write":
+        inflight = getattr(memref.buf, "inflight", None)
+        if inflight and inflight.get(address):
+            raise SimError("line %d: a write to %s at element %d, which a wgmma not yet waited for reads" %
+                           (op.line, memref.buf.name, address))
         log.write(key, thread.key if not memref.buf.shared else thread.tid, op)
     else:
         log.add(key, thread.key, op)
@@ -646,7 +650,11 @@ def access_range(thread, memref, base, width, op, kind):
             note_loaded(memref, base, width)
         return
     number = buf.id
+    inflight = getattr(buf, "inflight", None)
     for a in range(base, base + width):
+        if inflight and inflight.get(a):
+            raise SimError("line %d: a write to %s at element %d, which a wgmma not yet waited for reads" %
+                           (op.line, buf.name, a))
         log.write((number, a), who, op)
 
 
@@ -680,6 +688,93 @@ def warp_mma(op, lanes):
         for i in range(4):
             row, col = g + 8 * (i // 2), 2 * t + i % 2
             d.append(c[row][col] + sum(map(operator.mul, a[row], columns[col])))
+        results.append(d)
+    return results
+
+
+# The address gpu.dynamic_shared_memory's bytes start at in shared memory
+# (memref.extract_aligned_pointer_as_index): only 16-byte aligned, as the
+# hardware promises, so a kernel that needs more aligns its views itself.
+DYNAMIC_SHARED_BASE = 48
+
+
+@functools.lru_cache(maxsize=None)
+def wgmma_form(attrs):
+    shape = re.search(r"m = (\d+), n = (\d+), k = (\d+)", attrs)
+    m, n, k = (int(v) for v in shape.groups())
+    layouts = re.findall(r"layout([AB]) = #nvvm.mma_layout<(\w+)>", attrs)
+    layout = dict(layouts)
+    scale_d = re.search(r"scaleD = #nvvm.wgmma_scale_out<(\w+)>", attrs).group(1)
+    return m, n, k, layout.get("A", "row"), layout.get("B", "col"), scale_d == "one"
+
+
+def wgmma_element(dynamic, op, address):
+    """The element of dynamic shared memory at a shared address, after the
+    128-byte swizzle: address bits 4-6 are XORed with bits 7-9."""
+    address ^= ((address >> 7) & 7) << 4
+    relative = address - DYNAMIC_SHARED_BASE
+    for (offset, _), view in dynamic.views.items():
+        if offset <= relative < offset + view.buf.bytes:
+            index, rest = divmod(relative - offset, view.element_bytes)
+            if rest:
+                break
+            return view.buf, index
+    raise SimError("line %d: a wgmma operand at shared address %d, in no view of dynamic shared memory" %
+                   (op.line, address))
+
+
+def wgmma_descriptor(op, descriptor):
+    """A wgmma matrix descriptor: start address, leading and stride byte
+    offsets (16-byte units), swizzle mode (bits 62-63: 1 is 128 bytes, the
+    only one mlpipe's kernels use)."""
+    if descriptor >> 62 != 1 or (descriptor >> 49) & 7:
+        raise SimError("line %d: a wgmma descriptor without the 128-byte swizzle, or with a base offset" % op.line)
+    return ((descriptor & 0x3FFF) << 4, ((descriptor >> 16) & 0x3FFF) << 4, ((descriptor >> 32) & 0x3FFF) << 4)
+
+
+def warpgroup_wgmma(op, lanes, dynamic, reads):
+    """wgmma.mma_async m64nNk16 on 16-bit A and B from shared memory, f32
+    accumulation, for the 128 threads of a warpgroup (each (inouts,
+    descriptor A, descriptor B)). A is K-major (layout row): element (r, k)
+    at start + (r / 8) SBO + (r mod 8) 128 + 2k; B K-major (layout col):
+    (k, n) at start + (n / 8) SBO + (n mod 8) 128 + 2k; B N-major (layout
+    row): at start + (n / 64) LBO + (k / 8) SBO + (k mod 8) 128 + 2 (n mod
+    64); every address swizzled (wgmma_element). D as mma.sync's C for
+    each warp's 16 rows: thread t (w = t / 32, g = t mod 32 / 4, q = t mod
+    4) holds D[16w + g + 8r][8j + 2q + e] in value 4j + 2r + e. The
+    elements read are added to `reads`: they may not be written until a
+    wait_group retires this product."""
+    m, n, k, layout_a, layout_b, accumulate = wgmma_form(op.attrs)
+    if (m, k) != (64, 16) or layout_a != "row":
+        raise SimError("line %d: the simulator knows wgmma m64nNk16 with K-major A only" % op.line)
+    descriptors = set((args[1], args[2]) for args in lanes)
+    if len(descriptors) != 1:
+        raise SimError("line %d: the warpgroup's threads give different wgmma descriptors" % op.line)
+    start_a, _, stride_a = wgmma_descriptor(op, lanes[0][1])
+    start_b, leading_b, stride_b = wgmma_descriptor(op, lanes[0][2])
+
+    def element(address):
+        buf, index = wgmma_element(dynamic, op, address)
+        reads.append((buf, index))
+        return buf.data[index]
+
+    a = [[element(start_a + (r // 8) * stride_a + (r % 8) * 128 + 2 * kk) for kk in range(k)] for r in range(m)]
+    if layout_b == "col":
+        b = [[element(start_b + (c // 8) * stride_b + (c % 8) * 128 + 2 * kk) for c in range(n)] for kk in range(k)]
+    else:
+        b = [[element(start_b + (c // 64) * leading_b + (kk // 8) * stride_b + (kk % 8) * 128 + 2 * (c % 64))
+              for c in range(n)] for kk in range(k)]
+    columns = list(zip(*b))
+    results = []
+    for t, args in enumerate(lanes):
+        w, g, q = t // 32, t % 32 // 4, t % 4
+        d = []
+        for j in range(n // 8):
+            for r in range(2):
+                for e in range(2):
+                    row, col = 16 * w + g + 8 * r, 8 * j + 2 * q + e
+                    product = sum(map(operator.mul, a[row], columns[col]))
+                    d.append(args[0][4 * j + 2 * r + e] + product if accumulate else product)
         results.append(d)
     return results
 
@@ -757,6 +852,11 @@ def async_copy(op, args, thread):
     if (base * dst.element_bytes) % (count * dst.element_bytes) != 0:
         raise SimError("line %d: cp.async destination at element %d is not %d-byte aligned" %
                        (op.line, base, count * dst.element_bytes))
+    inflight = getattr(dst.buf, "inflight", None)
+    if inflight and any(inflight.get(a) for a in range(base, base + count)):
+        # (the copy may land any time from now on)
+        raise SimError("line %d: a cp.async into %s at element %d, which a wgmma not yet waited for reads" %
+                       (op.line, dst.buf.name, base))
     values = [0.0] * count
     if present:
         source = src.address(src_at, op)
@@ -778,6 +878,12 @@ def async_wait(op, thread):
         for dst, base, values, copy in thread.groups.pop(0):
             access_range(thread, dst, base, len(values), copy, "write")
             dst.buf.data[base:base + len(values)] = values
+
+
+def insert_value(struct, value, position):
+    struct = list(struct)
+    struct[position] = value
+    return struct
 
 
 def maximumf(a, b):
@@ -895,7 +1001,11 @@ def check_block_prefetches(block_id):
 def execute(op, args, thread):
     name = op.name
     if name == "memref.extract_aligned_pointer_as_index":
+        if isinstance(args[0], DynamicShared):
+            return DYNAMIC_SHARED_BASE
         return buffer_address(args[0])
+    if name in ("nvvm.fence.proxy", "nvvm.wgmma.fence.aligned"):
+        return None  # the simulator's shared memory has one proxy
     if name == "llvm.inttoptr":
         return args[0]
     if name == "nvvm.prefetch":
@@ -1193,7 +1303,7 @@ class KernelCompiler:
         self.namespace = {"execute": execute, "SimError": SimError, "math": math, "maximumf": maximumf,
                           "maxnumf": maxnumf, "minimumf": minimumf, "minnumf": minnumf, "exp": exp, "exp2": exp2,
                           "memref_load": memref_load, "memref_store": memref_store,
-                          "vector_access": vector_access, "MemRef": MemRef}
+                          "vector_access": vector_access, "MemRef": MemRef, "insert_value": insert_value}
         self.lines = []
         self.loops = 0
 
@@ -1334,6 +1444,12 @@ class KernelCompiler:
         if name == "nvvm.mma.sync":
             self.emit(depth, "%s = yield (%s, 'mma', [%s])" % (results[0], K, ", ".join(args)))
             return
+        if name == "nvvm.wgmma.mma_async":
+            self.emit(depth, "%s = yield (%s, 'wgmma', [%s], thread)" % (results[0], K, ", ".join(args)))
+            return
+        if name in ("nvvm.wgmma.commit.group.sync.aligned", "nvvm.wgmma.wait.group.sync.aligned"):
+            self.emit(depth, "yield (%s, 'wgmma', [], thread)" % K)
+            return
         if name == "nvgpu.ldmatrix":
             self.emit(depth, "%s = yield (%s, 'ldmatrix', [%s], thread)" % (results[0], K, ", ".join(args)))
             return
@@ -1433,6 +1549,10 @@ class KernelCompiler:
             return "(%s)" % affine_apply_expression(op.attrs, tuple(args))
         if name == "llvm.extractvalue":
             return "%s[%d]" % (args[0], extract_position(op.attrs))
+        if name == "llvm.insertvalue":
+            return "insert_value(%s, %s, %d)" % (args[0], args[1], extract_position(op.attrs))
+        if name == "llvm.mlir.undef":
+            return "[None] * %d" % op.result_type.count("f32")
         if name == "llvm.bitcast" and op.result_type == "i32":
             return "tuple(%s) if isinstance(%s, list) and len(%s) == 2 else execute(%s, [%s], thread)" % (
                 args[0], args[0], args[0], self.constant(op), args[0])
@@ -1550,52 +1670,20 @@ def run_threads(threads, block_id, stats, shared_log, global_log):
     warps = [list(range(w, min(w + 32, len(threads)))) for w in range(0, len(threads), 32)]
     live = set(range(len(threads)))
     answers = [None] * len(threads)
+    # Per warpgroup (4 warps): the shared elements its wgmma read since the
+    # last commit, and its committed groups not yet retired by a wait.
+    warpgroups = {}
     while live:
         at_barrier = {}
-        for lanes in warps:
-            running = [t for t in lanes if t in live]
-            while running:
-                stops = {}
-                for t in running:
-                    try:
-                        stops[t] = threads[t].send(answers[t])
-                    except StopIteration:
-                        stops[t] = None
-                        live.discard(t)
-                shuffles = [stops[t] for t in running if isinstance(stops[t], tuple)]
-                if shuffles and shuffles[0][1] in ("mma", "ldmatrix"):
-                    first = shuffles[0]
-                    if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
-                            len(running) != 32:
-                        raise SimError("line %d: not every lane of a warp reaches the %s" %
-                                       (first[0].line, first[0].name))
-                    if first[1] == "mma":
-                        results = warp_mma(first[0], [stops[t][2] for t in running])
-                    else:
-                        results = warp_ldmatrix(first[0], [(stops[t][2], stops[t][3]) for t in running])
-                    for t, result in zip(running, results):
-                        answers[t] = result
-                    continue
-                if shuffles:
-                    first = shuffles[0]
-                    # gpu.shuffle xor: every thread of the warp at the same one.
-                    if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
-                            len(running) != len(lanes):
-                        raise SimError("line %d: not every thread of a warp reaches the shuffle" % first[0].line)
-                    for t in running:
-                        _, _, _, offset, width = stops[t]
-                        partner = (t % 32) ^ offset
-                        if partner >= width:
-                            raise SimError("line %d: shuffle partner outside the width" % first[0].line)
-                        if t - t % 32 + partner >= len(threads):
-                            raise SimError("line %d: shuffle partner beyond the block" % first[0].line)
-                        answers[t] = stops[t - t % 32 + partner][2]
-                    continue
-                for t in running:
-                    answers[t] = None
-                    if stops[t] is not None:
-                        at_barrier[t] = stops[t]
-                break
+        parked = {}  # warps stopped at a warpgroup instruction, until all four are
+        pending = list(range(len(warps)))
+        while pending:
+            for w in pending:
+                park_warp(w, warps[w], threads, live, answers, at_barrier, parked)
+            pending = resolve_warpgroups(warps, live, answers, parked, warpgroups)
+            if not pending and parked:
+                op = next(iter(parked.values()))[1][next(iter(parked.values()))[0][0]][0]
+                raise SimError("line %d: not every warp of a warpgroup reaches the %s" % (op.line, op.name))
         if not live:
             break
         ops = set(id(op) for op in at_barrier.values())
@@ -1605,6 +1693,104 @@ def run_threads(threads, block_id, stats, shared_log, global_log):
         shared_log.writer.clear()
         shared_log.readers.clear()
         global_log.barrier(block_id)
+    for state in warpgroups.values():
+        if state["open"] or state["groups"]:
+            raise SimError("block %s: a wgmma never waited for (wgmma.wait_group 0)" % (block_id,))
+
+
+def resolve_warpgroups(warps, live, answers, parked, warpgroups):
+    """Runs the warpgroup instruction every warp of a warpgroup stopped at
+    (wgmma.mma_async, commit_group, wait_group), for the first warpgroup
+    whose warps all have; returns the warps to run on. One warpgroup at a
+    time: it runs ahead of the others (to its next such instruction or
+    barrier), as a warpgroup may on the GPU."""
+    resumed = []
+    for group in sorted(set(w // 4 for w in parked)):
+        members = [w for w in range(4 * group, min(4 * group + 4, len(warps))) if any(t in live for t in warps[w])]
+        if any(w not in parked for w in members):
+            continue
+        stops = {}
+        for w in members:
+            stops.update(parked[w][1])
+        ts = sorted(stops)
+        first = stops[ts[0]]
+        if len(ts) != 128 or any(stops[t][0] is not first[0] for t in ts):
+            raise SimError("line %d: not every thread of a warpgroup reaches the %s" % (first[0].line, first[0].name))
+        op, thread = first[0], first[3]
+        state = warpgroups.setdefault(group, {"open": [], "groups": []})
+        results = [None] * len(ts)
+        if op.name == "nvvm.wgmma.mma_async":
+            results = warpgroup_wgmma(op, [stops[t][2] for t in ts], thread.dynamic_shared, state["open"])
+        elif op.name == "nvvm.wgmma.commit.group.sync.aligned":
+            for buf, index in state["open"]:
+                if not hasattr(buf, "inflight"):
+                    buf.inflight = {}
+                buf.inflight[index] = buf.inflight.get(index, 0) + 1
+            state["groups"].append(state["open"])
+            state["open"] = []
+        else:  # wait_group N: all but the newest N groups are done
+            keep = int(re.search(r"group = (\d+)", op.attrs).group(1))
+            while len(state["groups"]) > keep:
+                for buf, index in state["groups"].pop(0):
+                    buf.inflight[index] -= 1
+        for t, result in zip(ts, results):
+            answers[t] = result
+        for w in members:
+            del parked[w]
+        resumed.extend(members)
+        break
+    return resumed
+
+
+def park_warp(w, lanes, threads, live, answers, at_barrier, parked):
+    """Runs one warp until a barrier, its end, or a warpgroup instruction
+    (parked until its warpgroup's four warps reach it)."""
+    running = [t for t in lanes if t in live]
+    while running:
+        stops = {}
+        for t in running:
+            try:
+                stops[t] = threads[t].send(answers[t])
+            except StopIteration:
+                stops[t] = None
+                live.discard(t)
+        shuffles = [stops[t] for t in running if isinstance(stops[t], tuple)]
+        if shuffles and shuffles[0][1] == "wgmma":
+            parked[w] = (running, stops)
+            break
+        if shuffles and shuffles[0][1] in ("mma", "ldmatrix"):
+            first = shuffles[0]
+            if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
+                    len(running) != 32:
+                raise SimError("line %d: not every lane of a warp reaches the %s" %
+                               (first[0].line, first[0].name))
+            if first[1] == "mma":
+                results = warp_mma(first[0], [stops[t][2] for t in running])
+            else:
+                results = warp_ldmatrix(first[0], [(stops[t][2], stops[t][3]) for t in running])
+            for t, result in zip(running, results):
+                answers[t] = result
+            continue
+        if shuffles:
+            first = shuffles[0]
+            # gpu.shuffle xor: every thread of the warp at the same one.
+            if any(not isinstance(stops[t], tuple) or stops[t][0] is not first[0] for t in running) or \
+                    len(running) != len(lanes):
+                raise SimError("line %d: not every thread of a warp reaches the shuffle" % first[0].line)
+            for t in running:
+                _, _, _, offset, width = stops[t]
+                partner = (t % 32) ^ offset
+                if partner >= width:
+                    raise SimError("line %d: shuffle partner outside the width" % first[0].line)
+                if t - t % 32 + partner >= len(threads):
+                    raise SimError("line %d: shuffle partner beyond the block" % first[0].line)
+                answers[t] = stops[t - t % 32 + partner][2]
+            continue
+        for t in running:
+            answers[t] = None
+            if stops[t] is not None:
+                at_barrier[t] = stops[t]
+        break
 
 
 # Integer arguments (token ids, a position) are drawn from [0, this).

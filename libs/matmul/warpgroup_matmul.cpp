@@ -1,0 +1,543 @@
+// The generated matmul's warpgroup form (sm_90a): A and B stored in bf16 or
+// f16, products on wgmma.mma_async m64nNk16 with f32 accumulation, both
+// operands read by the tensor cores straight from shared memory through
+// matrix descriptors (no ldmatrix, no fragments in registers).
+//
+// A block of 1 or 2 warpgroups (128 threads each) computes a blockM x
+// blockN tile of C, each warpgroup 64 rows of it (one m64nN accumulator:
+// N / 2 f32 a thread). K-slices of 64 (one 128-byte row of 16-bit
+// elements) go to shared memory by cp.async in S stages:
+//
+//   cp.async slices 0 .. S-2 into stages 0 .. S-2, a group each
+//   for t in slices:
+//     wait until at most S-2 groups are pending; fence.proxy.async; barrier
+//                                  (slice t has landed, visible to wgmma)
+//     wgmma.fence; four wgmma (16 of K each) on stage t mod S; commit
+//     wgmma.wait_group 1           (slice t-1's products are done...)
+//     barrier                      (...in every warpgroup)
+//     cp.async slice t+S-1 into stage (t-1) mod S, a group
+//   wgmma.wait_group 0
+//   C <- epilogue(acc [+ C])       (two columns a store)
+//
+// so that slice t's products run while slice t+1's wait and barrier pass,
+// and S-1 slices are in flight while one is multiplied.
+//
+// Shared memory holds each operand in the 128-byte swizzle the descriptors
+// name: a K-major operand (A as [m][k]; B as [n][k] where K is B's
+// contiguous axis) as rows of 64 elements, 16-byte chunk c of row r at
+// chunk c ^ (r mod 8); an N-major B ([k][n] as stored) as atoms of 64
+// columns, each 64 K rows of 128 bytes, chunk c of K row r at c ^ (r mod
+// 8). Descriptor fields (start, leading and stride byte offsets): A and a
+// K-major B start at the warpgroup's first row plus 32 bytes a K-step,
+// stride 1024 bytes (8 rows); an N-major B starts 16 rows (2048 bytes) a
+// K-step further, its 8-row groups 1024 bytes apart and its atoms 8192
+// bytes apart (the leading offset). The swizzle is a function of the
+// address, so the stages are placed at a 1024-byte boundary of the block's
+// dynamic shared memory (whose base is only 16-byte aligned: one more KiB
+// is asked for).
+//
+// Rows of A and columns of B past the edge are clamped to the last one
+// (they feed only elements of C that are never stored); K past the edge
+// is zero-filled (cp.async reads nothing there).
+#include "matmul/matmul_building.h"
+
+#include "codegen/debug.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+#include <algorithm>
+#include <array>
+
+namespace mlpipe::emitters::generated_matmul {
+
+namespace {
+
+constexpr int64_t kWarpgroupThreads = 128;
+// wgmma's M and K for 16-bit operands.
+constexpr int64_t kWgmmaM = 64, kWgmmaK = 16;
+// K per pipeline step: one 128-byte swizzled row of 16-bit elements.
+constexpr int64_t kWarpgroupBlockK = 64;
+// The 128-byte swizzle: 8 rows of 128 bytes repeat the pattern; cp.async
+// moves one 16-byte chunk.
+constexpr int64_t kSwizzleRowBytes = 128, kSwizzleRows = 8, kSwizzleAtomBytes = 1024, kChunkBytes = 16;
+// The columns of one N-major atom (128 bytes of 16-bit elements).
+constexpr int64_t kAtomColumns = 64;
+// wgmma descriptor fields: the swizzle mode (bits 62-63, 1 = 128 bytes);
+// addresses and offsets in 16-byte units.
+constexpr int64_t kDescriptorSwizzle128 = int64_t(1) << 62;
+
+// Block tiles, largest first. A block is blockM / 64 warpgroups, each one
+// m64 x blockN accumulator (blockN / 2 registers a thread). The widest
+// tiles read the fewest bytes of shared memory per product.
+struct WarpgroupShape {
+  int64_t blockM, blockN;
+};
+constexpr std::array<WarpgroupShape, 5> kWarpgroupShapes = {{{128, 256}, {128, 192}, {128, 128}, {128, 64}, {64, 64}}};
+// The tile is chosen by the work of the busiest SM: the blocks it runs
+// (the grid over the SMs, rounded up) times the tile's area; a tie keeps
+// the larger tile. GPT-2's 1024x768 by 3072 in 128x192 tiles is 128
+// blocks, one an SM; in 128x128 it is 192, two on some SMs.
+int64_t busiestSmWork(const WarpgroupShape &shape, const Problem &p, const DeviceDescription &device) {
+  int64_t blocks =
+      p.batch * llvm::divideCeilSigned(p.m, shape.blockM) * llvm::divideCeilSigned(p.n, shape.blockN);
+  return llvm::divideCeilSigned(blocks, device.smCount) * shape.blockM * shape.blockN;
+}
+// Stages of the cp.async pipeline: as many as fit, up to this many (three
+// slices in flight while one is multiplied), at least kMinWarpgroupStages
+// (fewer blocks an SM where the stages would not fit otherwise).
+constexpr int64_t kMaxWarpgroupStages = 4;
+constexpr int64_t kMinWarpgroupStages = 3;
+// Registers a thread takes beside its accumulators (addresses, copies'
+// slots, the epilogue).
+constexpr int64_t kWarpgroupRegistersBesideAccumulators = 40;
+
+struct WarpgroupConfig {
+  int64_t blockM = 128, blockN = 128, stages = 2, blocksPerSm = 1;
+  bool kMajorB = true;
+  int64_t warpgroups() const { return blockM / kWgmmaM; }
+  int64_t threads() const { return warpgroups() * kWarpgroupThreads; }
+  int64_t accumulators() const { return blockN / 2; }
+  int64_t stageBytesA(int64_t eb) const { return blockM * kWarpgroupBlockK * eb; }
+  int64_t stageBytesB(int64_t eb) const { return blockN * kWarpgroupBlockK * eb; }
+  // The stages, at a 1024-byte boundary found at run time.
+  int64_t sharedBytes(int64_t eb) const {
+    return stages * (stageBytesA(eb) + stageBytesB(eb)) + kSwizzleAtomBytes;
+  }
+  int64_t blocks(const Problem &p) const {
+    return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN);
+  }
+};
+
+// Why the warpgroup form cannot compute this product (empty: it can).
+std::string warpgroupRefusal(const Problem &p, const LoadPlan &planA, const LoadPlan &planB,
+                             const DeviceDescription &device) {
+  if (!device.warpgroupMma)
+    return "wgmma needs sm_90a";
+  if (!p.storage.isBF16() && !p.storage.isF16())
+    return "wgmma here takes bf16 or f16 A and B";
+  if (p.prologue)
+    return "A's row computed in the kernel is the skinny form's";
+  const int64_t chunk = kChunkBytes / p.elementBytes;
+  if (!planA.alongK || planA.width != chunk)
+    return "A must be read along K in 16-byte vectors";
+  if (planB.width != chunk)
+    return "B must be read in 16-byte vectors";
+  return "";
+}
+
+mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPlan &planB,
+                                                 const GeneratedMatmulOptions &options,
+                                                 const DeviceDescription &device, std::string &error) {
+  WarpgroupConfig c;
+  c.kMajorB = planB.alongK;
+  if (options.blockTile[0] > 0) {
+    c.blockM = options.blockTile[0];
+    c.blockN = options.blockTile[1];
+    if ((c.blockM != 64 && c.blockM != 128) || c.blockN <= 0 || c.blockN > 256 || c.blockN % kAtomColumns != 0) {
+      error = "the warpgroup form's block tile is 64 or 128 rows by 64, 128, 192 or 256 columns";
+      return mlir::failure();
+    }
+  } else {
+    int64_t best = 0;
+    for (const WarpgroupShape &shape : kWarpgroupShapes) {
+      int64_t work = busiestSmWork(shape, p, device);
+      if (best == 0 || work < best) {
+        best = work;
+        c.blockM = shape.blockM;
+        c.blockN = shape.blockN;
+      }
+    }
+  }
+  const int64_t eb = p.elementBytes;
+  int64_t registers = c.accumulators() + kWarpgroupRegistersBesideAccumulators;
+  int64_t byRegisters = std::max<int64_t>(1, device.registersPerSm / (registers * c.threads()));
+  c.blocksPerSm = std::max<int64_t>(
+      1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / c.threads(),
+                   llvm::divideCeilSigned(c.blocks(p), int64_t(device.smCount))}));
+  auto stagesFitting = [&](int64_t blocksPerSm) {
+    int64_t limit = std::min(device.sharedMemoryPerBlockOptIn,
+                             device.sharedMemoryPerSm / blocksPerSm - device.sharedMemoryReservedPerBlock);
+    int64_t perStage = c.stageBytesA(eb) + c.stageBytesB(eb);
+    return std::min(kMaxWarpgroupStages, (limit - kSwizzleAtomBytes) / perStage);
+  };
+  if (options.stages > 0) {
+    c.stages = options.stages;
+    for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < c.stages; --c.blocksPerSm) {
+    }
+    if (c.stages < 2 || c.sharedBytes(eb) > device.sharedMemoryPerBlockOptIn) {
+      error = "stages=" + std::to_string(options.stages) + " must be at least 2 and fit the " +
+              std::to_string(device.sharedMemoryPerBlockOptIn) + " B of shared memory a block may have";
+      return mlir::failure();
+    }
+    return c;
+  }
+  for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < kMinWarpgroupStages; --c.blocksPerSm) {
+  }
+  c.stages = stagesFitting(c.blocksPerSm);
+  if (c.stages < 2) {
+    error = "two stages of the warpgroup form's tiles do not fit this device's shared memory";
+    return mlir::failure();
+  }
+  return c;
+}
+
+// One operand's copies: each thread's 16-byte chunks of a slice, fixed for
+// the whole loop, consecutive threads along the operand's contiguous axis.
+struct OperandCopies {
+  Matrix *matrix = nullptr;
+  bool isA = true, kMajor = true;
+  int64_t blockOuter = 0, extent = 0;
+  Value shared;      // the stages: [stage][outer][k], or [stage][atom][k][64]
+  Value sharedBytes; // the stages' address in shared memory (index)
+  int64_t stageBytes = 0;
+  struct Chunk {
+    Value outer, kk;     // the chunk's first element in the slice
+    Value destination[3]; // its place in the stage (after the stage index)
+  };
+  llvm::SmallVector<Chunk> chunks;
+};
+
+class WarpgroupBody {
+public:
+  WarpgroupBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const WarpgroupConfig &cfg,
+                bool bBeforeWait)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), bBeforeWait(bBeforeWait), storage(p.storage),
+        f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb), bm(f.getArgument(1), eb),
+        c(f.getArgument(2), bytesOfElement(p.cType)) {
+    copiesA.matrix = &a;
+    copiesA.isA = true;
+    copiesA.kMajor = true;
+    copiesA.blockOuter = cfg.blockM;
+    copiesA.extent = p.m;
+    copiesA.stageBytes = cfg.stageBytesA(eb);
+    copiesB.matrix = &bm;
+    copiesB.isA = false;
+    copiesB.kMajor = cfg.kMajorB;
+    copiesB.blockOuter = cfg.blockN;
+    copiesB.extent = p.n;
+    copiesB.stageBytes = cfg.stageBytesB(eb);
+  }
+
+  void build(int64_t widthCAllowed) {
+    if (cfg.blocksPerSm > 1)
+      f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(cfg.blocksPerSm)));
+    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+      epilogueOperands.push_back(f.getArgument(i));
+    placeBlock();
+    placeShared();
+    placeChunks(copiesA);
+    placeChunks(copiesB);
+    Value result = pipeline();
+    writeC(result, widthCAllowed);
+  }
+
+private:
+  void placeBlock() {
+    tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
+    Value blockY = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y);
+    const bool mFastest = llvm::divideCeilSigned(p.m, cfg.blockM) <= llvm::divideCeilSigned(p.n, cfg.blockN);
+    if (p.rank == 3)
+      batch = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    m0 = ix.mul(mFastest ? blockX : blockY, cfg.blockM);
+    n0 = ix.mul(mFastest ? blockY : blockX, cfg.blockN);
+    steps = llvm::divideCeilSigned(p.k, kWarpgroupBlockK);
+    maskK = steps * kWarpgroupBlockK != p.k;
+    warpgroup = ix.div(tid, kWarpgroupThreads);
+    Value lane = ix.rem(tid, 32);
+    warpInGroup = ix.rem(ix.div(tid, 32), kWarpgroupThreads / 32);
+    group = ix.div(lane, 4);
+    inGroup = ix.rem(lane, 4);
+  }
+
+  // The stages as views of dynamic shared memory from its first 1024-byte
+  // boundary: A's, then B's.
+  void placeShared() {
+    auto space = mlir::gpu::AddressSpaceAttr::get(b.getContext(), mlir::gpu::AddressSpace::Workgroup);
+    auto bytes =
+        mlir::MemRefType::get({mlir::ShapedType::kDynamic}, b.getI8Type(), mlir::MemRefLayoutAttrInterface(), space);
+    Value dynamic = mlir::gpu::DynamicSharedMemoryOp::create(b, loc, bytes);
+    Value base = mlir::memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dynamic);
+    // (1024 - base mod 1024) mod 1024
+    Value pad = ix.rem(ix.sub(ix.c(kSwizzleAtomBytes), ix.rem(base, kSwizzleAtomBytes)), kSwizzleAtomBytes);
+    const int64_t offsetB = cfg.stages * copiesA.stageBytes;
+    auto place = [&](OperandCopies &copies, int64_t offset, llvm::ArrayRef<int64_t> shape) {
+      Value at = ix.add(pad, offset);
+      copies.shared = mlir::memref::ViewOp::create(b, loc, workgroupType(shape, storage), dynamic, at,
+                                                   mlir::ValueRange{});
+      copies.sharedBytes = ix.add(base, at);
+    };
+    place(copiesA, 0, {cfg.stages, cfg.blockM, kWarpgroupBlockK});
+    if (copiesB.kMajor)
+      place(copiesB, offsetB, {cfg.stages, cfg.blockN, kWarpgroupBlockK});
+    else
+      place(copiesB, offsetB, {cfg.stages, cfg.blockN / kAtomColumns, kWarpgroupBlockK, kAtomColumns});
+  }
+
+  // Chunk q of a slice: K-major, row q / 8 and chunk q mod 8 along K;
+  // N-major, K row q / (blockN / 8) and chunk q mod (blockN / 8) along N.
+  // Each lands at its swizzled place: chunk c of shared row r at c ^ (r
+  // mod 8).
+  void placeChunks(OperandCopies &copies) {
+    const int64_t chunkElements = kChunkBytes / eb;
+    const int64_t perRow = (copies.kMajor ? kWarpgroupBlockK : copies.blockOuter) / chunkElements;
+    const int64_t count = copies.blockOuter * kWarpgroupBlockK / chunkElements;
+    for (int64_t j = 0; j < count / cfg.threads(); ++j) {
+      Value q = ix.add(tid, j * cfg.threads());
+      Value row = ix.div(q, perRow), chunk = ix.rem(q, perRow);
+      OperandCopies::Chunk ch;
+      if (copies.kMajor) {
+        ch.outer = row;
+        ch.kk = ix.mul(chunk, chunkElements);
+        Value swizzled = b.createOrFold<mlir::arith::XOrIOp>(loc, chunk, ix.rem(row, kSwizzleRows));
+        ch.destination[0] = row;
+        ch.destination[1] = ix.mul(swizzled, chunkElements);
+      } else {
+        ch.kk = row;
+        ch.outer = ix.mul(chunk, chunkElements);
+        Value inAtom = ix.rem(chunk, kAtomColumns / chunkElements);
+        Value swizzled = b.createOrFold<mlir::arith::XOrIOp>(loc, inAtom, ix.rem(row, kSwizzleRows));
+        ch.destination[0] = ix.div(chunk, kAtomColumns / chunkElements);
+        ch.destination[1] = row;
+        ch.destination[2] = ix.mul(swizzled, chunkElements);
+      }
+      copies.chunks.push_back(ch);
+    }
+  }
+
+  // The cp.async copies of one operand's slice `slice` into stage `stage`.
+  // A slice past the last (the pipeline's tail) is all zero-filled: its
+  // copies read nothing.
+  void copySlice(OperandCopies &copies, Value slice, Value stage, llvm::SmallVectorImpl<Value> &tokens) {
+    const int64_t width = kChunkBytes / eb;
+    const int64_t lastSlice = steps - 1;
+    Value live = ix.lt(slice, lastSlice + 1);
+    if (std::optional<int64_t> known = mlir::getConstantIntValue(live); known && *known)
+      live = Value();
+    Value k0 = ix.mul(ix.min(slice, lastSlice), kWarpgroupBlockK);
+    Value source = copies.matrix->along(ix, /*alongRows=*/copies.isA ? false : copies.kMajor);
+    for (const OperandCopies::Chunk &ch : copies.chunks) {
+      Value outer = ix.add(copies.isA ? m0 : n0, ch.outer);
+      if (copies.extent % copies.blockOuter != 0)
+        outer = ix.min(outer, copies.extent - (copies.kMajor ? 1 : width));
+      Value k = ix.add(k0, ch.kk);
+      Value present;
+      if (maskK) {
+        present = mlir::arith::SelectOp::create(b, loc, ix.lt(k, p.k), ix.c(width), ix.c(0));
+        k = ix.min(k, p.k - (copies.kMajor ? width : 1));
+      }
+      if (live)
+        present = b.createOrFold<mlir::arith::SelectOp>(loc, live, present ? present : ix.c(width), ix.c(0));
+      llvm::SmallVector<Value> from;
+      if (p.rank == 3)
+        from.push_back(batch);
+      from.push_back(copies.kMajor ? outer : k);
+      from.push_back(copies.kMajor ? k : outer);
+      llvm::SmallVector<Value> to{stage};
+      for (Value d : ch.destination)
+        if (d)
+          to.push_back(d);
+      tokens.push_back(mlir::nvgpu::DeviceAsyncCopyOp::create(b, loc, copies.shared, to, source, from,
+                                                              b.getIndexAttr(width), present, b.getUnitAttr()));
+    }
+  }
+
+  Value copySlices(Value slice, Value stage) {
+    llvm::SmallVector<Value> tokens;
+    copySlice(copiesA, slice, stage, tokens);
+    copySlice(copiesB, slice, stage, tokens);
+    return mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+  }
+
+  // Slices 0 .. stages-2, a group each; where B is copied before the wait
+  // (kTensorCoreCopiesBBeforeWait), all of B's first, then the wait, then
+  // A's (B's join the first group).
+  Value copyFirstSlices() {
+    llvm::SmallVector<Value> early;
+    if (bBeforeWait) {
+      for (int64_t s = 0; s + 1 < cfg.stages; ++s)
+        copySlice(copiesB, ix.c(s), ix.c(s), early);
+      waitForKernelBefore(ix);
+    }
+    Value group;
+    for (int64_t s = 0; s + 1 < cfg.stages; ++s) {
+      if (!bBeforeWait) {
+        group = copySlices(ix.c(s), ix.c(s));
+        continue;
+      }
+      llvm::SmallVector<Value> tokens = s == 0 ? early : llvm::SmallVector<Value>();
+      copySlice(copiesA, ix.c(s), ix.c(s), tokens);
+      group = mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+    }
+    return group;
+  }
+
+  // A wgmma matrix descriptor: the start address and the two byte offsets
+  // (16-byte units) and the 128-byte swizzle.
+  Value descriptor(Value address, int64_t leadingBytes, int64_t strideBytes) {
+    auto i64 = b.getI64Type();
+    Value start = mlir::arith::IndexCastUIOp::create(b, loc, i64, address);
+    start = mlir::arith::AndIOp::create(
+        b, loc, mlir::arith::ShRUIOp::create(b, loc, start, mlir::arith::ConstantIntOp::create(b, loc, i64, 4)),
+        mlir::arith::ConstantIntOp::create(b, loc, i64, 0x3FFF));
+    int64_t fields = ((leadingBytes >> 4) << 16) | ((strideBytes >> 4) << 32) | kDescriptorSwizzle128;
+    return mlir::arith::OrIOp::create(b, loc, start, mlir::arith::ConstantIntOp::create(b, loc, i64, fields));
+  }
+
+  // The descriptors of K-step `s` of stage `stage` for this warpgroup.
+  std::pair<Value, Value> descriptors(Value stage, int64_t s) {
+    const int64_t kStepBytes = kWgmmaK * eb;
+    Value addressA = ix.add(ix.add(copiesA.sharedBytes, ix.mul(stage, copiesA.stageBytes)),
+                            ix.add(ix.mul(warpgroup, kWgmmaM * kSwizzleRowBytes), s * kStepBytes));
+    Value descriptorA = descriptor(addressA, kChunkBytes, kSwizzleAtomBytes);
+    Value stageB = ix.add(copiesB.sharedBytes, ix.mul(stage, copiesB.stageBytes));
+    Value descriptorB;
+    if (copiesB.kMajor)
+      descriptorB = descriptor(ix.add(stageB, s * kStepBytes), kChunkBytes, kSwizzleAtomBytes);
+    else
+      descriptorB = descriptor(ix.add(stageB, s * kWgmmaK * kSwizzleRowBytes), kWarpgroupBlockK * kSwizzleRowBytes,
+                               kSwizzleAtomBytes);
+    return {descriptorA, descriptorB};
+  }
+
+  mlir::Type accumulatorType() {
+    llvm::SmallVector<mlir::Type> fields(cfg.accumulators(), f32);
+    return mlir::LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+  }
+
+  Value multiplySlice(Value stage, Value acc) {
+    mlir::NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    auto ptx = storage.isBF16() ? mlir::NVVM::WGMMATypes::bf16 : mlir::NVVM::WGMMATypes::f16;
+    auto shape = mlir::NVVM::MMAShapeAttr::get(b.getContext(), kWgmmaM, cfg.blockN, kWgmmaK);
+    for (int64_t s = 0; s < kWarpgroupBlockK / kWgmmaK; ++s) {
+      auto [descriptorA, descriptorB] = descriptors(stage, s);
+      acc = mlir::NVVM::WgmmaMmaAsyncOp::create(
+          b, loc, acc.getType(), acc, descriptorA, descriptorB, shape, ptx, ptx, mlir::NVVM::WGMMATypes::f32,
+          mlir::NVVM::WGMMAScaleOut::one, mlir::NVVM::WGMMAScaleIn::one, mlir::NVVM::WGMMAScaleIn::one,
+          mlir::NVVM::MMALayout::row, copiesB.kMajor ? mlir::NVVM::MMALayout::col : mlir::NVVM::MMALayout::row,
+          mlir::NVVM::MMAIntOverflowAttr());
+    }
+    mlir::NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    return acc;
+  }
+
+  Value pipeline() {
+    const int64_t stages = cfg.stages;
+    Value group = copyFirstSlices();
+    Value acc = mlir::LLVM::UndefOp::create(b, loc, accumulatorType());
+    Value zero = zeroScalar(ix, f32);
+    for (int64_t i = 0; i < cfg.accumulators(); ++i)
+      acc = mlir::LLVM::InsertValueOp::create(b, loc, acc, zero, llvm::ArrayRef<int64_t>{i});
+    mlir::scf::ForOp loop = buildLoop(ix, ix.c(steps), mlir::ValueRange{acc}, [&](Value step, llvm::SmallVector<Value> carried) {
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
+      mlir::NVVM::FenceProxyOp::create(
+          b, loc, mlir::NVVM::ProxyKindAttr::get(b.getContext(), mlir::NVVM::ProxyKind::async_shared),
+          mlir::NVVM::SharedSpaceAttr::get(b.getContext(), mlir::NVVM::SharedSpace::shared_cta));
+      mlir::gpu::BarrierOp::create(b, loc);
+      Value next = multiplySlice(ix.rem(step, stages), carried[0]);
+      mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+      mlir::gpu::BarrierOp::create(b, loc);
+      Value ahead = ix.add(step, stages - 1);
+      copySlices(ahead, ix.rem(ahead, stages));
+      return llvm::SmallVector<Value>{next};
+    });
+    mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    // No copy outlives the kernel.
+    mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
+    return loop.getResult(0);
+  }
+
+  // The accumulator is mma.sync's C layout for each warp's 16 rows
+  // (writeAccumulatorTiles): warp w of the warpgroup holds rows 16w ..
+  // 16w+15 of its 64, N / 8 tiles.
+  void writeC(Value result, int64_t widthCAllowed) {
+    OutputWriter writer{p, c, epilogueOperands};
+    AccumulatorTiles tiles;
+    tiles.rowOrigin = ix.add(m0, ix.add(ix.mul(warpgroup, kWgmmaM), ix.mul(warpInGroup, 16)));
+    tiles.colOrigin = n0;
+    tiles.group = group;
+    tiles.inGroup = inGroup;
+    tiles.tilesM = 1;
+    tiles.tilesN = cfg.blockN / 8;
+    tiles.rowEdge = p.m % cfg.blockM != 0;
+    tiles.colEdge = p.n % cfg.blockN != 0;
+    writeAccumulatorTiles(
+        ix, writer, tiles,
+        [&](int64_t i) { return mlir::LLVM::ExtractValueOp::create(b, loc, result, llvm::ArrayRef<int64_t>{i}); },
+        batch, widthCAllowed);
+  }
+
+  mlir::OpBuilder &b;
+  mlir::gpu::GPUFuncOp f;
+  mlir::Location loc;
+  Ix ix;
+  const Problem &p;
+  const WarpgroupConfig &cfg;
+  bool bBeforeWait;
+  mlir::Type storage, f32;
+  int64_t eb;
+  Matrix a, bm, c;
+  OperandCopies copiesA, copiesB;
+  llvm::SmallVector<Value> epilogueOperands;
+  Value tid, batch, m0, n0, warpgroup, warpInGroup, group, inGroup;
+  int64_t steps = 0;
+  bool maskK = false;
+};
+
+} // namespace
+
+bool warpgroupTakes(const Problem &p, const DeviceDescription &device) {
+  LoadPlan planA = planOperand(p, p.aType, /*isA=*/true, kWarpgroupBlockK, 128);
+  LoadPlan planB = planOperand(p, p.bType, /*isA=*/false, kWarpgroupBlockK, 128);
+  return warpgroupRefusal(p, planA, planB, device).empty();
+}
+
+mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Problem &p) {
+  LoadPlan planA = planOperand(p, p.aType, /*isA=*/true, kWarpgroupBlockK, 128);
+  LoadPlan planB = planOperand(p, p.bType, /*isA=*/false, kWarpgroupBlockK, 128);
+  if (std::string refusal = warpgroupRefusal(p, planA, planB, launch.device); !refusal.empty())
+    return mlir::emitError(launch.loc, "generated matmul: warpgroup form: ") << refusal;
+  std::string error;
+  auto chosen = chooseWarpgroup(p, planB, launch.options, launch.device, error);
+  if (mlir::failed(chosen))
+    return mlir::emitError(launch.loc, "generated matmul: warpgroup form: ") << error;
+  const WarpgroupConfig cfg = *chosen;
+  const bool bBeforeWait = kTensorCoreCopiesBBeforeWait && p.bUnwritten && launch.device.programmaticDependentLaunch;
+  Problem q = productProblem(p, 1);
+  KernelSignature signature;
+  signature.name = launch.name;
+  signature.arguments = argumentTypes(q, /*withAB=*/true);
+  signature.bytesMoved = launch.bytes;
+  signature.flops = launch.flops;
+  signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
+  int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
+  bool mFastest = tilesM <= tilesN;
+  LaunchDims dims;
+  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch};
+  dims.block = {cfg.threads(), 1, 1};
+  if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
+    return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
+  const int64_t sharedBytes = cfg.sharedBytes(p.elementBytes);
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
+                  << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x"
+                  << cfg.blockN << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, B "
+                  << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1]
+                  << ", " << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
+                  << " stages by cp.async (128-byte swizzle), sized for " << cfg.blocksPerSm
+                  << (cfg.blocksPerSm == 1 ? " block" : " blocks") << " an SM"
+                  << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")
+                  << "\n");
+  return launchProduct(
+      launch, p, 1, signature, dims,
+      [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
+        WarpgroupBody(b, f, q, cfg, bBeforeWait).build(launch.widthC);
+        return mlir::success();
+      },
+      sharedBytes);
+}
+
+} // namespace mlpipe::emitters::generated_matmul
