@@ -213,20 +213,23 @@ if want attention; then
   step timings.attention bench/scripts/time-attention.sh
 fi
 
-# The tensor-core kernels: the generated matmul's and the fused
-# attention's GPU tests, then the matmul's time
+# The tensor-core kernels: the generated matmul's (mma.sync, and wgmma on
+# sm_90a) and the fused attention's GPU tests, then the matmul's time
 # against cuBLASLt on GPT-2's products in bf16 (T=1024, 16 rows, one row,
 # attention's batched products), and GPT-2 124M in bf16 with every matmul
 # generated against the default (cuBLASLt) in one run.
 gpt2_products=1024x768x2304,1024x768x3072,1024x3072x768,1024x768x768,1024x768x50257
 gpt2_products+=,16x768x2304,16x768x3072,16x3072x768,1x768x2304,1x3072x768,12x1024x64x1024,12x1024x1024x64
 if want tensorcore; then
-  step lit.tensorcore lit -sv -j 8 --filter 'gpu/(matmul_tensor_core|sixteen_bit|matmul_generated|attention_fused)' "$work/test"
+  step lit.tensorcore lit -sv -j 8 --filter 'gpu/(matmul_tensor_core|matmul_warpgroup|sixteen_bit|matmul_generated|attention_fused)' "$work/test"
   step bench.matmul.bf16 bench matmul --dtype bf16 --shapes "$gpt2_products"
+  step bench.matmul.bf16.sm_90a bench matmul --dtype bf16 --chip sm_90a --matmul generated --shapes "$gpt2_products"
   step bench.gpt2.bf16.cublas bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 \
     --dtype bf16 --repeat 20 --warmup 3
   step bench.gpt2.bf16.generated bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 \
     --dtype bf16 --matmul generated --repeat 20 --warmup 3 --profile --csv "$logs/bf16-generated-profile.csv"
+  step bench.gpt2.bf16.generated.sm_90a bench --config 124M --weights synthetic --target gpu --modes fused \
+    --seq 16,1024 --dtype bf16 --matmul generated --chip sm_90a --repeat 20 --warmup 3
 fi
 
 # HLO while loops with run-time trip counts: their GPU tests.

@@ -4,7 +4,9 @@
 # and stage count a product wants. On the GPU host:
 #   source .device/setup.sh && bench/scripts/sweep-matmul.sh DTYPE MxKxN [OPTIONS...]
 # Each OPTIONS is one set of mlpipe-generated-matmuls options (e.g.
-# 'block-tile=128,128,64 stages=3'); '' is the default choice. Prints one
+# 'block-tile=128,128,64 stages=3'); '' is the default choice; a word
+# chip=CHIP compiles that set for CHIP (sm_90a: the warpgroup form, e.g.
+# 'chip=sm_90a block-tile=128,128,64'). Prints one
 # line per set: median µs over 200 graph replays, TFLOP/s, and the ratio
 # of cuBLASLt's time to it (1.0: as fast as cuBLASLt).
 set -euo pipefail
@@ -29,15 +31,20 @@ awk -v d="$dtype" -v s="$shape" -v t="$cublas" -v f=$flops \
 for set in "${sets[@]}"; do
   # A matmul with an epilogue (a 16-bit C: f32 rounded) is a matmul fusion,
   # emitted by mlpipe-emit-fusions: its block-tile, warp-tile and stages go there too.
-  fused=""
+  fused="" options="" chip=sm_90
   for word in $set; do
-    if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* ]]; then fused+=" matmul-$word"; fi
+    if [[ $word == chip=* ]]; then
+      chip=${word#chip=}
+      continue
+    fi
+    options+=" $word"
+    if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* || $word == form=* ]]; then fused+=" matmul-$word"; fi
   done
-  sed -e "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip} $set}/" \
+  sed -e "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip}$options}/" \
     -e "s/mlpipe-emit-fusions{chip={chip}}/mlpipe-emit-fusions{chip={chip}$fused}/" \
     pipelines/outline.pipeline >"$work/outline.pipeline"
-  if ! outline --matmul generated --pipeline "$work/outline.pipeline" <"$work/buffers.mlir" |
-    lower-nvvm -o "$work/generated.mlir" 2>"$work/error"; then
+  if ! outline --chip "$chip" --matmul generated --pipeline "$work/outline.pipeline" <"$work/buffers.mlir" |
+    lower-nvvm --chip "$chip" -o "$work/generated.mlir" 2>"$work/error"; then
     printf '  %-40s failed: %s\n' "${set:-default}" "$(head -1 "$work/error")"
     continue
   fi

@@ -105,7 +105,7 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
            "The tensor-core form's cp.async stages for every matmul fusion (0: chosen per product; as "
            "mlpipe-generated-matmuls' stages)">,
     Option<"matmulForm", "matmul-form", "std::string", /*default=*/"\"auto\"",
-           "The generated kernel's form for every matmul fusion: auto, tiled, skinny, row_dot or tensor_core (as "
+           "The generated kernel's form for every matmul fusion: auto, tiled, skinny, row_dot, tensor_core or warpgroup (as "
            "mlpipe-generated-matmuls' form)">,
   ];
   // LLVM, NVVM and NVGPU: the tensor-core matmul's mma.sync and ldmatrix.

@@ -221,7 +221,24 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     operand stored along its contiguous axis with 16-byte row pads and
     read by ldmatrix (.trans for one stored along M or N), K past the edge
     zero-filled; otherwise (an odd extent: scalar reads) through registers
-    into two stages. On older
+    into two stages. On sm_90a, products of more than 16 rows whose A is
+    read along K and B along either axis in 16-byte vectors take the
+    warpgroup form instead (warpgroup_matmul.cpp): one or two warpgroups a
+    block, each an m64 x N accumulator of wgmma.mma_async m64nNk16 reading
+    A and B from shared memory through matrix descriptors, K-slices of 64
+    by cp.async into 128-byte-swizzled stages:
+
+    ```mlir
+    scf.for ... iter_args(%acc = ...) -> (!llvm.struct<(f32, ...)>) {
+      nvgpu.device_async_wait ...; nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, ...}; gpu.barrier
+      nvvm.wgmma.fence.aligned
+      %d = nvvm.wgmma.mma_async %descA, %descB, %acc, <m = 64, n = 192, k = 16>, D[<f32>, <one>],
+          A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>] : ...     (four a slice)
+      nvvm.wgmma.commit.group.sync.aligned; nvvm.wgmma.wait.group.sync.aligned 1; gpu.barrier
+      nvgpu.device_async_copy ...                                    (slice t+S-1)
+    }
+    ```
+    On older
     chips (sm_75) only the skinny form's products are taken here (bf16 has
     no tensor cores there).
   }];
@@ -230,8 +247,9 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
            "The GPU whose device description the heuristics read">,
     Option<"form", "form", "std::string", /*default=*/"\"auto\"",
            "auto, tiled (the register-tiled kernel), skinny (the bandwidth-bound form for small M), row_dot (the "
-           "same for B stored [N, K]) or tensor_core (mma.sync on bf16/f16 A and B, sm_80 and later; auto takes "
-           "it for every 16-bit product the skinny and row-dot forms do not)">,
+           "same for B stored [N, K]), tensor_core (mma.sync on bf16/f16 A and B, sm_80 and later; auto takes "
+           "it for every 16-bit product the skinny and row-dot forms do not) or warpgroup (wgmma from shared "
+           "memory, sm_90a; auto takes it there for products of more than 16 rows whose A and B it reads)">,
     ListOption<"blockTile", "block-tile", "int64_t",
                "The tiled kernel's block tile M,N,K (default: chosen per product)">,
     ListOption<"threadTile", "thread-tile", "int64_t",

@@ -146,8 +146,8 @@ void writeAccumulatorTiles(const Ix &ix, const OutputWriter &writer, const Accum
         for (int64_t j = 0; j < tiles.tilesN; ++j) {
           Value col = ix.add(ix.add(tiles.colOrigin, pairCol), j * 8);
           int64_t base = (i * tiles.tilesN + j) * 4 + r * 2;
-          Value values = mlir::vector::FromElementsOp::create(ix.b, ix.loc, pairType,
-                                                              mlir::ValueRange{accumulator(base), accumulator(base + 1)});
+          Value values = mlir::vector::FromElementsOp::create(
+              ix.b, ix.loc, pairType, mlir::ValueRange{accumulator(base), accumulator(base + 1)});
           if (!tiles.colEdge || pairsWhole) {
             guarded(ix, tiles.colEdge ? ix.lt(col, p.n) : Value(), [&] {
               if (widthC == 2) {

@@ -189,7 +189,8 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
                loc, "generated matmul: the form must be auto, tiled, skinny, row_dot, tensor_core or warpgroup, not '")
            << options.form << "'";
   if ((options.form == "tensor_core" || options.form == "warpgroup") && !sixteenBit)
-    return mlir::emitError(loc, "generated matmul: the ") << options.form << " form takes A and B in bf16 or f16";
+    return mlir::emitError(loc, "generated matmul: the ")
+           << (options.form == "warpgroup" ? "warpgroup" : "tensor-core") << " form takes A and B in bf16 or f16";
   return p;
 }
 

@@ -888,7 +888,8 @@ private:
     tiles.tilesN = cfg.tilesN();
     tiles.rowEdge = p.m % cfg.blockM != 0;
     tiles.colEdge = p.n % cfg.blockN != 0;
-    writeAccumulatorTiles(ix, writer, tiles, [&](int64_t i) { return acc(loop, i); }, batchOfC, widthCAllowed);
+    writeAccumulatorTiles(
+        ix, writer, tiles, [&](int64_t i) { return acc(loop, i); }, batchOfC, widthCAllowed);
   }
 
   static Value acc(mlir::scf::ForOp loop, int64_t i) { return loop.getResult(i); }

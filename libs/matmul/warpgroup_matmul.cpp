@@ -68,25 +68,44 @@ constexpr int64_t kAtomColumns = 64;
 // addresses and offsets in 16-byte units.
 constexpr int64_t kDescriptorSwizzle128 = int64_t(1) << 62;
 
-// Block tiles, largest first. A block is blockM / 64 warpgroups, each one
-// m64 x blockN accumulator (blockN / 2 registers a thread). The widest
-// tiles read the fewest bytes of shared memory per product.
+// Block tiles: blockM / 64 warpgroups (128 or 64 rows), each one m64 x
+// blockN accumulator (blockN / 2 registers a thread), blockN from 64 to
+// 256 (wgmma's widest) in steps that split B's chunks evenly over the
+// block's threads: 32 columns for 128 rows, 16 for 64. Candidates go from
+// the largest area down (128 rows first at equal area: the widest tiles
+// read the fewest bytes per product).
+constexpr int64_t kWarpgroupMinColumns = 64, kWarpgroupMaxColumns = 256;
 struct WarpgroupShape {
   int64_t blockM, blockN;
 };
-constexpr std::array<WarpgroupShape, 5> kWarpgroupShapes = {{{128, 256}, {128, 192}, {128, 128}, {128, 64}, {64, 64}}};
+int64_t columnStep(int64_t blockM) { return blockM == 128 ? 32 : 16; }
+llvm::SmallVector<WarpgroupShape> warpgroupShapes() {
+  llvm::SmallVector<WarpgroupShape> shapes;
+  for (int64_t blockM : {128, 64})
+    for (int64_t n = kWarpgroupMaxColumns; n >= kWarpgroupMinColumns; n -= columnStep(blockM))
+      shapes.push_back({blockM, n});
+  std::stable_sort(shapes.begin(), shapes.end(), [](const WarpgroupShape &x, const WarpgroupShape &y) {
+    return x.blockM * x.blockN > y.blockM * y.blockN;
+  });
+  return shapes;
+}
 // The tile is chosen by the work of the busiest SM: the blocks it runs
 // (the grid over the SMs, rounded up) times the tile's area; a tie keeps
-// the larger tile. GPT-2's 1024x768 by 3072 in 128x192 tiles is 128
-// blocks, one an SM; in 128x128 it is 192, two on some SMs.
+// the larger tile. The tiles then fit the grid to the SMs: GPT-2's 1024 x
+// 3072 (c_fc) in 128 x 192 is 128 blocks, one an SM (128 x 128: 192
+// blocks, two on some SMs); 1024 x 2304 (c_attn) in 128 x 160 is 120
+// (128 x 192: 96, a quarter of the SMs idle); 1024 x 768 (c_proj) in 64
+// x 96 is 128 (128 x 64: 96).
 int64_t busiestSmWork(const WarpgroupShape &shape, const Problem &p, const DeviceDescription &device) {
-  int64_t blocks =
-      p.batch * llvm::divideCeilSigned(p.m, shape.blockM) * llvm::divideCeilSigned(p.n, shape.blockN);
+  int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, shape.blockM) * llvm::divideCeilSigned(p.n, shape.blockN);
   return llvm::divideCeilSigned(blocks, device.smCount) * shape.blockM * shape.blockN;
 }
 // Stages of the cp.async pipeline: as many as fit, up to this many (three
-// slices in flight while one is multiplied), at least kMinWarpgroupStages
-// (fewer blocks an SM where the stages would not fit otherwise).
+// slices in flight while one is multiplied) and no more than the product
+// has slices (at least two), at least kMinWarpgroupStages where it has
+// that many slices (fewer blocks an SM where the stages would not fit
+// otherwise). A product of one slice (attention's Q·Kᵀ, K = 64) then
+// takes two stages, and its blocks share an SM.
 constexpr int64_t kMaxWarpgroupStages = 4;
 constexpr int64_t kMinWarpgroupStages = 3;
 // Registers a thread takes beside its accumulators (addresses, copies'
@@ -100,11 +119,12 @@ struct WarpgroupConfig {
   int64_t threads() const { return warpgroups() * kWarpgroupThreads; }
   int64_t accumulators() const { return blockN / 2; }
   int64_t stageBytesA(int64_t eb) const { return blockM * kWarpgroupBlockK * eb; }
-  int64_t stageBytesB(int64_t eb) const { return blockN * kWarpgroupBlockK * eb; }
+  // N-major: whole 64-column atoms (the last one in part where blockN is
+  // no multiple of 64).
+  int64_t atomsB() const { return llvm::divideCeilSigned(blockN, kAtomColumns); }
+  int64_t stageBytesB(int64_t eb) const { return (kMajorB ? blockN : atomsB() * kAtomColumns) * kWarpgroupBlockK * eb; }
   // The stages, at a 1024-byte boundary found at run time.
-  int64_t sharedBytes(int64_t eb) const {
-    return stages * (stageBytesA(eb) + stageBytesB(eb)) + kSwizzleAtomBytes;
-  }
+  int64_t sharedBytes(int64_t eb) const { return stages * (stageBytesA(eb) + stageBytesB(eb)) + kSwizzleAtomBytes; }
   int64_t blocks(const Problem &p) const {
     return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN);
   }
@@ -128,20 +148,22 @@ std::string warpgroupRefusal(const Problem &p, const LoadPlan &planA, const Load
 }
 
 mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPlan &planB,
-                                                 const GeneratedMatmulOptions &options,
-                                                 const DeviceDescription &device, std::string &error) {
+                                                 const GeneratedMatmulOptions &options, const DeviceDescription &device,
+                                                 std::string &error) {
   WarpgroupConfig c;
   c.kMajorB = planB.alongK;
   if (options.blockTile[0] > 0) {
     c.blockM = options.blockTile[0];
     c.blockN = options.blockTile[1];
-    if ((c.blockM != 64 && c.blockM != 128) || c.blockN <= 0 || c.blockN > 256 || c.blockN % kAtomColumns != 0) {
-      error = "the warpgroup form's block tile is 64 or 128 rows by 64, 128, 192 or 256 columns";
+    if ((c.blockM != 64 && c.blockM != 128) || c.blockN < kWarpgroupMinColumns || c.blockN > kWarpgroupMaxColumns ||
+        c.blockN % columnStep(c.blockM) != 0) {
+      error = "the warpgroup form's block tile is 128 rows by 64 to 256 columns in steps of 32, or 64 rows by 64 "
+              "to 256 in steps of 16";
       return mlir::failure();
     }
   } else {
     int64_t best = 0;
-    for (const WarpgroupShape &shape : kWarpgroupShapes) {
+    for (const WarpgroupShape &shape : warpgroupShapes()) {
       int64_t work = busiestSmWork(shape, p, device);
       if (best == 0 || work < best) {
         best = work;
@@ -153,14 +175,16 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
   const int64_t eb = p.elementBytes;
   int64_t registers = c.accumulators() + kWarpgroupRegistersBesideAccumulators;
   int64_t byRegisters = std::max<int64_t>(1, device.registersPerSm / (registers * c.threads()));
-  c.blocksPerSm = std::max<int64_t>(
-      1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / c.threads(),
-                   llvm::divideCeilSigned(c.blocks(p), int64_t(device.smCount))}));
+  c.blocksPerSm = std::max<int64_t>(1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / c.threads(),
+                                                 llvm::divideCeilSigned(c.blocks(p), int64_t(device.smCount))}));
+  const int64_t slices = llvm::divideCeilSigned(p.k, kWarpgroupBlockK);
+  const int64_t maxStages = std::clamp<int64_t>(slices, 2, kMaxWarpgroupStages);
+  const int64_t minStages = std::min(kMinWarpgroupStages, maxStages);
   auto stagesFitting = [&](int64_t blocksPerSm) {
     int64_t limit = std::min(device.sharedMemoryPerBlockOptIn,
                              device.sharedMemoryPerSm / blocksPerSm - device.sharedMemoryReservedPerBlock);
     int64_t perStage = c.stageBytesA(eb) + c.stageBytesB(eb);
-    return std::min(kMaxWarpgroupStages, (limit - kSwizzleAtomBytes) / perStage);
+    return std::min(maxStages, (limit - kSwizzleAtomBytes) / perStage);
   };
   if (options.stages > 0) {
     c.stages = options.stages;
@@ -173,7 +197,7 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
     }
     return c;
   }
-  for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < kMinWarpgroupStages; --c.blocksPerSm) {
+  for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < minStages; --c.blocksPerSm) {
   }
   c.stages = stagesFitting(c.blocksPerSm);
   if (c.stages < 2) {
@@ -193,7 +217,7 @@ struct OperandCopies {
   Value sharedBytes; // the stages' address in shared memory (index)
   int64_t stageBytes = 0;
   struct Chunk {
-    Value outer, kk;     // the chunk's first element in the slice
+    Value outer, kk;      // the chunk's first element in the slice
     Value destination[3]; // its place in the stage (after the stage index)
   };
   llvm::SmallVector<Chunk> chunks;
@@ -265,15 +289,15 @@ private:
     const int64_t offsetB = cfg.stages * copiesA.stageBytes;
     auto place = [&](OperandCopies &copies, int64_t offset, llvm::ArrayRef<int64_t> shape) {
       Value at = ix.add(pad, offset);
-      copies.shared = mlir::memref::ViewOp::create(b, loc, workgroupType(shape, storage), dynamic, at,
-                                                   mlir::ValueRange{});
+      copies.shared =
+          mlir::memref::ViewOp::create(b, loc, workgroupType(shape, storage), dynamic, at, mlir::ValueRange{});
       copies.sharedBytes = ix.add(base, at);
     };
     place(copiesA, 0, {cfg.stages, cfg.blockM, kWarpgroupBlockK});
     if (copiesB.kMajor)
       place(copiesB, offsetB, {cfg.stages, cfg.blockN, kWarpgroupBlockK});
     else
-      place(copiesB, offsetB, {cfg.stages, cfg.blockN / kAtomColumns, kWarpgroupBlockK, kAtomColumns});
+      place(copiesB, offsetB, {cfg.stages, cfg.atomsB(), kWarpgroupBlockK, kAtomColumns});
   }
 
   // Chunk q of a slice: K-major, row q / 8 and chunk q mod 8 along K;
@@ -430,19 +454,20 @@ private:
     Value zero = zeroScalar(ix, f32);
     for (int64_t i = 0; i < cfg.accumulators(); ++i)
       acc = mlir::LLVM::InsertValueOp::create(b, loc, acc, zero, llvm::ArrayRef<int64_t>{i});
-    mlir::scf::ForOp loop = buildLoop(ix, ix.c(steps), mlir::ValueRange{acc}, [&](Value step, llvm::SmallVector<Value> carried) {
-      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
-      mlir::NVVM::FenceProxyOp::create(
-          b, loc, mlir::NVVM::ProxyKindAttr::get(b.getContext(), mlir::NVVM::ProxyKind::async_shared),
-          mlir::NVVM::SharedSpaceAttr::get(b.getContext(), mlir::NVVM::SharedSpace::shared_cta));
-      mlir::gpu::BarrierOp::create(b, loc);
-      Value next = multiplySlice(ix.rem(step, stages), carried[0]);
-      mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-      mlir::gpu::BarrierOp::create(b, loc);
-      Value ahead = ix.add(step, stages - 1);
-      copySlices(ahead, ix.rem(ahead, stages));
-      return llvm::SmallVector<Value>{next};
-    });
+    mlir::scf::ForOp loop =
+        buildLoop(ix, ix.c(steps), mlir::ValueRange{acc}, [&](Value step, llvm::SmallVector<Value> carried) {
+          mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
+          mlir::NVVM::FenceProxyOp::create(
+              b, loc, mlir::NVVM::ProxyKindAttr::get(b.getContext(), mlir::NVVM::ProxyKind::async_shared),
+              mlir::NVVM::SharedSpaceAttr::get(b.getContext(), mlir::NVVM::SharedSpace::shared_cta));
+          mlir::gpu::BarrierOp::create(b, loc);
+          Value next = multiplySlice(ix.rem(step, stages), carried[0]);
+          mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+          mlir::gpu::BarrierOp::create(b, loc);
+          Value ahead = ix.add(step, stages - 1);
+          copySlices(ahead, ix.rem(ahead, stages));
+          return llvm::SmallVector<Value>{next};
+        });
     mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     // No copy outlives the kernel.
     mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
@@ -525,8 +550,8 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
                   << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
                   << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x"
                   << cfg.blockN << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, B "
-                  << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1]
-                  << ", " << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
+                  << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+                  << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
                   << " stages by cp.async (128-byte swizzle), sized for " << cfg.blocksPerSm
                   << (cfg.blocksPerSm == 1 ? " block" : " blocks") << " an SM"
                   << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")

@@ -15,7 +15,7 @@
 // BLOCK-TILE: error: mlpipe-generated-matmuls: block-tile takes M,N,K
 // TOO-BIG: error: generated matmul: the block tile over the thread tile must give a whole number of warps, at most 1024 threads
 // SKINNY: error: generated matmul: the skinny form needs B's rows contiguous
-// FORM: error: generated matmul: the form must be auto, tiled, skinny, row_dot or tensor_core, not 'wide'
+// FORM: error: generated matmul: the form must be auto, tiled, skinny, row_dot, tensor_core or warpgroup, not 'wide'
 // CHIP: error: mlpipe-generated-matmuls: no device description for chip 'sm_1'
 // EPILOGUE: error: mlpipe-generated-matmuls: unknown test-epilogue 'relu'
 
