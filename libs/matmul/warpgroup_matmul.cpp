@@ -8,19 +8,25 @@
 // N / 2 f32 a thread). K-slices of 64 (one 128-byte row of 16-bit
 // elements) go to shared memory by cp.async in S stages:
 //
-//   cp.async slices 0 .. S-2 into stages 0 .. S-2, a group each
+//   cp.async slices 0 .. S-3 into stages 0 .. S-3, a group each
 //   for t in slices:
-//     wait until at most S-2 groups are pending; fence.proxy.async; barrier
-//                                  (slice t has landed, visible to wgmma)
+//     wait until at most S-3 groups are pending; fence.proxy.async; barrier
+//                                  (slice t has landed, visible to wgmma;
+//                                   every warpgroup has waited for slice
+//                                   t-2's products)
+//     cp.async slice t+S-2 into stage (t-2) mod S, a group
 //     wgmma.fence; four wgmma (16 of K each) on stage t mod S; commit
-//     wgmma.wait_group 1           (slice t-1's products are done...)
-//     barrier                      (...in every warpgroup)
-//     cp.async slice t+S-1 into stage (t-1) mod S, a group
+//     wgmma.wait_group 1           (slice t-1's products are done)
 //   wgmma.wait_group 0
 //   C <- epilogue(acc [+ C])       (two columns a store)
 //
 // so that slice t's products run while slice t+1's wait and barrier pass,
-// and S-1 slices are in flight while one is multiplied.
+// S-2 slices are in flight while one is multiplied and the one before may
+// still be read, and one barrier a slice suffices (kWarpgroupStagesInUse).
+// With three stages (blocks sharing an SM), a second barrier a slice buys
+// a second slice in flight (kWarpgroupOneBarrierMinStages): slices 0 ..
+// S-2 first, and at step t, after the products' wait, a barrier, then
+// slice t+S-1 into stage (t-1) mod S.
 //
 // Shared memory holds each operand in the 128-byte swizzle the descriptors
 // name: a K-major operand (A as [m][k]; B as [n][k] where K is B's
@@ -100,14 +106,26 @@ int64_t busiestSmWork(const WarpgroupShape &shape, const Problem &p, const Devic
   int64_t blocks = p.batch * llvm::divideCeilSigned(p.m, shape.blockM) * llvm::divideCeilSigned(p.n, shape.blockN);
   return llvm::divideCeilSigned(blocks, device.smCount) * shape.blockM * shape.blockN;
 }
-// Stages of the cp.async pipeline: as many as fit, up to this many (three
-// slices in flight while one is multiplied) and no more than the product
-// has slices (at least two), at least kMinWarpgroupStages where it has
-// that many slices (fewer blocks an SM where the stages would not fit
-// otherwise). A product of one slice (attention's Q·Kᵀ, K = 64) then
-// takes two stages, and its blocks share an SM.
-constexpr int64_t kMaxWarpgroupStages = 4;
-constexpr int64_t kMinWarpgroupStages = 3;
+// Stages not being filled: the one multiplied, and the one the products
+// of the slice before may still read (wgmma.wait_group 1). Copying into
+// the stage two slices back needs no second barrier a slice: a profile of
+// the form with the copy a slice further ahead, behind a second barrier
+// (c_fc and c_proj at T = 1024, H200, ncu) had its warps waiting on
+// barriers, and the 48 slices of c_proj's K = 3072 took the same 22 µs in
+// every tile from 64x64 to 128x64.
+constexpr int64_t kWarpgroupStagesInUse = 2;
+// Below this many stages the loop takes a second barrier a slice and keeps
+// one more slice in flight: GPT-2's c_attn at T = 1024 in 64x144 tiles,
+// two blocks an SM in three stages each, took 14.0 µs that way and 16.3
+// with one barrier and one slice in flight (bench matmul, H200).
+constexpr int64_t kWarpgroupOneBarrierMinStages = 4;
+// Stages of the cp.async pipeline: as many as fit the blocks the grid
+// puts on an SM (fewer blocks where not even three fit), up to this many
+// (four slices in flight), no more than the product has slices beside the
+// two in use (at least three). Blocks sharing an SM cover each other's
+// waits: GPT-2's c_attn in 64x144 tiles runs two an SM in three stages
+// each. A product of one slice (attention's Q·Kᵀ, K = 64) takes three.
+constexpr int64_t kMaxWarpgroupStages = 6;
 // Registers a thread takes beside its accumulators (addresses, copies'
 // slots, the epilogue).
 constexpr int64_t kWarpgroupRegistersBesideAccumulators = 40;
@@ -178,8 +196,8 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
   c.blocksPerSm = std::max<int64_t>(1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / c.threads(),
                                                  llvm::divideCeilSigned(c.blocks(p), int64_t(device.smCount))}));
   const int64_t slices = llvm::divideCeilSigned(p.k, kWarpgroupBlockK);
-  const int64_t maxStages = std::clamp<int64_t>(slices, 2, kMaxWarpgroupStages);
-  const int64_t minStages = std::min(kMinWarpgroupStages, maxStages);
+  const int64_t maxStages =
+      std::clamp<int64_t>(slices + kWarpgroupStagesInUse, kWarpgroupStagesInUse + 1, kMaxWarpgroupStages);
   auto stagesFitting = [&](int64_t blocksPerSm) {
     int64_t limit = std::min(device.sharedMemoryPerBlockOptIn,
                              device.sharedMemoryPerSm / blocksPerSm - device.sharedMemoryReservedPerBlock);
@@ -190,18 +208,18 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
     c.stages = options.stages;
     for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < c.stages; --c.blocksPerSm) {
     }
-    if (c.stages < 2 || c.sharedBytes(eb) > device.sharedMemoryPerBlockOptIn) {
-      error = "stages=" + std::to_string(options.stages) + " must be at least 2 and fit the " +
+    if (c.stages < kWarpgroupStagesInUse + 1 || c.sharedBytes(eb) > device.sharedMemoryPerBlockOptIn) {
+      error = "stages=" + std::to_string(options.stages) + " must be at least 3 and fit the " +
               std::to_string(device.sharedMemoryPerBlockOptIn) + " B of shared memory a block may have";
       return mlir::failure();
     }
     return c;
   }
-  for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < minStages; --c.blocksPerSm) {
+  for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < kWarpgroupStagesInUse + 1; --c.blocksPerSm) {
   }
   c.stages = stagesFitting(c.blocksPerSm);
-  if (c.stages < 2) {
-    error = "two stages of the warpgroup form's tiles do not fit this device's shared memory";
+  if (c.stages < kWarpgroupStagesInUse + 1) {
+    error = "three stages of the warpgroup form's tiles do not fit this device's shared memory";
     return mlir::failure();
   }
   return c;
@@ -375,18 +393,23 @@ private:
     return mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
   }
 
-  // Slices 0 .. stages-2, a group each; where B is copied before the wait
+  bool oneBarrier() const { return cfg.stages >= kWarpgroupOneBarrierMinStages; }
+  // Slices in flight while one is multiplied.
+  int64_t ahead() const { return cfg.stages - (oneBarrier() ? kWarpgroupStagesInUse : 1); }
+  int64_t firstSlices() const { return ahead(); }
+
+  // Slices 0 .. ahead()-1, a group each; where B is copied before the wait
   // (kTensorCoreCopiesBBeforeWait), all of B's first, then the wait, then
   // A's (B's join the first group).
   Value copyFirstSlices() {
     llvm::SmallVector<Value> early;
     if (bBeforeWait) {
-      for (int64_t s = 0; s + 1 < cfg.stages; ++s)
+      for (int64_t s = 0; s < firstSlices(); ++s)
         copySlice(copiesB, ix.c(s), ix.c(s), early);
       waitForKernelBefore(ix);
     }
     Value group;
-    for (int64_t s = 0; s + 1 < cfg.stages; ++s) {
+    for (int64_t s = 0; s < firstSlices(); ++s) {
       if (!bBeforeWait) {
         group = copySlices(ix.c(s), ix.c(s));
         continue;
@@ -456,16 +479,20 @@ private:
       acc = mlir::LLVM::InsertValueOp::create(b, loc, acc, zero, llvm::ArrayRef<int64_t>{i});
     mlir::scf::ForOp loop =
         buildLoop(ix, ix.c(steps), mlir::ValueRange{acc}, [&](Value step, llvm::SmallVector<Value> carried) {
-          mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
+          mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(static_cast<int32_t>(ahead() - 1)));
           mlir::NVVM::FenceProxyOp::create(
               b, loc, mlir::NVVM::ProxyKindAttr::get(b.getContext(), mlir::NVVM::ProxyKind::async_shared),
               mlir::NVVM::SharedSpaceAttr::get(b.getContext(), mlir::NVVM::SharedSpace::shared_cta));
           mlir::gpu::BarrierOp::create(b, loc);
+          Value slice = ix.add(step, ahead());
+          if (oneBarrier())
+            copySlices(slice, ix.rem(slice, stages));
           Value next = multiplySlice(ix.rem(step, stages), carried[0]);
           mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-          mlir::gpu::BarrierOp::create(b, loc);
-          Value ahead = ix.add(step, stages - 1);
-          copySlices(ahead, ix.rem(ahead, stages));
+          if (!oneBarrier()) {
+            mlir::gpu::BarrierOp::create(b, loc);
+            copySlices(slice, ix.rem(slice, stages));
+          }
           return llvm::SmallVector<Value>{next};
         });
     mlir::NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
@@ -545,17 +572,18 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
   if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
   const int64_t sharedBytes = cfg.sharedBytes(p.elementBytes);
-  MLPIPE_DEBUG(kDebugEmitters,
-               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
-                  << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
-                  << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x"
-                  << cfg.blockN << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, B "
-                  << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
-                  << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
-                  << " stages by cp.async (128-byte swizzle), sized for " << cfg.blocksPerSm
-                  << (cfg.blocksPerSm == 1 ? " block" : " blocks") << " an SM"
-                  << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")
-                  << "\n");
+  MLPIPE_DEBUG(
+      kDebugEmitters,
+      os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+         << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
+         << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN
+         << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, B "
+         << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+         << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
+         << " stages by cp.async (128-byte swizzle), "
+         << (cfg.stages >= kWarpgroupOneBarrierMinStages ? "one barrier" : "two barriers") << " a slice, sized for "
+         << cfg.blocksPerSm << (cfg.blocksPerSm == 1 ? " block" : " blocks") << " an SM"
+         << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "") << "\n");
   return launchProduct(
       launch, p, 1, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {

@@ -11,12 +11,13 @@
 
 // 1024 x 768 by 768 x 3072: tiles of 128 x 192 (two warpgroups of m64n192,
 // 96 accumulators a thread), 128 blocks: one an SM (in 128 x 128, 192
-// blocks would put two on some SMs). K in slices of 64, four stages
-// (161 KiB, and one more KiB to place them at a 1024-byte boundary).
-// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), warpgroups (wgmma m64n192k16, bf16, f32 accumulation), block 128x192x64, 2 warpgroups, B N-major, grid (8, 16, 1), 164864 B shared in 4 stages by cp.async (128-byte swizzle), sized for 1 block an SM, B's first slices copied before the wait
+// blocks would put two on some SMs). K in slices of 64, five stages
+// (three slices in flight; 201 KiB, and one more KiB to place them at a
+// 1024-byte boundary).
+// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), warpgroups (wgmma m64n192k16, bf16, f32 accumulation), block 128x192x64, 2 warpgroups, B N-major, grid (8, 16, 1), 205824 B shared in 5 stages by cp.async (128-byte swizzle), one barrier a slice, sized for 1 block an SM, B's first slices copied before the wait
 
 // CHECK-LABEL: func.func @c_fc
-// CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c16, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c164864_i32
+// CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c16, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c205824_i32
 // The stages start at the dynamic shared memory's first 1024-byte
 // boundary: A's as [stage][m][64], B's (N-major) as [stage][atom][k][64].
 // CHECK: %[[SHARED:.*]] = gpu.dynamic_shared_memory
@@ -24,8 +25,8 @@
 // CHECK: %[[MOD:.*]] = arith.remui %[[BASE]], %c1024
 // CHECK: %[[UP:.*]] = arith.subi %c1024, %[[MOD]]
 // CHECK: %[[PAD:.*]] = arith.remui %[[UP]], %c1024
-// CHECK: %[[SA:.*]] = memref.view %[[SHARED]][%[[PAD]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x128x64xbf16, #gpu.address_space<workgroup>>
-// CHECK: %[[SB:.*]] = memref.view %[[SHARED]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<4x3x64x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SA:.*]] = memref.view %[[SHARED]][%[[PAD]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<5x128x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SB:.*]] = memref.view %[[SHARED]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<5x3x64x64xbf16, #gpu.address_space<workgroup>>
 // A chunk's place: chunk c of row r at c ^ (r mod 8).
 // CHECK: %[[ROW:.*]] = arith.divui %thread_id_x, %c8
 // CHECK: %[[CHUNK:.*]] = arith.remui %thread_id_x, %c8
@@ -37,20 +38,20 @@
 // CHECK: nvvm.griddepcontrol wait
 // CHECK: nvgpu.device_async_copy %arg0[{{.*}}], %[[SA]][%c0, {{.*}}], 8 {bypassL1}
 // CHECK: llvm.mlir.undef : !llvm.struct<(f32,
-// Each step: slice t landed and visible to the async proxy, four wgmma,
-// slice t-1's products waited for in every warpgroup, then slice t+3
-// copied into the stage they read.
+// Each step: slice t landed and visible to the async proxy, and every
+// warpgroup past its wait for slice t-2's products (one barrier); slice
+// t+3 copied into the stage those read; four wgmma; slice t-1's products
+// waited for.
 // CHECK: scf.for
 // CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: gpu.barrier
+// CHECK: nvgpu.device_async_copy
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %{{.*}}, <m = 64, n = 192, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
-// CHECK-NEXT: gpu.barrier
-// CHECK: nvgpu.device_async_copy
-// CHECK: scf.yield
+// CHECK-NEXT: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK: llvm.extractvalue
