@@ -108,6 +108,19 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_mma_from_sm_80) {
   BOOST_TEST(deviceDescription("sm_90a").sixteenBitMma);
 }
 
+// wgmma is sm_90a's alone: code for "sm_90" must run on later chips too,
+// and Blackwell (sm_100a) has none. sm_90a keeps sm_90's numbers.
+BOOST_AUTO_TEST_CASE(warpgroup_mma_on_sm_90a_only) {
+  BOOST_TEST(deviceDescription("sm_90a").warpgroupMma);
+  BOOST_TEST(!deviceDescription("sm_90").warpgroupMma);
+  BOOST_TEST(!deviceDescription("sm_100a").warpgroupMma);
+  BOOST_TEST(!deviceDescription("sm_80").warpgroupMma);
+  BOOST_TEST(deviceDescription("sm_90a").chip == "sm_90a");
+  BOOST_TEST(deviceDescription("sm_90a").smCount == deviceDescription("sm_90").smCount);
+  BOOST_TEST(deviceDescription("sm_90a").sharedMemoryPerBlockOptIn ==
+             deviceDescription("sm_90").sharedMemoryPerBlockOptIn);
+}
+
 BOOST_AUTO_TEST_CASE(few_rows_by_b_stored_n_by_k_go_to_the_row_dot_kernel) {
   // The logits' shape, f32 and bf16: one row, 16, and the bound.
   for (int64_t bytes : {4, 2})
