@@ -82,8 +82,14 @@ constexpr int64_t kTensorCoreKeysPerTile = 64;
 // dealt to up to kMaxKeyGroups groups of warps (each its own tiles, of
 // kGroupKeysPerTile keys to keep their shared memory small), a factor
 // shorter, the groups' partials combined at the end.
+// Two groups at most: each further group adds a turn of the combine (a
+// barrier and the partials through shared memory) and threads that leave
+// fewer blocks an SM. Measured on the H200 (12 heads of 64, causal, bf16,
+// the program's time with the heads' merge; bench/scripts/sweep-attention.sh,
+// one run): at T = 1024, 512, 256, 32 rows a block in 4 groups of 32-key
+// tiles took 25.7, 14.2, 10.2 µs, in 2 groups 23.0, 12.8, 9.7.
 constexpr int64_t kTensorCoreWarpsPerSm = 16;
-constexpr int64_t kMaxKeyGroups = 4;
+constexpr int64_t kMaxKeyGroups = 2;
 constexpr int64_t kGroupKeysPerTile = 32;
 constexpr int64_t kTensorCoreMaxHeadSize = 128;
 // Shared-memory row pads, in 32-bit words: the K tile's row length is 4

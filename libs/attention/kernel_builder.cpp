@@ -109,23 +109,37 @@ Value maxOverLanes(const Builder &x, Value value, int64_t lanes) {
 
 Value evaluatePrologue(ElementalEmitter &elemental, ElementalEmitter *mask, const FusionGraph *maskGraph,
                        const FusionGraph &graph, const Softmax &softmax, Value head, Value query, Value readKey,
-                       Value score) {
+                       Value score, const VisibleCausalPenalty *visible) {
   mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
   mlir::OpOperand *scoresOperand = prologue.getDpsInputOperand(softmax.scoresInput);
   llvm::SmallVector<Value> at{head, query, readKey};
   llvm::SmallVector<Value> loopIndex = elemental.loopIndexOfOutput(softmax.prologue, at);
   elemental.defineRead(softmax.prologue, *scoresOperand,
                        elemental.applyMap(prologue.getMatchingIndexingMap(scoresOperand), loopIndex), score);
+  mlir::OpBuilder &b = elemental.builder();
   if (mask) {
-    // The mask's element, computed as its fusion computes it.
+    // The mask's element, computed as its fusion computes it (or, where
+    // the key is visible, the constant it is there).
     mlir::OpOperand &maskOperand = prologue->getOpOperand(softmax.maskInput);
     llvm::SmallVector<Value> maskIndex = elemental.applyMap(prologue.getMatchingIndexingMap(&maskOperand), loopIndex);
-    Value penalty = mask->node(maskGraph->outputs().front().node, maskIndex);
+    Value penalty;
+    if (visible) {
+      mlir::Type type = mlir::getElementTypeOrSelf(maskOperand.get().getType());
+      penalty = mlir::arith::ConstantOp::create(b, elemental.loc(), b.getFloatAttr(type, visible->value));
+    } else {
+      penalty = mask->node(maskGraph->outputs().front().node, maskIndex);
+    }
     if (!penalty || mask->failed())
       return {};
     elemental.defineRead(softmax.prologue, maskOperand, maskIndex, penalty);
   }
+  if (visible && visible->term)
+    elemental.substituteBodyValue(
+        visible->term,
+        mlir::arith::ConstantOp::create(b, elemental.loc(), b.getFloatAttr(visible->term.getType(), visible->value)));
   Value logit = elemental.node(softmax.prologue, at);
+  if (visible && visible->term)
+    elemental.clearBodySubstitutions();
   if (!logit || elemental.failed())
     return {};
   return logit;

@@ -61,9 +61,11 @@ Value maxOverLanes(const Builder &x, Value value, int64_t lanes);
 // at which the prologue reads memory (a mask in memory: the key itself,
 // or the last one for keys past the end, which the caller masks). The
 // mask's own emitter computes the mask's elements where `maskGraph` is
-// set. Null where the prologue cannot be evaluated.
+// set. With `visible` (the key known not to be after the query), the
+// causal penalty is its constant there, not computed. Null where the
+// prologue cannot be evaluated.
 Value evaluatePrologue(ElementalEmitter &elemental, ElementalEmitter *mask, const FusionGraph *maskGraph,
                        const FusionGraph &graph, const Softmax &softmax, Value head, Value query, Value readKey,
-                       Value score);
+                       Value score, const VisibleCausalPenalty *visible = nullptr);
 
 } // namespace mlpipe::emitters::fused_attention

@@ -177,13 +177,21 @@ private:
     kRowBase = x.mul(keyGroup, BK);
     vRowBase = x.mul(keyGroup, BK / 2);
     Value block = blockIdX(b, loc);
-    head = x.div(block, cfg.queryTiles);
-    // Query tiles with the most keys first, so the longest blocks start first.
-    queryTile = b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.rem(block, cfg.queryTiles));
+    // Query tiles with the most keys first, every head's, so that the
+    // longest blocks start in the first wave (heads after the first wave's
+    // would otherwise start theirs last: with causal tiles at T=1024 the
+    // SMs were busy 62% of the kernel's time).
+    head = cfg.queryTiles == 1 ? block : x.rem(block, cfg.heads);
+    queryTile = cfg.queryTiles == 1
+                    ? x.c(0)
+                    : b.createOrFold<mlir::arith::SubIOp>(loc, x.c(cfg.queryTiles - 1), x.div(block, cfg.heads));
     Value lane = x.rem(tid, 32);
     group = x.div(lane, kLanesPerRow);
     inGroup = x.rem(lane, kLanesPerRow);
     Value warpInGroup = x.div(groupTid, 32);
+    if (cfg.causal && cfg.positionArgument < 0)
+      visiblePenalty = visibleCausalPenalty(softmax, graph, maskGraph);
+    warpFirstQuery = x.min(x.add(x.mul(queryTile, cfg.rowsPerBlock), x.mul(warpInGroup, kMmaRows)), T - 1);
     for (int r = 0; r < 2; ++r) {
       rowsInBlock.push_back(x.add(x.add(x.mul(warpInGroup, kMmaRows), group), r * 8));
       Value row = x.add(x.mul(queryTile, cfg.rowsPerBlock), rowsInBlock.back());
@@ -479,25 +487,66 @@ private:
     }
 
     // Logits through the traced prologue; each row's max over the tile.
-    Value negInf = x.fconst(f32, -std::numeric_limits<double>::infinity());
+    // Where every key of the tile is visible to every row of the warp (a
+    // causal tile wholly at or below the warp's first row), the penalty is
+    // its constant there and not computed: a branch the whole warp takes.
     llvm::SmallVector<llvm::SmallVector<Value>> logits(slices);
-    Value tileMax[2] = {negInf, negInf};
-    for (int64_t n = 0; n < slices; ++n) {
-      for (int64_t i = 0; i < 4; ++i) {
-        int r = i / 2;
-        Value key = x.add(x.add(firstKey, x.mul(inGroup, 2)), n * kMmaCols + i % 2);
-        bool mayOverrun = TK % BK != 0;
-        Value readKey = mayOverrun ? x.min(key, TK - 1) : key;
-        Value logit = evaluatePrologue(*elemental, mask ? &*mask : nullptr, maskGraph, graph, softmax, head, queries[r],
-                                       readKey, scores[n][i]);
-        if (!logit)
-          return mlir::failure();
-        if (mayOverrun)
-          logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, TK), logit, negInf);
-        logits[n].push_back(logit);
-        tileMax[r] = mlir::arith::MaximumFOp::create(b, loc, tileMax[r], logit);
+    Value tileMax[2];
+    auto computeLogits = [&](const VisibleCausalPenalty *visible) -> mlir::FailureOr<llvm::SmallVector<Value>> {
+      Value negInf = x.fconst(f32, -std::numeric_limits<double>::infinity());
+      llvm::SmallVector<Value> values;
+      Value maxima[2] = {negInf, negInf};
+      for (int64_t n = 0; n < slices; ++n) {
+        for (int64_t i = 0; i < 4; ++i) {
+          int r = i / 2;
+          Value key = x.add(x.add(firstKey, x.mul(inGroup, 2)), n * kMmaCols + i % 2);
+          bool mayOverrun = !visible && TK % BK != 0;
+          Value readKey = mayOverrun ? x.min(key, TK - 1) : key;
+          Value logit = evaluatePrologue(*elemental, mask ? &*mask : nullptr, maskGraph, graph, softmax, head,
+                                         queries[r], readKey, scores[n][i], visible);
+          if (!logit)
+            return mlir::failure();
+          if (mayOverrun)
+            logit = mlir::arith::SelectOp::create(b, loc, x.lt(key, TK), logit, negInf);
+          values.push_back(logit);
+          maxima[r] = mlir::arith::MaximumFOp::create(b, loc, maxima[r], logit);
+        }
       }
+      values.append({maxima[0], maxima[1]});
+      return values;
+    };
+    mlir::FailureOr<llvm::SmallVector<Value>> computed;
+    if (visiblePenalty) {
+      Value lastKey = x.add(firstKey, BK - 1);
+      Value visible =
+          b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::sle, lastKey, warpFirstQuery);
+      llvm::SmallVector<mlir::Type> types(slices * 4 + 2, f32);
+      auto branch = mlir::scf::IfOp::create(b, loc, types, visible, /*withElse=*/true);
+      for (bool inVisible : {true, false}) {
+        mlir::OpBuilder::InsertionGuard inBranch(b);
+        b.setInsertionPointToStart(inVisible ? &branch.getThenRegion().front() : &branch.getElseRegion().front());
+        elemental->pushScope();
+        if (mask)
+          mask->pushScope();
+        computed = computeLogits(inVisible ? &*visiblePenalty : nullptr);
+        elemental->popScope();
+        if (mask)
+          mask->popScope();
+        if (mlir::failed(computed))
+          return mlir::failure();
+        mlir::scf::YieldOp::create(b, loc, *computed);
+      }
+      computed = llvm::SmallVector<Value>(branch.getResults().begin(), branch.getResults().end());
+    } else {
+      computed = computeLogits(nullptr);
+      if (mlir::failed(computed))
+        return mlir::failure();
     }
+    for (int64_t n = 0; n < slices; ++n)
+      logits[n].assign(computed->begin() + n * 4, computed->begin() + n * 4 + 4);
+    tileMax[0] = (*computed)[slices * 4];
+    tileMax[1] = (*computed)[slices * 4 + 1];
+    Value negInf = x.fconst(f32, -std::numeric_limits<double>::infinity());
     // The online softmax's step: new maxima, the weights against them,
     // sums and accumulators rescaled.
     Value correction[2], newMax[2], references[2];
@@ -510,12 +559,13 @@ private:
       correction[r] = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, rowMax[r], reference));
     }
     llvm::SmallVector<llvm::SmallVector<Value>> weights(slices);
+    Value offsets[2] = {exp2Offset(references[0]), exp2Offset(references[1])};
     Value sums[2] = {mlir::arith::MulFOp::create(b, loc, rowSum[0], correction[0]),
                      mlir::arith::MulFOp::create(b, loc, rowSum[1], correction[1])};
     for (int64_t n = 0; n < slices; ++n) {
       for (int64_t i = 0; i < 4; ++i) {
         int r = i / 2;
-        Value weight = exp2Weight(logits[n][i], references[r]);
+        Value weight = exp2Weight(logits[n][i], offsets[r]);
         weights[n].push_back(weight);
         sums[r] = mlir::arith::AddFOp::create(b, loc, sums[r], weight);
       }
@@ -573,10 +623,24 @@ private:
   // 16-bit rounding of the weights before P V. Measured on the H200 at
   // T=1024 (12 heads of 64, causal): the kernel 30.2-30.5 us -> 27.7-27.9
   // us in bf16.
-  Value exp2Weight(Value logit, Value reference) {
-    Value difference = mlir::arith::SubFOp::create(b, loc, logit, reference);
-    Value scaled = mlir::arith::MulFOp::create(b, loc, difference, x.fconst(f32, 1.4426950408889634));
-    return mlir::math::Exp2Op::create(b, loc, scaled);
+  //
+  // As logit log2 e - m log2 e (`offset`, once a row and tile): one fused
+  // multiply-add a weight, about |m| 2^-24 off in the exponent. And by
+  // ex2.approx.ftz: a subnormal weight (below 2^-126 of the row's largest,
+  // 1) is 0, which changes no sum of at least 1 and no 16-bit weight that
+  // P V reads, without the non-ftz form's range fix-up (a compare and two
+  // multiplies a weight).
+  Value exp2Weight(Value logit, Value offset) {
+    Value scaled =
+        mlir::arith::AddFOp::create(b, loc, mlir::arith::MulFOp::create(b, loc, logit, x.fconst(f32, kLog2E)), offset);
+    return mlir::LLVM::CallIntrinsicOp::create(b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                                               mlir::ValueRange{scaled})
+        .getResult(0);
+  }
+  static constexpr double kLog2E = 1.4426950408889634;
+  // -m log2 e, the exponent's offset for a row whose max is m.
+  Value exp2Offset(Value reference) {
+    return mlir::arith::NegFOp::create(b, loc, mlir::arith::MulFOp::create(b, loc, reference, x.fconst(f32, kLog2E)));
   }
 
   // Each row's output O / l (the traced division), rounded to the
@@ -680,6 +744,10 @@ private:
   std::optional<ElementalEmitter> elemental, mask;
   Value tid, head, queryTile, group, inGroup, keyGroup, groupTid, kRowBase, vRowBase, tiles;
   llvm::SmallVector<Value, 2> rows, rowsInBlock, rowValid, queries;
+  // The causal penalty where it masks nothing, if the prologue's is the
+  // traced one; the warp's first query row (clamped to the last).
+  std::optional<VisibleCausalPenalty> visiblePenalty;
+  Value warpFirstQuery;
   llvm::SmallVector<std::array<Value, 4>> queryFragments;
   // With cp.async: each copy slot's row of the tile and column; the key
   // past the last one a copy reads (the block's tiles, the keys); the

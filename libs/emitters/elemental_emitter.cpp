@@ -440,6 +440,12 @@ mlir::Value ElementalEmitter::neutral(int nodeIndex) {
 // there, linalg.index to the loop index, the accumulator (the output's
 // block argument) to `accumulator`. Without the combiner, the value it
 // would combine into the accumulator.
+void ElementalEmitter::substituteBodyValue(mlir::Value bodyValue, mlir::Value replacement) {
+  bodySubstitutions_.map(bodyValue, replacement);
+}
+
+void ElementalEmitter::clearBodySubstitutions() { bodySubstitutions_.clear(); }
+
 mlir::Value ElementalEmitter::body(int nodeIndex, llvm::ArrayRef<mlir::Value> loopIndex, mlir::Value accumulator,
                                    bool withoutCombiner) {
   const FusionNode &n = graph_.node(nodeIndex);
@@ -462,9 +468,16 @@ mlir::Value ElementalEmitter::body(int nodeIndex, llvm::ArrayRef<mlir::Value> lo
     }
     mapping.map(outputArgument, accumulator);
   }
+  for (mlir::Operation &bodyOp : block->without_terminator())
+    for (mlir::Value result : bodyOp.getResults())
+      if (mlir::Value replacement = bodySubstitutions_.lookupOrNull(result))
+        mapping.map(result, replacement);
   for (mlir::Operation &bodyOp : block->without_terminator()) {
     if (&bodyOp == combining)
       continue;
+    if (bodyOp.getNumResults() > 0 &&
+        llvm::all_of(bodyOp.getResults(), [&](mlir::Value result) { return mapping.contains(result); }))
+      continue; // substituted
     if (auto indexOp = mlir::dyn_cast<mlir::linalg::IndexOp>(bodyOp)) {
       mapping.map(indexOp.getResult(), loopIndex[indexOp.getDim()]);
       continue;

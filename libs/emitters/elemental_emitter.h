@@ -73,6 +73,15 @@ public:
   // the operand's own shape).
   void defineRead(int consumer, mlir::OpOperand &operand, llvm::ArrayRef<mlir::Value> operandIndex, mlir::Value value);
 
+  // While set, `bodyValue` (a value computed in a node's linalg body) is
+  // `replacement` wherever that body is evaluated: an emitter that knows a
+  // term's value over a region (a causal penalty that masks nothing there)
+  // evaluates the body without computing it. The ops computing only it
+  // are left dead. Bracket with pushScope/popScope so that no element
+  // computed with it outlives the region.
+  void substituteBodyValue(mlir::Value bodyValue, mlir::Value replacement);
+  void clearBodySubstitutions();
+
   // A group of `width` consecutive innermost indices: lane u is base + u
   // (lane 0 is `base` itself). Returns the lanes' index values.
   llvm::SmallVector<mlir::Value> laneGroup(mlir::Value base, int width);
@@ -138,6 +147,7 @@ private:
   mlir::IRMapping arguments_;
   mlir::IRMapping outside_; // fusion-level values (constants, views) already brought into the kernel
   std::vector<std::map<Key, mlir::Value>> scopes_;
+  mlir::IRMapping bodySubstitutions_;
   llvm::DenseMap<mlir::Value, std::pair<mlir::Value, int>> laneOf_; // lane index -> (group base, lane)
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> groups_;
   llvm::DenseMap<mlir::Value, mlir::Value> flat_;

@@ -48,14 +48,15 @@ llvm::StringRef combinerName(mlir::linalg::LinalgOp op) {
   return combining.getName().getStringRef();
 }
 
-// Whether `value` (in a linalg body) is the traced causal penalty:
-// select(index(keyDim) - index(queryDim) >= 1, a, 0) * big with a * big at
-// most -1e9, so that exp(penalty + score - m) is exactly 0 in f32 and f64
-// for any score below 1e8 in magnitude.
-bool isCausalPenalty(Value value, unsigned queryDim, unsigned keyDim) {
+// The traced causal penalty's value where it does not mask, if `value` (in
+// a linalg body) is that penalty: select(index(keyDim) - index(queryDim)
+// >= 1, a, 0) * big with a * big at most -1e9, so that exp(penalty + score
+// - m) is exactly 0 in f32 and f64 for any score below 1e8 in magnitude;
+// where the key is not after the query it is 0 * big, a signed zero.
+std::optional<double> causalPenaltyWhereVisible(Value value, unsigned queryDim, unsigned keyDim) {
   auto scaled = value.getDefiningOp<mlir::arith::MulFOp>();
   if (!scaled)
-    return false;
+    return std::nullopt;
   for (auto [selected, other] :
        {std::pair(scaled.getLhs(), scaled.getRhs()), std::pair(scaled.getRhs(), scaled.getLhs())}) {
     auto select = selected.getDefiningOp<mlir::arith::SelectOp>();
@@ -76,9 +77,13 @@ bool isCausalPenalty(Value value, unsigned queryDim, unsigned keyDim) {
     auto key = sub.getLhs().getDefiningOp<mlir::linalg::IndexOp>();
     auto query = sub.getRhs().getDefiningOp<mlir::linalg::IndexOp>();
     if (key && query && key.getDim() == keyDim && query.getDim() == queryDim)
-      return true;
+      return otherwise.getValueAsDouble() * big.getValueAsDouble();
   }
-  return false;
+  return std::nullopt;
+}
+
+bool isCausalPenalty(Value value, unsigned queryDim, unsigned keyDim) {
+  return causalPenaltyWhereVisible(value, queryDim, keyDim).has_value();
 }
 
 // The prologue's result as `something + term`: the terms added (either
@@ -274,6 +279,26 @@ mlir::linalg::LinalgOp indexOnlyOp(const SoleWriter &writer, unsigned loops) {
 }
 
 } // namespace
+
+std::optional<VisibleCausalPenalty> visibleCausalPenalty(const Softmax &softmax, const FusionGraph &graph,
+                                                         const FusionGraph *maskGraph) {
+  if (!softmax.causal)
+    return std::nullopt;
+  if (softmax.maskInput >= 0) {
+    // Read from memory: the writer's one op yields the penalty over [query, key].
+    if (!maskGraph || maskGraph->outputs().size() != 1)
+      return std::nullopt;
+    mlir::linalg::LinalgOp writer = maskGraph->node(maskGraph->outputs().front().node).op;
+    std::optional<double> value = causalPenaltyWhereVisible(writer.getBlock()->getTerminator()->getOperand(0), 0, 1);
+    if (!value)
+      return std::nullopt;
+    return VisibleCausalPenalty{Value(), *value};
+  }
+  for (Value term : addedTerms(graph.node(softmax.prologue).op))
+    if (std::optional<double> value = causalPenaltyWhereVisible(term, 1, 2))
+      return VisibleCausalPenalty{term, *value};
+  return std::nullopt;
+}
 
 mlir::func::FuncOp causalMaskWriter(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
   SoleWriter writer = soleWriterBefore(mask, reader, symbols);

@@ -19,6 +19,7 @@
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <optional>
 #include <string>
 
 namespace mlpipe::emitters {
@@ -46,6 +47,20 @@ struct Softmax {
 // is set once the fusion starts like one (a max from a constant), so that
 // callers report only near misses.
 mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why, bool &looksLikeSoftmax);
+
+// Where a causal softmax's penalty does not mask (every key up to its
+// query), it is a constant: 0 * big, a signed zero, so that the prologue's
+// x = f(s) + penalty is f(s) exactly there. `term` is the penalty the
+// prologue's body computes (sublayer mode), null where the prologue reads
+// it from memory (maskInput; `maskGraph` is its writer's graph).
+struct VisibleCausalPenalty {
+  mlir::Value term;
+  double value = 0.0;
+};
+// The penalty where it does not mask, for a causal softmax whose penalty is
+// the traced one (in the prologue's body, or its writer's); none otherwise.
+std::optional<VisibleCausalPenalty> visibleCausalPenalty(const Softmax &softmax, const FusionGraph &graph,
+                                                         const FusionGraph *maskGraph);
 
 // The fusion that fills host buffer `mask` (read by the call `reader`)
 // with the causal penalty over [query, key], or null: written once, before

@@ -918,6 +918,11 @@ def exp2(x):
     return 0.0 if x < -1100 else (math.inf if x > 1100 else 2.0**x)
 
 
+def flush_subnormal(x):
+    """An f32 below the smallest normal (2^-126) as ftz instructions take it: a zero of its sign."""
+    return math.copysign(0.0, x) if x == x and abs(x) < 2.0**-126 else x
+
+
 def memref_load(thread, op, memref, indices):
     a = memref.address(indices, op)
     access(thread, memref, a, op, "read")
@@ -1093,6 +1098,11 @@ def execute(op, args, thread):
         return exp(args[0])
     if name == "math.exp2":
         return exp2(args[0])
+    if name == "llvm.call_intrinsic":
+        intrinsic = re.search(r'intrin = "([\w.]+)"', op.attrs).group(1)
+        if intrinsic == "llvm.nvvm.ex2.approx.ftz.f32":
+            return flush_subnormal(exp2(flush_subnormal(args[0])))
+        raise SimError("line %d: the simulator does not know the intrinsic %s" % (op.line, intrinsic))
     if name == "memref.get_global":
         type_, values = GLOBALS[re.search(r"name = @([\w]+)", op.attrs).group(1)]
         sizes, strides, offset, element_bytes, _ = parse_memref(type_)
