@@ -6,16 +6,22 @@
 # waits between forwards (bench's forward time also holds the token upload,
 # the graph launch and the logits' copy back). On the GPU host (after
 # ci/pack-device.sh; source .device/setup.sh first):
-#   bench/scripts/forward-timeline.sh [SEQ] [DTYPE] [MODE]    (16 f32 fused)
+#   bench/scripts/forward-timeline.sh [SEQ] [DTYPE] [MODE] [-- BENCH ARGS]    (16 f32 fused)
+# (BENCH ARGS go to bench as well, e.g. -- --matmul generated --chip sm_90a.)
 # Builds bench/scripts/kernel-timeline.cpp against the toolkit's CUPTI.
 # Output in $OUT (or /tmp/mlpipe-forward-timeline): the CSV of every kernel
 # and copy, and the table.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host forward-timeline
-seq=${1:-16}
-dtype=${2:-f32}
-mode=${3:-fused}
+seq=16 dtype=f32 mode=fused
+for name in seq dtype mode; do
+  [[ $# -gt 0 && $1 != -- ]] || break
+  printf -v "$name" %s "$1"
+  shift
+done
+[[ ${1:-} == -- ]] && shift
+extra=("$@")
 cuda=${CUDA_HOME:-/usr/local/cuda}
 # CUPTI sits beside the runtime (CUDA 13) or under extras/CUPTI (older).
 cupti=(-I"$cuda/include" -I"$cuda/extras/CUPTI/include" -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64"
@@ -32,7 +38,7 @@ for record in "CUpti_ActivityKernel10 CUpti_ActivityMemcpy6" "CUpti_ActivityKern
 done
 [[ -f $library ]] || { cat "$out/build.log" >&2; exit 1; }
 bench=(bench --config 124M --weights synthetic --target gpu --modes "$mode" --seq "$seq" --dtype "$dtype"
-  --repeat 5 --warmup 1)
+  --repeat 5 --warmup 1 "${extra[@]}")
 # Compiles outside the trace; its report says how many kernels a forward is.
 "${bench[@]}" | tee "$out/bench-$mode-$seq-$dtype.txt"
 launches=$(awk -v mode="$mode" '$1 == mode && $2 + 0 > 0 && NF >= 6 { print $6; exit }' "$out/bench-$mode-$seq-$dtype.txt")
