@@ -323,6 +323,13 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       }
     }
     prepareCacheWrite(match, cfg, operands, launch);
+    // Causal query tiles on tensor cores, longest first, several blocks an
+    // SM: launched early, the kernel's first (longest) blocks stacked up to
+    // four an SM on the SMs the kernel before freed first. At GPT-2 124M's
+    // T=1024 in bf16 on the H200 (bench/scripts/forward-timeline.sh), the
+    // attention added 27.6 µs a layer to the forward so, 17.8 launched after
+    // its predecessor (with every kernel so).
+    signature.launchAfterPredecessor = cfg.tensorCores && cfg.causal && cfg.queryTiles > 1;
     if (!cfg.dynamicShared)
       for (mlir::MemRefType buffer : workgroupBuffers(cfg, host.getContext()))
         signature.workgroupBuffers.push_back(buffer);

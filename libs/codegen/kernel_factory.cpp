@@ -63,6 +63,8 @@ KernelFactory::tryBuild(const KernelSignature &signature,
   kernel->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), builder.getUnitAttr());
   kernel->setAttr("mlpipe.bytes", builder.getI64IntegerAttr(signature.bytesMoved));
   kernel->setAttr("mlpipe.flops", builder.getI64IntegerAttr(signature.flops));
+  if (signature.launchAfterPredecessor)
+    kernel->setAttr(kLaunchAfterPredecessorAttribute, builder.getUnitAttr());
   if (signature.blockSize[0] > 0)
     kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(signature.blockSize));
   mlir::Block &entry = kernel.getBody().front();

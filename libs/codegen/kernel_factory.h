@@ -40,7 +40,18 @@ struct KernelSignature {
   // The launch's block size, recorded as known_block_size so the backend may
   // use it.
   std::array<int32_t, 3> blockSize = {0, 0, 0};
+  // Blocks of unequal work ordered longest first (causal attention's query
+  // tiles): the kernel is launched only once the one before it has
+  // finished, never early (mlpipe-programmatic-launch leaves it alone), so
+  // that the block scheduler deals its first blocks over every SM rather
+  // than stacking them on the SMs the kernel before frees first. Recorded
+  // as kLaunchAfterPredecessorAttribute.
+  bool launchAfterPredecessor = false;
 };
+
+// The unit attribute on a kernel that is launched only once the kernel
+// before it has finished (KernelSignature::launchAfterPredecessor).
+constexpr const char *kLaunchAfterPredecessorAttribute = "mlpipe.launch_after_predecessor";
 
 // Grid and block sizes of one launch, as host-side constants.
 struct LaunchDims {

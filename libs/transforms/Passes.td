@@ -319,7 +319,12 @@ def ProgrammaticLaunchPass : Pass<"mlpipe-programmatic-launch", "mlir::ModuleOp"
     launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION. On
     older chips nothing is added, and a kernel's own wait goes, with the L2
     prefetches before it (a module outlined for a later chip): LLVM selects
-    neither there. `--debug-only=mlpipe-launch` prints the
+    neither there. A module holding a kernel marked
+    `mlpipe.launch_after_predecessor` (blocks of unequal work, longest first:
+    causal attention's query tiles) is left as it is, so that kernel starts
+    only once the one before it has finished and the block scheduler deals
+    its longest blocks over every SM; launched early they stacked on the SMs
+    the kernel before freed first. `--debug-only=mlpipe-launch` prints the
     choice.
 
     ```mlir

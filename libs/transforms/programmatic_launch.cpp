@@ -4,6 +4,7 @@
 // before and after.
 #include "codegen/debug.h"
 #include "codegen/device_description.h"
+#include "codegen/kernel_factory.h"
 #include "codegen/pass_support.h"
 #include "transforms/passes.h"
 
@@ -32,16 +33,19 @@ struct ProgrammaticLaunchPass : impl::ProgrammaticLaunchPassBase<ProgrammaticLau
     const DeviceDescription *device = passDeviceDescription(getOperation(), chip);
     if (!device)
       return signalPassFailure();
-    int kernels = 0;
+    int kernels = 0, afterPredecessor = 0;
     for (auto module : getOperation().getOps<mlir::gpu::GPUModuleOp>()) {
-      if (device->programmaticDependentLaunch)
-        kernels += markModule(module);
-      else
+      if (!device->programmaticDependentLaunch)
         dropOwnWaits(module);
+      else if (launchesAfterPredecessor(module))
+        ++afterPredecessor;
+      else
+        kernels += markModule(module);
     }
     MLPIPE_DEBUG(kDebugLaunch, os << chip << ": "
                                   << (device->programmaticDependentLaunch
-                                          ? std::to_string(kernels) + " kernels launch programmatically"
+                                          ? std::to_string(kernels) + " kernels launch programmatically, " +
+                                                std::to_string(afterPredecessor) + " modules after their predecessor"
                                           : std::string("no programmatic dependent launch on this chip"))
                                   << "\n");
   }
@@ -60,6 +64,15 @@ struct ProgrammaticLaunchPass : impl::ProgrammaticLaunchPassBase<ProgrammaticLau
       for (mlir::Operation *op : dropped)
         op->erase();
     }
+  }
+
+  // A module holding a kernel marked to launch only after its predecessor
+  // (kLaunchAfterPredecessorAttribute) is left as it is: no marker, so the
+  // runtime launches none of its kernels early (the marker is per module).
+  static bool launchesAfterPredecessor(mlir::gpu::GPUModuleOp module) {
+    return llvm::any_of(module.getOps<mlir::gpu::GPUFuncOp>(), [](mlir::gpu::GPUFuncOp function) {
+      return function->hasAttr(emitters::kLaunchAfterPredecessorAttribute);
+    });
   }
 
   // Returns how many kernels of the module now wait for their predecessor.

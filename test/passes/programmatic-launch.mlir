@@ -37,7 +37,15 @@
 // CHECK-NEXT: arith.constant
 // CHECK-NOT: griddepcontrol
 // CHECK: gpu.return
-// DEBUG: [mlpipe-launch] sm_90: 3 kernels launch programmatically
+// A kernel marked to launch only after its predecessor (blocks of unequal
+// work, longest first) is left alone, and so is its module: no marker, no
+// wait, nothing to let go.
+// CHECK-LABEL: gpu.module @causal_tiles
+// CHECK-NOT: mlpipe_programmatic_launch
+// CHECK: gpu.func @causal_tiles(
+// CHECK-NOT: griddepcontrol
+// CHECK: gpu.return
+// DEBUG: [mlpipe-launch] sm_90: 3 kernels launch programmatically, 1 modules after their predecessor
 
 // Before sm_90 nothing is added, and a kernel's own wait (from a module
 // outlined for a later chip) goes with the prefetches before it: LLVM
@@ -77,6 +85,14 @@ module attributes {gpu.container_module} {
       %pointer = llvm.inttoptr %word : i64 to !llvm.ptr
       nvvm.prefetch level = L2, %pointer : !llvm.ptr
       nvvm.griddepcontrol wait
+      %c0 = arith.constant 0 : index
+      %v = memref.load %x[%c0] : memref<64xf32>
+      memref.store %v, %x[%c0] : memref<64xf32>
+      gpu.return
+    }
+  }
+  gpu.module @causal_tiles {
+    gpu.func @causal_tiles(%x: memref<64xf32>) kernel attributes {mlpipe.launch_after_predecessor} {
       %c0 = arith.constant 0 : index
       %v = memref.load %x[%c0] : memref<64xf32>
       memref.store %v, %x[%c0] : memref<64xf32>
