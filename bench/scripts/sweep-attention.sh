@@ -43,7 +43,7 @@ for set in "${sets[@]}"; do
     continue
   fi
   t=$(run "$work/attention.mlir" "${inputs[@]}" --repeat 200 | sed -n 's/.*median[^0-9]*\([0-9.]*\) *ms.*/\1/p' | head -1)
-  run "$work/attention.mlir" "${inputs[@]}" --output y=@"$work/y.npy" >/dev/null
+  run "$work/attention.mlir" "${inputs[@]}" --output y=@"$work/y.npy" >/dev/null 2>>"$work/notes.log"
   error=$(python3 -c 'import sys, numpy as n
 print("%.2e" % abs(n.load(sys.argv[1]).astype(n.float64) - n.load(sys.argv[2])).max())' \
     "$work/y.npy" "$work/data/attention/y.reference.npy")

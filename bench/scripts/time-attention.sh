@@ -72,14 +72,14 @@ for dtype in bf16 f16; do
     awk -v d=$dtype -v T="$T" -v a="$tensor" -v b="$three" -v h=$heads -v D=$((width / heads)) 'BEGIN {
       printf "%-6s %-5s %14s %16s %8.2fx %22.1f", d, T, a, b, a / b, 4 * T * (T + 1) / 2 * D * h / (a / 1000) / 1e12 }'
     # shellcheck disable=SC2086
-    run "$out/tensor.$dtype.$T.mlir" $qkv --output y=@"$out/y.tensor.npy" >/dev/null
+    run "$out/tensor.$dtype.$T.mlir" $qkv --output y=@"$out/y.tensor.npy" >/dev/null 2>>"$out/notes.log"
     for name in "${builds[@]}"; do
       in_build "$name" outline "$out/a.$dtype.$T.mlir" | in_build "$name" lower-nvvm -o "$out/$name.$dtype.$T.mlir"
       # shellcheck disable=SC2086
       printf ' %16s' "$(run "$out/$name.$dtype.$T.mlir" $qkv --repeat $repeat | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
       # The same fragments however they are loaded: the same bits out.
       # shellcheck disable=SC2086
-      run "$out/$name.$dtype.$T.mlir" $qkv --output y=@"$out/y.$name.npy" >/dev/null
+      run "$out/$name.$dtype.$T.mlir" $qkv --output y=@"$out/y.$name.npy" >/dev/null 2>>"$out/notes.log"
       same_as_default "$name" "$data"
     done
     for name in "${variants[@]}"; do
@@ -87,7 +87,7 @@ for dtype in bf16 f16; do
       # shellcheck disable=SC2086
       printf ' %16s' "$(run "$out/$name.$dtype.$T.mlir" $qkv --repeat $repeat | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
       # shellcheck disable=SC2086
-      run "$out/$name.$dtype.$T.mlir" $qkv --output y=@"$out/y.$name.npy" >/dev/null
+      run "$out/$name.$dtype.$T.mlir" $qkv --output y=@"$out/y.$name.npy" >/dev/null 2>>"$out/notes.log"
       same_as_default "$name" "$data"
     done
     echo
