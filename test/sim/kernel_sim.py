@@ -320,20 +320,30 @@ class GlobalLog:
     """Accesses to global memory within one launch. A write is the writing
     thread's own until a barrier of its block, then its block's: a read or
     write by another thread before that barrier, or by another block at
-    all, is a race."""
+    all, is a race, unless the writes were released and acquired through
+    an atomic: a GPU-scope fence (llvm.fence) by a writing thread, or by
+    any thread of the block once the writes are its block's (after a
+    barrier), then an atomic of the block on some element releases them;
+    an atomic of another block on that element after it, then a fence of
+    that block, makes them the reading block's to read."""
 
     def __init__(self):
         self.writer = {}
         self.pending = {}  # block -> keys its threads wrote since its last barrier
         self.published = {}  # key -> the block whose barrier made the write its block's
+        self.by_block = {}  # block -> keys published as its
         self.atomic = set()
+        self.fenced = {}  # block -> writes its fences ordered before its later atomics
+        self.released = {}  # atomic element -> writes released through it
+        self.acquiring = {}  # block -> writes its atomics saw released, not yet fenced
+        self.visible = {}  # block -> other blocks' writes it acquired
 
     def read(self, key, thread, op):
         w = self.writer.get(key)
         if w is not None and w != thread:
             raise SimError("line %d: global race: %s reads what %s wrote in the same launch" % (op.line, thread, w))
         block = self.published.get(key)
-        if block is not None and block != thread[0]:
+        if block is not None and block != thread[0] and key not in self.visible.get(thread[0], ()):
             raise SimError("line %d: global race: %s reads what block %s wrote in the same launch" %
                            (op.line, thread, block))
         if key in self.atomic:
@@ -357,11 +367,25 @@ class GlobalLog:
         for key in self.pending.pop(block, []):
             if self.writer.pop(key, None) is not None:
                 self.published[key] = block
+                self.by_block.setdefault(block, []).append(key)
 
     def add(self, key, thread, op):
         if key in self.writer or key in self.published:
             raise SimError("line %d: global race: atomic add to an element written plainly" % op.line)
         self.atomic.add(key)
+        block = thread[0]
+        released = self.released.setdefault(key, set())
+        released.update(self.fenced.get(block, ()))
+        self.acquiring.setdefault(block, set()).update(released)
+
+    def fence(self, thread):
+        """A GPU-scope fence by `thread`: it releases the thread's own
+        writes and its block's, and acquires what its block's atomics saw."""
+        block = thread[0]
+        fenced = self.fenced.setdefault(block, set())
+        fenced.update(self.by_block.get(block, ()))
+        fenced.update(key for key in self.pending.get(block, ()) if self.writer.get(key) == thread)
+        self.visible.setdefault(block, set()).update(self.acquiring.get(block, ()))
 
 
 # ----------------------------------------------------------------------------
@@ -427,8 +451,12 @@ def parsed_constant(attrs, result_type):
     return scalar_value(text, result_type)
 
 
-# memref.global constants of the module run, by name: (type, elements).
+# memref.global of the module run, by name: (type, elements, constant).
+# A global that is not constant (a kernel's counters) is one buffer for
+# the run, by (name, type): two kernel modules' globals of one name and
+# type share it (each launch that counts in it leaves it as it found it).
 GLOBALS = {}
+MUTABLE_GLOBALS = {}
 
 
 def collect_globals(block):
@@ -443,7 +471,7 @@ def collect_globals(block):
                 values = [scalar_value(v, element) for v in inner.strip("[]").split(",")]
             else:
                 values = [scalar_value(inner, element)] * math.prod(sizes)
-            GLOBALS[name] = (type_, values)
+            GLOBALS[name] = (type_, values, re.search(r"\bconstant\b", op.attrs) is not None)
         for region in op.regions:
             for inner_block in region:
                 collect_globals(inner_block)
@@ -1016,6 +1044,12 @@ def execute(op, args, thread):
     if name == "nvvm.prefetch":
         check_prefetch(op, args[0])
         return None
+    if name == "llvm.fence":
+        if 'syncscope = "device"' not in op.attrs and "syncscope" in op.attrs:
+            raise SimError("line %d: only GPU-scope and system fences are simulated" % op.line)
+        if thread is not None and not isinstance(thread, Indices):
+            thread.global_log.fence(thread.key)
+        return None
     if name == "nvvm.griddepcontrol":  # every launch here runs after the one before it
         if "wait" in op.attrs:
             thread.before_wait = False
@@ -1104,10 +1138,19 @@ def execute(op, args, thread):
             return flush_subnormal(exp2(flush_subnormal(args[0])))
         raise SimError("line %d: the simulator does not know the intrinsic %s" % (op.line, intrinsic))
     if name == "memref.get_global":
-        type_, values = GLOBALS[re.search(r"name = @([\w]+)", op.attrs).group(1)]
+        global_name = re.search(r"name = @([\w]+)", op.attrs).group(1)
+        type_, values, constant = GLOBALS[global_name]
         sizes, strides, offset, element_bytes, _ = parse_memref(type_)
-        buf = Buffer(len(values), "global")
-        buf.data = list(values)
+        if constant:
+            buf = Buffer(len(values), "global")
+            buf.data = list(values)
+        else:  # one buffer for the whole run, kept from launch to launch
+            buf = MUTABLE_GLOBALS.get((global_name, type_))
+            if buf is None:
+                buf = Buffer(len(values), "global " + global_name)
+                buf.data = list(values)
+                buf.device = True
+                MUTABLE_GLOBALS[(global_name, type_)] = buf
         return MemRef(buf, offset, sizes, strides, element_bytes)
     if name == "affine.apply":
         # affine_map<(d0, ...)[s0, ...] -> (expr)>: the operands are the
@@ -1162,13 +1205,14 @@ def execute(op, args, thread):
         memref_store(thread, op, args[0], args[1], args[2:])
         return None
     if name == "memref.atomic_rmw":
-        if attr_int(op, "kind") != 0:
-            raise SimError("line %d: only atomic addf is simulated" % op.line)
+        kind = attr_int(op, "kind")  # arith::AtomicRMWKind
+        if kind not in (0, 1, 3):
+            raise SimError("line %d: only atomic addf, addi and assign are simulated" % op.line)
         memref = args[1]
         a = memref.address(args[2:], op)
         access(thread, memref, a, op, "add")
         old = memref.buf.data[a]
-        memref.buf.data[a] = old + args[0]
+        memref.buf.data[a] = args[0] if kind == 3 else old + args[0]
         return old
     if name == "vector.load":
         return vector_access(thread, op, args[0], list(args[1:]), None, vector_width(op.result_type))
