@@ -78,23 +78,38 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     Few query rows against many keys (a decode step: one row per head
     against the KV cache, masked past a run-time position) would leave most
     SMs idle, so the keys are split over blocks: each writes its rows'
-    partial max, sum and weighted values to a host temporary, and a second
-    kernel combines the splits exactly:
+    partial max, sum and weighted values to a host temporary and counts
+    itself done in its query tile's counter (a global of the kernel's
+    module, zero at load; the writes released by a GPU-scope fence); the
+    block that counts last combines the splits exactly into the output
+    (each lane of the row scaling its splits once) and sets the counter back
+    to zero:
     ```mlir
+    memref.global "private" @finished_splits : memref<12xi32> = dense<0>
     %part = memref.alloc() {alignment = 16 : i64} : memref<12x1x32x68xf32>
     gpu.launch_func @attn_attention::@attn_attention blocks in (%c384, %c1, %c1) ...
-        args(%q_view : ..., %kv : ..., %v_view : ..., %part : memref<12x1x32x68xf32>, %mask : ...)
-    gpu.launch_func @attn_attention_combine::@attn_attention_combine blocks in (%c3, %c1, %c1) ...
-        args(%part : memref<12x1x32x68xf32>, %o : memref<12x1x64xf32>)
+        args(%q_view : ..., %kv : ..., %v_view : ..., %part : memref<12x1x32x68xf32>, %mask : ...,
+             %o : memref<12x1x64xf32>)
     memref.dealloc %part : memref<12x1x32x68xf32>
+    // in the kernel, after the loop over tiles:
+    vector.store %acc, %part[%head, %row, %split, %d] ...
+    gpu.barrier
+    scf.if %thread_0 {
+      llvm.fence syncscope("device") release
+      %done = memref.atomic_rmw addi %c1_i32, %counters[%tile] : (i32, memref<12xi32>) -> i32
+      scf.if %last { llvm.fence syncscope("device") acquire; memref.atomic_rmw assign %c0_i32, %counters[%tile] ... }
+      memref.store %last_i32, %flag[%c0, %c0] : memref<1x1xi32, #gpu.address_space<workgroup>>
+    }
+    gpu.barrier
+    scf.if %is_last { ... the splits' partials combined into %o ... }
     ```
 
     Where that mask is select(key > p, -1e10, 0) with p loaded from an input
     of the host function (computed in the prologue, or by a fusion writing
     the mask), the kernel takes p too and reads only the tiles of keys up
-    to p's: a split past it writes an empty
-    partial (max -inf, sum 0), which the combining kernel, given p too,
-    neither reads nor weighs.
+    to p's: a split past it writes nothing and does not count (the combine
+    neither reads nor weighs it), and where p falls in the first split, that
+    split's block writes the output itself.
     ```mlir
     %p = memref.load %position[] : memref<i32>
     %tiles = arith.minsi %split_end, %tiles_up_to_p : index
@@ -134,8 +149,7 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     same kernels, with a position per row: the mask is read as [B * H, 1,
     keys] from a fusion computing select(key > positions[b], big, 0) over
     [B, H, 1, keys], so row r reads the keys up to positions[r / H] (its
-    splits past that write empty partials, which the combining kernel,
-    given the positions, skips). The queries, which the scores fusion
+    splits past that are skipped, as above). The queries, which the scores fusion
     copies out of c_attn's output to read them as [B * H, 1, D], are read
     in place as [B, H, 1, D]; and the B copies of the sequences' new keys
     and values into the cache, each at its sequence's position, become
@@ -152,9 +166,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     %q = memref.expand_shape %q_view [[0], [1, 2, 3]] output_shape [2, 2, 1, 32] : ...
     gpu.launch_func @attn_attention::@attn_attention blocks in (%c128, %c1, %c1) ...
         args(%q : memref<2x2x1x32xf32, strided<[192, 32, 32, 1]>>, %kv : ..., %v_view : ..., %part : ...,
-             %mask : memref<2x2x1x1024xf32>, %positions : memref<2xi32>, %qkv : memref<2x192xf32>)
-    gpu.launch_func @attn_attention_combine::@attn_attention_combine ...
-        args(%part : ..., %o : memref<4x1x32xf32>, %positions : memref<2xi32>)
+             %mask : memref<2x2x1x1024xf32>, %o : memref<4x1x32xf32>, %positions : memref<2xi32>,
+             %qkv : memref<2x192xf32>)
     ```
   }];
   let options = [

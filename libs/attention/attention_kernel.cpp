@@ -18,6 +18,7 @@
 
 #include "attention/kernel_builder.h"
 #include "attention/split_combine.h"
+#include "codegen/split_completion.h"
 #include "emitters/elemental_emitter.h"
 #include "emitters/fusion_emitter.h"
 
@@ -27,6 +28,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -428,28 +430,125 @@ private:
   }
 
   // The row's output acc / l (the traced division), or with split keys this
-  // split's partials: acc, then (lane 0) the max and the sum.
+  // split's partials, combined by the query tile's last split to finish.
   void writeOutput(mlir::scf::ForOp loop) {
-    Value rowSum = loop.getResult(1);
-    if (cfg.splits > 1) {
-      x.guarded(rowValid, [&] {
-        for (int64_t c = 0; c < cfg.chunks; ++c)
-          x.store(loop.getResult(2 + c), out, {head, row, split, chunkStart[c]}, W, true, cfg.elementBytes);
-        Value first = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, lane, x.c(0));
-        x.guarded(first, [&] {
-          mlir::memref::StoreOp::create(b, loc, loop.getResult(0), out, mlir::ValueRange{head, row, split, x.c(D)});
-          mlir::memref::StoreOp::create(b, loc, rowSum, out, mlir::ValueRange{head, row, split, x.c(D + 1)});
-        });
-      });
-      return;
-    }
-    Value sums = x.broadcast(rowSum, W);
+    if (cfg.splits > 1)
+      return writeSplitOutput(loop);
+    writeNormalized(loop, out);
+  }
+
+  void writeNormalized(mlir::scf::ForOp loop, Value target) {
+    Value sums = x.broadcast(loop.getResult(1), W);
     x.guarded(rowValid, [&] {
       for (int64_t c = 0; c < cfg.chunks; ++c) {
         Value value = x.convert(mlir::arith::DivFOp::create(b, loc, loop.getResult(2 + c), sums), cfg.outElement);
-        x.store(value, out, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.outBytes);
+        x.store(value, target, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.outBytes);
       }
     });
+  }
+
+  // With split keys (codegen/split_completion.h): the splits in use
+  // (those holding a key up to the run-time position) write their
+  // partials and count themselves done; the last combines them into the
+  // output. A split alone in use writes the output itself.
+  void writeSplitOutput(mlir::scf::ForOp loop) {
+    Value finalOut = f.getArgument(cfg.outArgument);
+    Value position = cfg.positionArgument >= 0 ? f.getArgument(cfg.positionArgument) : Value();
+    Value sequence = position && cfg.rowsPerPosition > 0 ? x.div(head, cfg.rowsPerPosition) : Value();
+    int64_t keysPerSplit = cfg.tilesPerSplit * BK;
+    Value used = position ? unitsUpToPosition(b, loc, position, keysPerSplit, cfg.splits, sequence) : x.c(cfg.splits);
+    auto cmp = [&](mlir::arith::CmpIPredicate predicate, Value l, Value r) {
+      return b.createOrFold<mlir::arith::CmpIOp>(loc, predicate, l, r);
+    };
+    Value shared;
+    if (position) {
+      Value alone = cmp(mlir::arith::CmpIPredicate::eq, used, x.c(1));
+      x.guarded(b.createOrFold<mlir::arith::AndIOp>(loc, alone, cmp(mlir::arith::CmpIPredicate::eq, split, x.c(0))),
+                [&] { writeNormalized(loop, finalOut); });
+      Value inUse = cmp(mlir::arith::CmpIPredicate::ult, split, used);
+      shared = b.createOrFold<mlir::arith::AndIOp>(loc, inUse, cmp(mlir::arith::CmpIPredicate::ne, used, x.c(1)));
+    }
+    x.guarded(shared, [&] {
+      writePartials(loop);
+      completeInLastBlock(b, loc, f, f.getWorkgroupAttributions()[2], tid, x.div(blockIdX(b, loc), cfg.splits),
+                          cfg.heads * cfg.queryTiles, used, [&] { combineTile(finalOut, used); });
+    });
+  }
+
+  // This split's partials: acc, then (lane 0) the max and the sum.
+  void writePartials(mlir::scf::ForOp loop) {
+    x.guarded(rowValid, [&] {
+      for (int64_t c = 0; c < cfg.chunks; ++c)
+        x.store(loop.getResult(2 + c), out, {head, row, split, chunkStart[c]}, W, true, cfg.elementBytes);
+      Value first = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, lane, x.c(0));
+      x.guarded(first, [&] {
+        mlir::memref::StoreOp::create(b, loc, loop.getResult(0), out, mlir::ValueRange{head, row, split, x.c(D)});
+        mlir::memref::StoreOp::create(b, loc, loop.getResult(1), out, mlir::ValueRange{head, row, split, x.c(D + 1)});
+      });
+    });
+  }
+
+  // The query tile's output from its splits' partials (split_combine.h's
+  // formula), by the threads as they hold the rows: a row's lanes take its
+  // splits in turn (lane j splits j, j + lanes, ...), each scale
+  // exp(m_s - M) taken once, into shared memory; then each lane adds its
+  // slice of the head dimension over the splits. Splits past `used` are
+  // not in use: their partials (not written) are read as zeros.
+  void combineTile(Value finalOut, Value used) {
+    Value scales = f.getWorkgroupAttributions()[3];
+    Value negInf = x.fconst(element, -std::numeric_limits<double>::infinity());
+    Value zero = x.fconst(element, 0.0);
+    Value tileRow = x.div(tid, cfg.lanes);
+    auto inUse = [&](Value s) {
+      return b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::ult, s, used);
+    };
+    const int64_t S = cfg.splits, perLane = llvm::divideCeilSigned(S, cfg.lanes);
+    llvm::SmallVector<Value> splitIndex, maxima, sums;
+    Value rowMax = negInf;
+    for (int64_t i = 0; i < perLane; ++i) {
+      Value s = x.add(lane, i * cfg.lanes);
+      Value taken = inUse(s);
+      if ((i + 1) * cfg.lanes > S) {
+        taken = b.createOrFold<mlir::arith::AndIOp>(loc, taken, x.lt(s, S));
+        s = x.min(s, S - 1);
+      }
+      Value m = mlir::memref::LoadOp::create(b, loc, out, mlir::ValueRange{head, query, s, x.c(D)});
+      Value l = mlir::memref::LoadOp::create(b, loc, out, mlir::ValueRange{head, query, s, x.c(D + 1)});
+      splitIndex.push_back(s);
+      maxima.push_back(mlir::arith::SelectOp::create(b, loc, taken, m, negInf));
+      sums.push_back(mlir::arith::SelectOp::create(b, loc, taken, l, zero));
+      rowMax = mlir::arith::MaximumFOp::create(b, loc, rowMax, maxima.back());
+    }
+    rowMax = maxOverLanes(x, rowMax, cfg.lanes);
+    // An empty split (every key masked, or not in use) weighs nothing.
+    Value rowSum = zero;
+    for (int64_t i = 0; i < perLane; ++i) {
+      Value empty = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OEQ, maxima[i], negInf);
+      Value scale = mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, maxima[i], rowMax));
+      scale = mlir::arith::SelectOp::create(b, loc, empty, zero, scale);
+      Value owned = (i + 1) * cfg.lanes > S ? x.lt(x.add(lane, i * cfg.lanes), S) : Value();
+      x.guarded(owned, [&] {
+        mlir::memref::StoreOp::create(b, loc, scale, scales, mlir::ValueRange{tileRow, splitIndex[i]});
+      });
+      rowSum = mlir::arith::AddFOp::create(b, loc, rowSum, mlir::arith::MulFOp::create(b, loc, sums[i], scale));
+    }
+    rowSum = sumOverLanes(x, rowSum, cfg.lanes);
+    mlir::gpu::BarrierOp::create(b, loc); // the row's scales
+    Value sumsVector = x.broadcast(rowSum, W);
+    for (int64_t c = 0; c < cfg.chunks; ++c) {
+      Value total = x.vzero(element, W);
+      for (int64_t s = 0; s < S; ++s) {
+        Value part = x.load(out, {head, query, x.c(s), chunkStart[c]}, W, true, cfg.elementBytes);
+        if (mlir::Value taken = inUse(x.c(s)); !mlir::matchPattern(taken, mlir::m_One()))
+          part = mlir::arith::SelectOp::create(b, loc, taken, part, x.vzero(element, W));
+        Value scale = mlir::memref::LoadOp::create(b, loc, scales, mlir::ValueRange{tileRow, x.c(s)});
+        total = mlir::vector::FMAOp::create(b, loc, x.broadcast(scale, W), part, total);
+      }
+      Value value = x.convert(mlir::arith::DivFOp::create(b, loc, total, sumsVector), cfg.outElement);
+      x.guarded(rowValid, [&] {
+        x.store(value, finalOut, {head, row, chunkStart[c]}, W, cfg.widthO >= W, cfg.outBytes);
+      });
+    }
   }
 
   mlir::OpBuilder &b;
@@ -477,27 +576,6 @@ private:
 mlir::LogicalResult buildAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
                                        const FusionGraph &graph, const Softmax &softmax, const FusionGraph *maskGraph) {
   return AttentionBody(b, f, cfg, graph, softmax, maskGraph).build();
-}
-
-mlir::LogicalResult buildCombineBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg) {
-  mlir::Location loc = f.getLoc();
-  Builder x{b, loc};
-  Value partials = f.getArgument(0), out = f.getArgument(1);
-  Value position = cfg.positionArgument >= 0 ? f.getArgument(2) : Value();
-  const int64_t D = cfg.headSize;
-  int64_t total = cfg.heads * cfg.length * D;
-  Value linear = x.add(x.mul(blockIdX(b, loc), kCombineThreads), threadIdX(b, loc));
-  Value valid = total % kCombineThreads != 0 ? x.lt(linear, total) : Value();
-  x.guarded(valid, [&] {
-    Value d = x.rem(linear, D);
-    Value row = x.rem(x.div(linear, D), cfg.length);
-    Value head = x.div(linear, D * cfg.length);
-    Value sequence = position && cfg.rowsPerPosition > 0 ? x.div(head, cfg.rowsPerPosition) : Value();
-    Value value =
-        combineSplits(b, loc, partials, position, D, cfg.tilesPerSplit * cfg.keysPerTile, head, row, d, sequence);
-    mlir::memref::StoreOp::create(b, loc, x.convert(value, cfg.outElement), out, mlir::ValueRange{head, row, d});
-  });
-  return mlir::success();
 }
 
 mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why) {
@@ -670,8 +748,15 @@ llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir:
   auto tile = [&](int64_t rows, int64_t columns, mlir::Type element) {
     return mlir::MemRefType::get({rows, columns}, element, mlir::MemRefLayoutAttrInterface{}, space);
   };
-  if (!cfg.tensorCores)
-    return {tile(cfg.keysPerTile, cfg.headSize, cfg.storage), tile(cfg.keysPerTile, cfg.headSize, cfg.storage)};
+  if (!cfg.tensorCores) {
+    llvm::SmallVector<mlir::MemRefType, 3> buffers{tile(cfg.keysPerTile, cfg.headSize, cfg.storage),
+                                                   tile(cfg.keysPerTile, cfg.headSize, cfg.storage)};
+    if (cfg.splits > 1) {
+      buffers.push_back(completionFlagType(context));
+      buffers.push_back(tile(cfg.rowsPerBlock, cfg.splits, cfg.element));
+    }
+    return buffers;
+  }
   llvm::SmallVector<mlir::MemRefType, 3> buffers;
   if (cfg.asyncStages > 0) {
     int64_t rows = cfg.asyncStages * cfg.keyGroups * cfg.keysPerTile;

@@ -29,9 +29,6 @@ namespace mlpipe::emitters::fused_attention {
 
 // The widest vector access, in bytes.
 constexpr int64_t kVectorBytes = 16;
-// Threads per block of the kernel that combines the splits (one thread
-// per output element).
-constexpr int64_t kCombineThreads = 256;
 // The shape of one mma.sync m16n8k16 the tensor-core kernel is built from:
 // its rows (a warp's query rows), columns and depth (head sizes and key
 // tiles are multiples of it).
@@ -43,6 +40,9 @@ struct Config {
   int64_t keyTiles = 0;                        // ceil(keys / keysPerTile)
   int64_t splits = 1;                          // blocks the keys of a query tile are split over
   int64_t tilesPerSplit = 0;
+  // With split keys, the kernel argument of the output (argument 3 is the
+  // partials then): the last split of a query tile to finish combines.
+  int64_t outArgument = -1;
   int64_t partialStride = 0; // elements per row of the partials: D values, max, sum, padding
   // The type the kernel computes in (f32 or f64: scores, the softmax, the
   // accumulators, the split keys' partials), and the type Q, K, V and the
@@ -154,7 +154,9 @@ bool asyncCopiesFit(Config &cfg, int64_t globalWidth, int64_t warpSize);
 // rows, or on tensor cores K's padded rows and V's pairs of keys (a tile
 // per key group; with cp.async, stages of K's and V's padded rows), and
 // with several key groups their partials ([rows, D +
-// 8] f32: the output, then each of a row's four lanes' max and sum).
+// 8] f32: the output, then each of a row's four lanes' max and sum); with
+// split keys an i32 flag (whether this block is its query tile's last
+// split) and the combine's scales ([rows, splits] in the compute type).
 llvm::SmallVector<mlir::MemRefType, 3> workgroupBuffers(const Config &cfg, mlir::MLIRContext *context);
 
 // Where each of workgroupBuffers lies in dynamic shared memory (byte
@@ -168,8 +170,15 @@ int64_t vectorWidthAlongLast(mlir::MemRefType type, int64_t maxElements);
 
 // The kernel's body. Arguments: q ([H, Tq, D] view), k, v ([H, Tk, D]
 // views), out ([H, Tq, D]), or with split keys the partials ([H, Tq, S,
-// partialStride]: acc, then max and sum); workgroup buffers: the K tile
-// and the V tile.
+// partialStride]: acc, then max and sum) and out at cfg.outArgument;
+// workgroup buffers: the K tile, the V tile and with split keys the flag
+// and the scales.
+//
+// With split keys, each split in use writes its partials, and the last of
+// a query tile's splits to finish combines them (split_combine.h) into
+// out (codegen/split_completion.h). Where only the first split is in use
+// (keys up to a run-time position), its block writes out as an unsplit
+// block does.
 mlir::LogicalResult buildAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
                                        const FusionGraph &graph, const Softmax &softmax, const FusionGraph *maskGraph);
 
@@ -178,11 +187,5 @@ mlir::LogicalResult buildAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp 
 mlir::LogicalResult buildTensorCoreAttentionBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg,
                                                  const FusionGraph &graph, const Softmax &softmax,
                                                  const FusionGraph *maskGraph);
-
-// The kernel that combines split keys (split_combine.h): one thread per
-// element (h, i, d) of the output. Arguments: partials ([H, Tq, S,
-// partialStride]), out ([H, Tq, D]) and, where keys past a run-time
-// position are not read, that position.
-mlir::LogicalResult buildCombineBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Config &cfg);
 
 } // namespace mlpipe::emitters::fused_attention

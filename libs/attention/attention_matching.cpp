@@ -120,8 +120,8 @@ mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::Symbo
     match.mask = softmaxCall.getOperand(match.softmax.maskArgument);
   // A decode step's mask past a run-time position (positionMaskSource)
   // makes those keys' weights exact zeros: tiles of keys wholly after it
-  // are not read, and a split holding none writes an empty partial (max
-  // -inf, sum 0), which the combining kernel skips. A step early in a long
+  // are not read, and a split holding none neither writes partials nor
+  // counts itself done (the combine skips it). A step early in a long
   // cache then reads the keys it has, not the whole cache.
   match.position = !match.softmax.causal
                        ? maskingPosition(match.softmax, graph, softmaxCall, symbols, &match.rowsPerPosition)

@@ -4,8 +4,8 @@
 //
 // The pass finds attention's scores matmul, softmax and values matmul calls
 // in host code (attention_matching.h) and replaces them with one launch of
-// the fused kernel (attention_kernel.h), plus, where a decode step's keys
-// are split over blocks, a launch of the kernel combining the splits.
+// the fused kernel (attention_kernel.h); where a decode step's keys are
+// split over blocks, the last split of each query tile combines them.
 #include "attention/attention_kernel.h"
 #include "attention/attention_matching.h"
 #include "attention/passes.h"
@@ -190,8 +190,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
 
     PreparedLaunch launch;
     prepareLaunch(match, *cfg, host, operands, launch);
-    mlir::FailureOr<mlir::gpu::GPUFuncOp> kernel = mlir::failure(), combine = mlir::failure();
-    if (mlir::failed(buildKernels(match, *cfg, kernels, launch, kernel, combine))) {
+    mlir::FailureOr<mlir::gpu::GPUFuncOp> kernel = mlir::failure();
+    if (mlir::failed(buildKernel(match, *cfg, kernels, launch, kernel))) {
       if (launch.partials)
         launch.partials.getDefiningOp()->erase();
       operands.k.getDefiningOp()->erase();
@@ -200,7 +200,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       return why = "the kernel could not be built", mlir::failure();
     }
     describe(*cfg, launch, host.getContext());
-    launchAndReplace(match, *cfg, host, operands, launch, kernels, *kernel, combine);
+    launchAndReplace(match, *cfg, host, operands, launch, kernels, *kernel);
     return mlir::success();
   }
 
@@ -283,9 +283,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
   }
 
   // The kernel's name, signature and operands: Q, K, V and the output (or,
-  // with split keys, a host temporary for the partials, which a second
-  // kernel combines into the output), the softmax's extra arguments, the
-  // run-time position and what the cache write reads.
+  // with split keys, a host temporary for the partials, the output coming
+  // after the softmax's extra arguments), the softmax's extra arguments,
+  // the run-time position and what the cache write reads.
   static void prepareLaunch(AttentionMatch &match, Config &cfg, mlir::OpBuilder &host, const HostOperands &operands,
                             PreparedLaunch &launch) {
     mlir::func::CallOp softmaxCall = match.softmaxCall;
@@ -313,6 +313,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       signature.arguments.push_back(operand.getType());
       launchOperands.push_back(operand);
     }
+    if (partials) {
+      cfg.outArgument = static_cast<int64_t>(launchOperands.size());
+      signature.arguments.push_back(oType);
+      launchOperands.push_back(operands.out);
+    }
     if (Value position = match.position) {
       // (Sublayer mode's prologue loads it itself: an extra argument already.)
       auto known = llvm::find(launchOperands, position);
@@ -337,7 +342,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     launch.partialBytes = cfg.splits > 1 ? launch.partialsType.getNumElements() * cfg.elementBytes : 0;
     int64_t rowBytes = launch.rowBytes;
     signature.bytesMoved = rowBytes * (cfg.length + 2 * cfg.keys) +
-                           (partials ? launch.partialBytes : rowBytes * cfg.length) +
+                           (partials ? 2 * launch.partialBytes + rowBytes * cfg.length : rowBytes * cfg.length) +
                            (launch.cacheWrite || launch.batchedCacheWrite ? 4 * rowBytes : 0);
     int64_t pairs = cfg.causal ? cfg.heads * cfg.length * (cfg.length + 1) / 2 : cfg.heads * cfg.length * cfg.keys;
     signature.flops = 4 * pairs * cfg.headSize;
@@ -388,10 +393,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     }
   }
 
-  // The fused kernel and, with split keys, the combining kernel.
-  static mlir::LogicalResult buildKernels(AttentionMatch &match, const Config &cfg, KernelFactory &kernels,
-                                          const PreparedLaunch &launch, mlir::FailureOr<mlir::gpu::GPUFuncOp> &kernel,
-                                          mlir::FailureOr<mlir::gpu::GPUFuncOp> &combine) {
+  // The fused kernel.
+  static mlir::LogicalResult buildKernel(AttentionMatch &match, const Config &cfg, KernelFactory &kernels,
+                                         const PreparedLaunch &launch, mlir::FailureOr<mlir::gpu::GPUFuncOp> &kernel) {
     const FusionGraph *maskGraph = match.maskGraph ? &*match.maskGraph : nullptr;
     kernel = kernels.tryBuild(launch.signature, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
       for (unsigned i = 0; i < f.getNumWorkgroupAttributions(); ++i)
@@ -400,26 +404,13 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         return buildTensorCoreAttentionBody(b, f, cfg, match.softmaxGraph, match.softmax, maskGraph);
       return buildAttentionBody(b, f, cfg, match.softmaxGraph, match.softmax, maskGraph);
     });
-    if (mlir::succeeded(kernel) && launch.partials) {
-      KernelSignature combining;
-      combining.name = launch.name + "_combine";
-      combining.arguments = {launch.partialsType, match.valuesCall.getOperand(match.valuesOut).getType()};
-      if (match.position)
-        combining.arguments.push_back(match.position.getType());
-      combining.bytesMoved = launch.partialBytes + launch.rowBytes * cfg.length;
-      combining.blockSize = {static_cast<int32_t>(kCombineThreads), 1, 1};
-      combine = kernels.tryBuild(
-          combining, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { return buildCombineBody(b, f, cfg); });
-    }
-    if (mlir::failed(kernel) || (launch.partials && mlir::failed(combine)))
-      return mlir::failure();
-    return mlir::success();
+    return mlir::success(mlir::succeeded(kernel));
   }
 
   static void describe(const Config &cfg, const PreparedLaunch &launch, mlir::MLIRContext *context) {
     std::string splitText =
         cfg.splits > 1 ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
-                             " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), then a combining kernel"
+                             " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), the last to finish combining"
                        : "";
     MLPIPE_DEBUG(
         kDebugEmitters,
@@ -461,23 +452,15 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
   // else go too.
   static void launchAndReplace(AttentionMatch &match, const Config &cfg, mlir::OpBuilder &host,
                                const HostOperands &operands, PreparedLaunch &launch, KernelFactory &kernels,
-                               mlir::gpu::GPUFuncOp kernel, mlir::FailureOr<mlir::gpu::GPUFuncOp> combine) {
+                               mlir::gpu::GPUFuncOp kernel) {
     mlir::Location loc = match.valuesCall.getLoc();
     LaunchDims dims;
     dims.grid = {cfg.heads * cfg.queryTiles * cfg.splits, 1, 1};
     dims.block = {cfg.threads, 1, 1};
     kernels.launch(host, loc, kernel, dims, launch.operands,
                    cfg.dynamicShared ? dynamicSharedBytes(cfg, host.getContext()) : 0);
-    if (Value partials = launch.partials) {
-      LaunchDims combineDims;
-      combineDims.grid = {llvm::divideCeilSigned(cfg.heads * cfg.length * cfg.headSize, kCombineThreads), 1, 1};
-      combineDims.block = {kCombineThreads, 1, 1};
-      llvm::SmallVector<Value> combineOperands{partials, operands.out};
-      if (match.position)
-        combineOperands.push_back(match.position);
-      kernels.launch(host, loc, *combine, combineDims, combineOperands);
+    if (Value partials = launch.partials)
       mlir::memref::DeallocOp::create(host, loc, partials);
-    }
     if (launch.cacheWrite)
       launch.cacheWrite->copy.erase();
     if (launch.batchedCacheWrite)

@@ -1,7 +1,8 @@
 // The combination of split-key attention partials: mlpipe-fused-attention's
 // decode kernel splits each query row's keys over blocks, each writing its
-// split's max m_s, sum l_s and weighted values acc_s; one output element
-// (head, row, d) is then exactly
+// split's max m_s, sum l_s and weighted values acc_s (the last block of a
+// query tile to finish combines them); one output element (head, row, d)
+// is then exactly
 //
 //   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
 //
@@ -12,16 +13,6 @@
 #include "mlir/IR/Builders.h"
 
 namespace mlpipe::emitters {
-
-// The combined element out[head, row, d] of `partials`, whose rows have
-// `headSize` values. With a `position` (a memref<i32> of the run-time
-// position p), only the splits holding a key up to p are read (those past
-// it are empty), all of them for p < 0; in batched decoding `position` is
-// a memref<Bxi32> of positions, p read at `sequence`. All loads come
-// first, then the arithmetic.
-mlir::Value combineSplits(mlir::OpBuilder &b, mlir::Location loc, mlir::Value partials, mlir::Value position,
-                          int64_t headSize, int64_t keysPerSplit, mlir::Value head, mlir::Value row, mlir::Value d,
-                          mlir::Value sequence = {});
 
 // Of `units` consecutive runs of `keysPerUnit` keys (key tiles, splits),
 // how many hold a key up to the run-time position p loaded from

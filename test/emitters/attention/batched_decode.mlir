@@ -10,7 +10,7 @@
 // -1e10, 0) over [3, 2, 1, 96], the scores fusion copies the queries out
 // of c_attn's output to read them as [6, 1, 32], and the softmax reads the
 // mask as [6, 1, 96]. The three calls and the three copies become the
-// split-key kernel and its combining kernel, both given the positions:
+// split-key kernel (the last of a row's splits combining), given the positions:
 // the queries are read in place as [3, 2, 1, 32], row r's key tiles end at
 // its sequence's position positions[r / 2], and its block whose split
 // holds that key writes the row's new key and value first.
@@ -20,8 +20,8 @@
 // CHECK: %[[Q:.*]] = memref.expand_shape %{{.*}} {{\[\[}}0], [1, 2, 3]] output_shape [3, 2, 1, 32] : memref<3x64xf32, strided<[192, 1]>> into memref<3x2x1x32xf32, strided<[192, 32, 32, 1]>>
 // CHECK-NOT: call @attn_scores_matmul
 // CHECK: %[[PART:.*]] = memref.alloc() {alignment = 16 : i64} : memref<6x1x3x36xf32>
-// CHECK: gpu.launch_func{{ +}}@attn_attention_module::@attn_attention blocks in (%c18, %c1, %c1) threads in (%c32, %c1, %c1){{ +}}args(%[[Q]] : memref<3x2x1x32xf32, strided<[192, 32, 32, 1]>>, %{{.*}} : memref<6x96x32xf32, strided<[3072, 32, 1]>>, %{{.*}} : memref<6x96x32xf32, strided<[3072, 32, 1], offset: 18432>>, %[[PART]] : memref<6x1x3x36xf32>, %[[MASK]] : memref<3x2x1x96xf32>, %arg1 : memref<3xi32>, %arg0 : memref<3x192xf32>)
-// CHECK: gpu.launch_func{{ +}}@attn_attention_combine_module::@attn_attention_combine blocks in (%c1, %c1, %c1) threads in (%c256, %c1, %c1){{ +}}args(%[[PART]] : memref<6x1x3x36xf32>, %arg3 : memref<6x1x32xf32>, %arg1 : memref<3xi32>)
+// CHECK: gpu.launch_func{{ +}}@attn_attention_module::@attn_attention blocks in (%c18, %c1, %c1) threads in (%c32, %c1, %c1){{ +}}args(%[[Q]] : memref<3x2x1x32xf32, strided<[192, 32, 32, 1]>>, %{{.*}} : memref<6x96x32xf32, strided<[3072, 32, 1]>>, %{{.*}} : memref<6x96x32xf32, strided<[3072, 32, 1], offset: 18432>>, %[[PART]] : memref<6x1x3x36xf32>, %[[MASK]] : memref<3x2x1x96xf32>, %arg3 : memref<6x1x32xf32>, %arg1 : memref<3xi32>, %arg0 : memref<3x192xf32>)
+// CHECK-NOT: gpu.launch_func
 // CHECK-NOT: call @attn_values_matmul
 // CHECK-NOT: linalg.copy
 // CHECK: return
@@ -32,20 +32,23 @@
 // CHECK: %[[SEQ:.*]] = arith.divui %[[ROW]], %c2 : index
 // CHECK: %[[H:.*]] = arith.remui %[[ROW]], %c2 : index
 // CHECK: memref.load %arg0[%[[SEQ]], %[[H]], {{.*}} : memref<3x2x1x32xf32, strided<[192, 32, 32, 1]>>
-// CHECK: %[[P:.*]] = memref.load %arg5[%[[SEQ]]] : memref<3xi32>
+// CHECK: %[[P:.*]] = memref.load %arg6[%[[SEQ]]] : memref<3xi32>
 // CHECK: %[[PI:.*]] = arith.index_cast %[[P]]
 // CHECK: %[[LOW:.*]] = arith.maxsi %[[PI]], %c0 : index
 // CHECK: %[[KEY:.*]] = arith.minsi %[[LOW]], %c95 : index
 // CHECK: scf.if
-// CHECK: memref.load %arg6[{{.*}}] : memref<3x192xf32>
+// CHECK: memref.load %arg7[{{.*}}] : memref<3x192xf32>
 // CHECK: memref.store %{{.*}}, %arg1[%[[ROW]], %[[KEY]], %thread_id_x]
-// CHECK: memref.load %arg6[{{.*}}] : memref<3x192xf32>
+// CHECK: memref.load %arg7[{{.*}}] : memref<3x192xf32>
 // CHECK: memref.store %{{.*}}, %arg2[%[[ROW]], %[[KEY]], %thread_id_x]
 // CHECK: scf.for
 // CHECK: gpu.barrier
-// CHECK: gpu.func @attn_attention_combine(
-// CHECK: %[[CSEQ:.*]] = arith.divui %{{.*}}, %c2 : index
-// CHECK: memref.load %arg2[%[[CSEQ]]] : memref<3xi32>
+// The last of a row's splits combines those up to its sequence's
+// position: the others' partials are read as zeros.
+// CHECK: %[[P2:.*]] = memref.load %arg6[%[[SEQ]]] : memref<3xi32>
+// CHECK: memref.atomic_rmw addi
+// CHECK: arith.select
+// CHECK: memref.store %{{.*}}, %arg5[%[[ROW]], %{{.*}}, %{{.*}}] : memref<6x1x32xf32>
 
 // DEBUG: attn_attention: fused attention, 6 heads of 1 queries x 96 keys x 32, masked past each sequence's run-time position (a sequence's 2 rows: tiles after it skipped)
 // DEBUG-SAME: keys split 3 ways

@@ -297,18 +297,22 @@ module {
 // A decode step: one query row per head against 300 keys (a KV cache)
 // under a mask read from memory at the key. Two blocks would leave the GPU
 // idle, so the keys are split over blocks: each writes its partial max,
-// sum and weighted values to a temporary, and a second kernel combines
-// them. 300 keys make 10 tiles of 32 (the last cut short), one per split.
+// sum and weighted values to a temporary, fences, and counts itself done
+// in its head's counter; the last block of a head to count combines the
+// partials into the output and sets the counter back to zero. 300 keys
+// make 10 tiles of 32 (the last cut short), one per split.
 // The one query row of a head gets the whole warp:
 // 32 lanes of one element of the head each, a butterfly of 5 shuffles per
 // key, where a row of 7 queries gets 2 lanes of 16 elements.
 // CHECK-LABEL: func.func @decode(
 // CHECK: %[[PARTIALS:.*]] = memref.alloc() {alignment = 16 : i64} : memref<2x1x10x36xf32>
-// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention blocks in (%c20, %c1, %c1) threads in (%c32, %c1, %c1) args({{.*}}, %[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<300xf32>)
-// CHECK: gpu.launch_func{{ +}}@attention_attention_combine_module::@attention_attention_combine blocks in (%c1, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<2x1x32xf32>)
+// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention blocks in (%c20, %c1, %c1) threads in (%c32, %c1, %c1) args({{.*}}, %[[PARTIALS]] : memref<2x1x10x36xf32>, %{{.*}} : memref<300xf32>, %{{.*}} : memref<2x1x32xf32>)
+// CHECK-NOT: gpu.launch_func
 // CHECK: memref.dealloc %[[PARTIALS]]
 // CHECK-NOT: call @
+// CHECK: memref.global "private" @finished_splits : memref<2xi32> = dense<0>
 // CHECK: gpu.func @attention_attention(
+// CHECK-SAME: workgroup({{.*}}, %[[FLAG:[a-z0-9]+]] : memref<1x1xi32, #gpu.address_space<workgroup>> {{.*}}, %{{.*}} : memref<1x10xf32, #gpu.address_space<workgroup>>
 // The split's tiles: from split to min(split + 1, 10).
 // CHECK: %[[SPLIT:.*]] = arith.remui %{{.*}}, %c10 : index
 // CHECK: scf.for %{{.*}} = %[[SPLIT]] to %{{.*}} step %c1
@@ -318,10 +322,35 @@ module {
 // The max and the sum go after the values, by lane 0 of the row.
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c32] : memref<2x1x10x36xf32>
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c33] : memref<2x1x10x36xf32>
-// CHECK: gpu.func @attention_attention_combine(
-// CHECK-COUNT-10: arith.maximumf
-// CHECK-COUNT-10: math.exp
+// Counted by thread 0 after the block's writes (released), the last of
+// the head's 10 splits told so (acquired; the counter set back to zero).
+// CHECK: gpu.barrier
+// CHECK: llvm.fence syncscope("device") release
+// CHECK-NEXT: %[[BEFORE:.*]] = memref.atomic_rmw addi %c1_i32, %[[COUNTERS:.*]][%[[TILE:.*]]] : (i32, memref<2xi32>) -> i32
+// CHECK: %[[COUNT:.*]] = arith.addi %[[BEFORE]], %c1_i32 : i32
+// CHECK: %[[LAST:.*]] = arith.cmpi eq, %[[COUNT]], %c10_i32 : i32
+// CHECK: scf.if %[[LAST]] {
+// CHECK-NEXT: llvm.fence syncscope("device") acquire
+// CHECK-NEXT: memref.atomic_rmw assign %c0_i32{{.*}}, %[[COUNTERS]][%[[TILE]]]
+// CHECK: memref.store %{{.*}}, %[[FLAG]][%c0, %c0]
+// CHECK: gpu.barrier
+// CHECK: %[[READ:.*]] = memref.load %[[FLAG]][%c0, %c0]
+// CHECK: %[[IS_LAST:.*]] = arith.cmpi ne, %[[READ]], %c0_i32 : i32
+// CHECK: scf.if %[[IS_LAST]] {
+// The combine: lane s of the row takes split s (10 of the 32 lanes), its
+// max and sum; the row's max over the lanes; its scale exp(m_s - M) once,
+// into shared memory; the row's sum over the lanes. Then each lane adds its
+// element of the head over the 10 splits and divides by that sum.
+// CHECK: %[[M:.*]] = memref.load %arg3[%{{.*}}, %{{.*}}, %[[S:.*]], %c32] : memref<2x1x10x36xf32>
+// CHECK: memref.load %arg3[%{{.*}}, %{{.*}}, %[[S]], %c33] : memref<2x1x10x36xf32>
+// CHECK-COUNT-5: gpu.shuffle{{ +}}xor
+// CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %[[SCALES:.*]][%{{.*}}, %[[S]]] : memref<1x10xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-5: gpu.shuffle{{ +}}xor
+// CHECK: gpu.barrier
+// CHECK-COUNT-10: vector.fma
 // CHECK: arith.divf
+// CHECK: memref.store %{{.*}}, %arg5[%{{.*}}, %{{.*}}, %{{.*}}] : memref<2x1x32xf32>
 // DEBUG: attention_attention: fused attention, 2 heads of 1 queries x 300 keys x 32, not causal (every tile), 1 query rows per block, 32 lanes per row holding 1 chunks of 1, {{.*}}, 20 blocks x 32 threads, keys split 10 ways (1 tiles each
 
 #map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
