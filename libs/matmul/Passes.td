@@ -174,8 +174,24 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     and a `_split_sum` kernel adds the splits in their order and applies the
     epilogue (no atomics: the same bits on every run). Products with at most
     64 rows whose B rows are contiguous take the skinny form, which streams B
-    once. `--debug-only=mlpipe-emitters` prints each choice; the options
-    below override them.
+    once. A one-row product whose blocks would hold too many rows of a
+    weight in registers before their wait splits K too, and the last split
+    of a column tile to finish adds the splits in their order and applies
+    the epilogue in the same launch (each split counts itself done in a
+    counter of the tile, `memref.global "private" @finished_splits`, its
+    writes released by a GPU-scope fence):
+    ```mlir
+    gpu.launch_func @f_matmul::@f_matmul blocks in (%c24, %c4, %c1) threads in (%c256, %c1, %c1)
+        args(%a : memref<1x3072xbf16>, %b : memref<3072x768xbf16>, %partials : memref<4x1x768xf32>,
+             %c : memref<1x768xbf16>, %residual : ...)
+    // in the kernel, after the split's partial sums are stored:
+    gpu.barrier
+    llvm.fence syncscope("device") release            (thread 0)
+    %before = memref.atomic_rmw addi %c1_i32, %counters[%tile] : (i32, memref<24xi32>) -> i32
+    scf.if %last { ... the 4 partial vectors added, the epilogue, C stored ... }
+    ```
+    `--debug-only=mlpipe-emitters` prints each choice; the options below
+    override them.
 
     bf16 and f16 A and B (C in their type or f32) take the skinny form where
     f32 would (at most 64 rows, B's rows contiguous), and the tensor-core

@@ -312,10 +312,13 @@ Problem productProblem(const Problem &p, int64_t splits);
 // Builds the product kernel (its body by `body`) and launches it, with
 // `dynamicSharedBytes` of dynamic shared memory; with split K it is
 // launched on a temporary of partial products, and a second kernel adds
-// them in a fixed order into C (no atomics: the same bits run after run).
+// them in a fixed order into C (no atomics: the same bits run after run),
+// or, `lastSplitCompletes`, the kernel's last block of a tile to finish
+// does (codegen/split_completion.h): it is then also given C and the
+// epilogue's operands, after the temporary.
 mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p, int64_t splits,
                                   const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body,
-                                  int64_t dynamicSharedBytes = 0);
+                                  int64_t dynamicSharedBytes = 0, bool lastSplitCompletes = false);
 
 // The tiled form (tiled_matmul.cpp): its configuration chosen, built and
 // launched.

@@ -134,6 +134,13 @@ constexpr int64_t kSkinnyPrefetchMaxSums = 32;
 constexpr bool kSkinnyLoadsBBeforeWait = true;
 constexpr int64_t kSkinnyHeldBRegisters = 48;
 constexpr int64_t kSkinnyLoadsBBeforeWaitMaxElementBytes = 4;
+// A one-row GEMV still on fewer blocks than SMs at the narrowest segment,
+// whose thread's rows of B do not fit the registers it holds before its
+// wait (GPT-2's MLP c_proj, K = 3072 on 24 blocks: 48 rows a thread, 8 of
+// them held), splits K over blocks until they fit (at most a block an
+// SM); the last of a column tile's splits to finish adds the partial sums
+// and writes C (SkinnyConfig::lastSplitCompletes): still one launch.
+constexpr bool kSkinnySplitsToHoldB = true;
 // Shared memory for the staged slice of A, and for the cross-warp reduction.
 constexpr int64_t kSkinnyASharedBytes = 16 * 1024;
 constexpr int64_t kSkinnyReductionSharedBytes = 32 * 1024;
@@ -392,9 +399,22 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
     c.lanesN /= 2;
   c.blockN = c.lanesN * vectorN;
   int64_t columnBlocks = columnBlocksOf(c.lanesN);
+  // 32-bit registers a row of B takes as stored (a vector of 16-bit
+  // elements is widened as it is used).
+  int64_t perBRow = std::max<int64_t>(1, c.vectorN * p.elementBytes / 4);
+  bool holdsB = kSkinnyLoadsBBeforeWait && device.programmaticDependentLaunch && p.bUnwritten &&
+                p.elementBytes <= kSkinnyLoadsBBeforeWaitMaxElementBytes &&
+                c.rowsPerBlock * c.vectorN <= kSkinnyPrefetchMaxSums;
   int64_t splits = 1;
   if (options.splitK > 0) {
     splits = options.splitK;
+  } else if (narrowable && holdsB && kSkinnySplitsToHoldB && splitAllowed) {
+    auto heldRows = [&](int64_t s) { return roundUp(llvm::divideCeilSigned(p.k, s), c.rowSlots()) / c.rowSlots(); };
+    int64_t s = 1;
+    while (heldRows(s) * perBRow > kSkinnyHeldBRegisters && columnBlocks * (s + 1) <= device.smCount)
+      ++s;
+    if (heldRows(s) * perBRow <= kSkinnyHeldBRegisters)
+      splits = s;
   } else {
     // Enough blocks for every SM; no split shorter than a few rows per
     // slot. A narrowed block never splits (kSkinnyTargetBlocksPerSm).
@@ -411,10 +431,9 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   int64_t maxSlice = std::max<int64_t>(slots, kSkinnyASharedBytes / rowBytes / slots * slots);
   c.kPerSplit = std::min(roundUp(llvm::divideCeilSigned(p.k, splits), slots), maxSlice);
   c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
-  // 32-bit registers: the accumulators, and each B row of a chunk as stored
-  // (a vector of 16-bit elements is widened as it is used).
+  c.lastSplitCompletes = c.splitK > 1 && narrowable;
+  // 32-bit registers: the accumulators, and each B row of a chunk.
   int64_t accumulators = c.rowsPerBlock * c.vectorN * p.accumulatorBytes / 4;
-  int64_t perBRow = std::max<int64_t>(1, c.vectorN * p.elementBytes / 4);
   int64_t forB = (kSkinnyRegisters - kRegisterOverhead - accumulators) / (2 * perBRow);
   int64_t most = std::clamp<int64_t>(std::min(forB, kSkinnyRowsInFlight), 1, c.rowsPerWarp());
   // As many chunks as that needs, evened out (16 rows by at most 5: 4 x 4).
@@ -422,9 +441,7 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
   c.prefetchB = kSkinnyPrefetchesB && device.programmaticDependentLaunch &&
                 p.elementBytes <= kSkinnyPrefetchMaxElementBytes &&
                 c.rowsPerBlock * c.vectorN <= kSkinnyPrefetchMaxSums;
-  c.loadsBBeforeWait = kSkinnyLoadsBBeforeWait && device.programmaticDependentLaunch && p.bUnwritten &&
-                       p.elementBytes <= kSkinnyLoadsBBeforeWaitMaxElementBytes &&
-                       c.rowsPerBlock * c.vectorN <= kSkinnyPrefetchMaxSums;
+  c.loadsBBeforeWait = holdsB;
   if (c.loadsBBeforeWait && c.rowsPerWarp() * perBRow <= kSkinnyHeldBRegisters)
     c.rowsInFlight = c.rowsPerWarp();
   int64_t bytesPerReductionRow = slots * c.blockN * p.accumulatorBytes;
@@ -435,7 +452,8 @@ SkinnyConfig chooseSkinny(const Problem &p, const GeneratedMatmulOptions &option
 } // namespace generated_matmul
 
 bool skinnyIsOneLaunch(int64_t m, int64_t k, int64_t elementBytes) {
-  // What chooseSkinny narrows (and so never splits): one row, whose whole K
+  // What chooseSkinny narrows (and splits only with the last split
+  // completing, kSkinnySplitsToHoldB): one row, whose whole K
   // (one element per k: no fragment padding at one row) fits the staged
   // slice of A.
   return m >= 1 && m <= generated_matmul::kSkinnyNarrowMaxRows &&

@@ -182,6 +182,10 @@ struct SkinnyConfig {
   // first chunk of B rows loaded into registers before the wait: its whole
   // slice where it fits (kSkinnyHeldBRegisters), as one chunk.
   bool loadsBBeforeWait = false;
+  // With split K, the last of a column tile's splits to finish adds the
+  // partial sums and writes C through the epilogue
+  // (codegen/split_completion.h), instead of a second kernel.
+  bool lastSplitCompletes = false;
 
   int64_t threads() const { return warps * 32; }
   // Groups of lanes that each take their own rows of the K-slice.

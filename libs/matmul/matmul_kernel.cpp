@@ -231,7 +231,7 @@ Problem productProblem(const Problem &p, int64_t splits) {
 
 mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p, int64_t splits,
                                   const KernelSignature &signature, const LaunchDims &dims, const KernelBody &body,
-                                  int64_t dynamicSharedBytes) {
+                                  int64_t dynamicSharedBytes, bool lastSplitCompletes) {
   mlir::OpBuilder &host = launch.host;
   mlir::Location loc = launch.loc;
   const MatmulOperands &operands = launch.operands;
@@ -252,8 +252,13 @@ mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p,
   // (the buffer plan puts it in the arena), then one kernel adds them up.
   Value partials = mlir::memref::AllocOp::create(host, loc, partialSumsType(p, splits),
                                                  host.getI64IntegerAttr(kPartialSumsAlignment));
-  kernels.launch(host, loc, kernel, dims, {operands.a, operands.b, partials}, dynamicSharedBytes);
-  if (mlir::failed(emitSplitSum(launch, p, partials, splits)))
+  llvm::SmallVector<Value> arguments{operands.a, operands.b, partials};
+  if (lastSplitCompletes) {
+    arguments.push_back(operands.c);
+    arguments.append(launch.epilogueOperands.begin(), launch.epilogueOperands.end());
+  }
+  kernels.launch(host, loc, kernel, dims, arguments, dynamicSharedBytes);
+  if (!lastSplitCompletes && mlir::failed(emitSplitSum(launch, p, partials, splits)))
     return mlir::failure();
   mlir::memref::DeallocOp::create(host, loc, partials);
   return mlir::success();

@@ -10,7 +10,9 @@
 // The slice of A is staged in shared memory ([k][row]) and read as
 // broadcasts. At the end the warps add their partial sums through shared
 // memory, and one thread per output vector writes C (when K is split, its
-// split's slab of the partial products, partialSumsType).
+// split's slab of the partial products, partialSumsType, which a second
+// kernel adds up, or with lastSplitCompletes the last of the column tile's
+// splits to finish: codegen/split_completion.h).
 //
 // On chips with programmatic dependent launch the block first brings its
 // slice of B into L2, then waits for the kernel before it
@@ -28,6 +30,7 @@
 #include "matmul/matmul_building.h"
 
 #include "codegen/debug.h"
+#include "codegen/split_completion.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -43,8 +46,11 @@ namespace {
 // partial sums added and C written.
 class SkinnyBody {
 public:
-  SkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const SkinnyConfig &cfg, bool cVector)
-      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), cVector(cVector), element(p.element),
+  // `whole`: the product with C and its epilogue, where `p` computes
+  // split K's partial products.
+  SkinnyBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const Problem &whole,
+             const SkinnyConfig &cfg, bool cVector)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), whole(whole), cfg(cfg), cVector(cVector), element(p.element),
         storage(p.storage), eb(p.elementBytes), accumulatorBytes(p.accumulatorBytes), a(f.getArgument(0), eb),
         bm(f.getArgument(1), eb), c(f.getArgument(2), bytesOfElement(p.cType)), threads(cfg.threads()),
         rows(cfg.rowsPerBlock), vn(cfg.vectorN), slots(cfg.rowSlots()) {}
@@ -53,7 +59,10 @@ public:
     alignWorkgroupBuffers(b, f);
     f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(kSkinnyBlocksPerSm)));
     size_t prologueCount = p.prologue ? p.prologue->hostOperands.size() : 0;
-    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+    // C and the epilogue's operands follow the partial products where the
+    // last split completes.
+    unsigned firstOperand = cfg.lastSplitCompletes ? 4 : 3;
+    for (unsigned i = firstOperand; i < f.getNumArguments(); ++i)
       (i + prologueCount < f.getNumArguments() ? epilogueOperands : prologueOperands).push_back(f.getArgument(i));
     sharedA = f.getWorkgroupAttributions()[0];
     sharedReduction = f.getWorkgroupAttributions()[1];
@@ -87,6 +96,12 @@ public:
     }
     llvm::SmallVector<Value> acc = accumulate(first);
     addWarpsAndWriteC(acc);
+    if (cfg.lastSplitCompletes) {
+      Value blockZ = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+      int64_t columnBlocks = llvm::divideCeilSigned(p.n, cfg.blockN);
+      completeInLastBlock(b, loc, f, f.getWorkgroupAttributions()[2], tid, ix.add(ix.mul(blockZ, columnBlocks), blockX),
+                          columnBlocks * p.batch * cfg.rowGroups, ix.c(cfg.splitK), [&] { addSplitsAndWriteC(); });
+    }
     return mlir::success();
   }
 
@@ -272,11 +287,39 @@ private:
       writer.write(ix, slice(ix, sum, part, widthC), batch, row, ix.add(outCol, part), widthC, cVector);
   }
 
+  // The last split's completion: each of the block's output vectors is
+  // the sum of the splits' partial products, in the order of the splits
+  // (as the second kernel adds them), written through the epilogue.
+  void addSplitsAndWriteC() {
+    Matrix partials(f.getArgument(2), accumulatorBytes);
+    Matrix wholeC(f.getArgument(3), bytesOfElement(whole.cType));
+    OutputWriter writer{whole, wholeC, epilogueOperands};
+    int64_t outputs = rows * cfg.lanesN;
+    for (int64_t j = 0; j < llvm::divideCeilSigned(outputs, threads); ++j) {
+      Value q = ix.add(tid, j * threads);
+      Value valid = (j + 1) * threads > outputs ? ix.lt(q, outputs) : Value();
+      Value i = ix.div(q, cfg.lanesN), l = ix.rem(q, cfg.lanesN);
+      Value row = ix.add(m0, i);
+      Value outCol = ix.add(ix.mul(blockX, cfg.blockN), ix.mul(l, vn));
+      Value inside = ix.both(valid, ix.both(ix.lt(row, p.m), ix.lt(outCol, p.n)));
+      guarded(ix, inside, [&] {
+        Value sum = partials.loadRowVector(ix, batch, row, outCol, vn);
+        for (int64_t split = 1; split < cfg.splitK; ++split)
+          sum = mlir::arith::AddFOp::create(
+              b, loc, sum, partials.loadRowVector(ix, ix.add(batch, split * p.batch), row, outCol, vn));
+        int64_t widthC = cVector ? vn : 1;
+        for (int64_t part = 0; part < vn; part += widthC)
+          writer.write(ix, slice(ix, sum, part, widthC), batch, row, ix.add(outCol, part), widthC, cVector);
+      });
+    }
+  }
+
   mlir::OpBuilder &b;
   mlir::gpu::GPUFuncOp f;
   mlir::Location loc;
   Ix ix;
   const Problem &p;
+  const Problem &whole;
   const SkinnyConfig &cfg;
   bool cVector;
   mlir::Type element; // the accumulator's type
@@ -307,10 +350,14 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
   KernelSignature signature;
   signature.name = launch.name;
   signature.arguments = argumentTypes(q, /*withAB=*/true);
+  if (cfg.lastSplitCompletes)
+    signature.arguments.append(argumentTypes(p, /*withAB=*/false));
   signature.workgroupBuffers = {workgroupType({cfg.kPerSplit, aRow}, p.storage),
                                 workgroupType({cfg.rowSlots(), cfg.reductionRows, cfg.blockN}, p.element)};
   if (p.prologue)
     signature.workgroupBuffers.push_back(workgroupType({std::max<int64_t>(1, p.prologue->slots)}, p.element));
+  if (cfg.lastSplitCompletes)
+    signature.workgroupBuffers.push_back(completionFlagType(launch.host.getContext()));
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
   signature.blockSize = {static_cast<int32_t>(cfg.threads()), 1, 1};
@@ -324,7 +371,8 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
                   << " (batch x M x N x K), skinny form: " << cfg.rowsPerBlock << " rows x " << cfg.blockN
                   << " columns per block (" << cfg.lanesN << " lanes per B row segment, kSkinnyMinSegmentBytes), "
                   << cfg.threads() << " threads, B vectors " << cfg.vectorN << " along N, split-K " << cfg.splitK
-                  << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread), C "
+                  << " (" << cfg.kPerSplit << " rows each, " << cfg.rowsInFlight << " in flight per thread"
+                  << (cfg.lastSplitCompletes ? "; the last split adds them, kSkinnySplitsToHoldB" : "") << "), C "
                   << (cVector ? "vectors" : "scalars") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
                   << dims.grid[2] << "), " << shared << " B shared"
                   << (p.prologue ? ", A's row computed by every block (a row reduction before it)" : "")
@@ -337,9 +385,10 @@ mlir::LogicalResult emitSkinnyMatmul(const ProductLaunch &launch, const Problem 
                       : cfg.prefetchB ? ", B's slice into L2 before the wait (kSkinnyPrefetchesB)"
                                       : "")
                   << "\n");
-  return launchProduct(launch, p, cfg.splitK, signature, dims, [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-    return SkinnyBody(b, f, q, cfg, cVector).build();
-  });
+  return launchProduct(
+      launch, p, cfg.splitK, signature, dims,
+      [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { return SkinnyBody(b, f, q, p, cfg, cVector).build(); },
+      /*dynamicSharedBytes=*/0, cfg.lastSplitCompletes);
 }
 
 } // namespace mlpipe::emitters::generated_matmul
