@@ -67,7 +67,6 @@
 #include "matmul/matmul_building.h"
 
 #include "codegen/debug.h"
-#include "codegen/split_completion.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -137,11 +136,6 @@ constexpr int64_t kFewRowsBlockK = 128;
 // 14% busy, no eligible warp 49% of cycles); an mma.sync does 16 rows x
 // 8 columns x 16 of K at once.
 constexpr bool kFewRowsSplitsK = true;
-// ...and the last of a tile's splits to finish adds them and applies the
-// epilogue, in the same launch (codegen/split_completion.h), instead of a
-// second kernel: a launch fewer for each of a batched decode step's or a
-// short prompt's products.
-constexpr bool kFewRowsLastSplitCompletes = true;
 constexpr int64_t kFewRowsSplitTargetBlocksPerSm = 1;
 constexpr int64_t kFewRowsMinSlicesPerSplit = 1;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
@@ -179,11 +173,8 @@ struct TensorCoreConfig {
   int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
   int64_t warpsM = 1, warpsN = 1;
   // K split across blocks (few rows, kFewRowsSplitsK): each split's K rows
-  // (a multiple of blockK; 0: all of K) go to a partial product, which the
-  // last split of the tile adds up (kFewRowsLastSplitCompletes) or a second
-  // kernel.
+  // (a multiple of blockK; 0: all of K) go to a partial product.
   int64_t splitK = 1, kPerSplit = 0;
-  bool lastSplitCompletes() const { return splitK > 1 && kFewRowsLastSplitCompletes; }
 
   int64_t warps() const { return warpsM * warpsN; }
   int64_t threads() const { return warps() * 32; }
@@ -235,16 +226,7 @@ int64_t operandSharedBytes(const TensorCoreConfig &c, int64_t stages, int64_t ou
 int64_t sharedOffsetB(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
   return roundUp(operandSharedBytes(c, staging.stages, c.blockM, staging.kMajorA, elementBytes), kVectorBytes);
 }
-// Where the last split's flag (split_completion.h) lies: after B's stages,
-// aligned to 16 bytes.
-int64_t sharedOffsetFlag(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
-  return roundUp(sharedOffsetB(c, staging, elementBytes) +
-                     operandSharedBytes(c, staging.stages, c.blockN, staging.kMajorB, elementBytes),
-                 16);
-}
 int64_t sharedBytesOf(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
-  if (c.lastSplitCompletes())
-    return sharedOffsetFlag(c, staging, elementBytes) + 4;
   return sharedOffsetB(c, staging, elementBytes) +
          operandSharedBytes(c, staging.stages, c.blockN, staging.kMajorB, elementBytes);
 }
@@ -398,12 +380,9 @@ struct OperandTile {
 
 class TensorCoreBody {
 public:
-  // `whole`: the product with C and its epilogue, where `p` computes split
-  // K's partial products.
-  TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const Problem &whole,
-                 const TensorCoreConfig &cfg, const Staging &staging, const LoadPlan &planA, const LoadPlan &planB,
-                 bool prefetch, bool bBeforeWait)
-      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), whole(whole), cfg(cfg), staging(staging), prefetch(prefetch),
+  TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
+                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB, bool prefetch, bool bBeforeWait)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), prefetch(prefetch),
         bBeforeWait(bBeforeWait), storage(p.storage), f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb),
         bm(f.getArgument(1), eb), c(f.getArgument(2), bytesOfElement(p.cType)) {
     tileA.matrix = &a;
@@ -426,9 +405,7 @@ public:
     // otherwise take a second block's share).
     if (staging.blocksPerSm > 1)
       f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(staging.blocksPerSm)));
-    // C and the epilogue's operands follow the partial products where the
-    // last split completes.
-    for (unsigned i = cfg.lastSplitCompletes() ? 4 : 3; i < f.getNumArguments(); ++i)
+    for (unsigned i = 3; i < f.getNumArguments(); ++i)
       epilogueOperands.push_back(f.getArgument(i));
     placeShared();
     placeBlock();
@@ -444,41 +421,9 @@ public:
       loop = pipeline();
     }
     writeC(loop, widthCAllowed);
-    if (cfg.lastSplitCompletes()) {
-      int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
-      Value batchIndex = batch ? batch : ix.c(0);
-      Value tile = ix.add(ix.mul(ix.add(ix.mul(batchIndex, tilesM), tileM), tilesN), tileN);
-      completeInLastBlock(b, loc, f, flag, tid, tile, whole.batch * tilesM * tilesN, ix.c(cfg.splitK),
-                          [&] { addSplitsAndWriteC(); });
-    }
   }
 
 private:
-  // The last split's completion: each element pair of the block's tile of
-  // C is the sum of the splits' partial products in the order of the
-  // splits (as the second kernel adds them), written through the epilogue.
-  void addSplitsAndWriteC() {
-    Matrix partials(f.getArgument(2), 4);
-    Matrix wholeC(f.getArgument(3), bytesOfElement(whole.cType));
-    OutputWriter writer{whole, wholeC, epilogueOperands};
-    const int64_t width = p.n % 2 == 0 ? 2 : 1;
-    const int64_t perRow = cfg.blockN / width, vectors = cfg.blockM * perRow, threads = cfg.threads();
-    Value batchIndex = batch ? batch : ix.c(0);
-    for (int64_t j = 0; j < llvm::divideCeilSigned(vectors, threads); ++j) {
-      Value q = ix.add(tid, j * threads);
-      Value valid = (j + 1) * threads > vectors ? ix.lt(q, vectors) : Value();
-      Value row = ix.add(m0, ix.div(q, perRow)), col = ix.add(n0, ix.mul(ix.rem(q, perRow), width));
-      Value inside = ix.both(valid, ix.both(ix.lt(row, p.m), ix.lt(col, p.n)));
-      guarded(ix, inside, [&] {
-        Value sum = partials.loadRowVector(ix, batchIndex, row, col, width);
-        for (int64_t split = 1; split < cfg.splitK; ++split)
-          sum = mlir::arith::AddFOp::create(
-              b, loc, sum, partials.loadRowVector(ix, ix.add(batchIndex, split * whole.batch), row, col, width));
-        writer.write(ix, sum, batch, row, col, width, /*vectorC=*/false);
-      });
-    }
-  }
-
   // The operands' stages as views of the block's dynamic shared memory.
   void placeShared() {
     auto space = mlir::gpu::AddressSpaceAttr::get(b.getContext(), mlir::gpu::AddressSpace::Workgroup);
@@ -491,9 +436,6 @@ private:
     };
     tileA.shared = view(tileA, 0);
     tileB.shared = view(tileB, sharedOffsetB(cfg, staging, eb));
-    if (cfg.lastSplitCompletes())
-      flag = mlir::memref::ViewOp::create(b, loc, completionFlagType(b.getContext()), dynamic,
-                                          ix.c(sharedOffsetFlag(cfg, staging, eb)), mlir::ValueRange{});
   }
 
   // The ids, the block's tile of C, the warp's tile in it and the lane's
@@ -503,8 +445,8 @@ private:
     Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
     Value blockY = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y);
     mFastest = llvm::divideCeilSigned(p.m, cfg.blockM) <= llvm::divideCeilSigned(p.n, cfg.blockN);
-    tileM = mFastest ? blockX : blockY;
-    tileN = mFastest ? blockY : blockX;
+    Value tileM = mFastest ? blockX : blockY;
+    Value tileN = mFastest ? blockY : blockX;
     // z: the batch, or with split K the split's slab of the partial
     // products (split x batches + batch).
     Value blockZ;
@@ -957,7 +899,6 @@ private:
   mlir::Location loc;
   Ix ix;
   const Problem &p;
-  const Problem &whole;
   const TensorCoreConfig &cfg;
   const Staging &staging;
   bool prefetch;
@@ -969,9 +910,7 @@ private:
   llvm::SmallVector<Value> epilogueOperands;
   // batch: A's and B's; batchOfC: C's (with split K, the partial
   // products' slab); kStart: the block's first K row.
-  Value tid, batch, batchOfC, kStart, m0, n0, steps, group, inGroup, warpRow, warpCol, tileM, tileN;
-  // The last split's flag in dynamic shared memory (lastSplitCompletes).
-  Value flag;
+  Value tid, batch, batchOfC, kStart, m0, n0, steps, group, inGroup, warpRow, warpCol;
   bool maskK = false, mFastest = true;
 };
 
@@ -1024,8 +963,6 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   const bool bBeforeWait =
       kTensorCoreCopiesBBeforeWait && staging.async && p.bUnwritten && launch.device.programmaticDependentLaunch;
   signature.arguments = argumentTypes(q, /*withAB=*/true);
-  if (cfg.lastSplitCompletes())
-    signature.arguments.append(argumentTypes(p, /*withAB=*/false));
   int64_t sharedBytes = sharedBytesOf(cfg, staging, p.elementBytes);
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
@@ -1045,11 +982,9 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
          << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
          << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
          << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x" << cfg.warpN()
-         << (cfg.splitK > 1
-                 ? ", split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +
-                       " rows each, kFewRowsSplitsK" +
-                       (cfg.lastSplitCompletes() ? "; the last split adds them, kFewRowsLastSplitCompletes" : "") + ")"
-                 : std::string())
+         << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +
+                                  " rows each, kFewRowsSplitsK)"
+                            : std::string())
          << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
          << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
          << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes << " B shared in "
@@ -1066,11 +1001,11 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   return launchProduct(
       launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-        TensorCoreBody(b, f, q, p, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait)
+        TensorCoreBody(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait)
             .build(widthC);
         return mlir::success();
       },
-      sharedBytes, cfg.lastSplitCompletes());
+      sharedBytes);
 }
 
 } // namespace mlpipe::emitters::generated_matmul

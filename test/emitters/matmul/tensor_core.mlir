@@ -179,22 +179,16 @@ func.func @scores(%q: memref<12x1024x64xbf16>, %k: memref<12x1024x64xbf16>, %s: 
 // A short prompt's 16 rows take tensor cores (kFewRowTensorCoreMinRows),
 // in tiles of one m16 row, 16x64 blocks of four warps of 16x16, K split
 // three ways (kFewRowsSplitsK: 48 tiles for 132 SMs), 128 of K a step: 16
-// mma.sync a step; the last split of a tile to finish adds the splits and
-// rounds to bf16 once (kFewRowsLastSplitCompletes: the kernel is given C
-// after the partial products; its flag follows the stages in dynamic
-// shared memory). Forcing the form (form=tensor_core) makes the same choice.
+// mma.sync a step; the splits are added by a second kernel that rounds to
+// bf16 once. Forcing the form (form=tensor_core) makes the same choice.
 // CHECK-LABEL: func.func @prefill
-// CHECK: gpu.launch_func @prefill_matmul_module::@prefill_matmul blocks in (%c1, %c48, %c3) threads in (%c128, %c1, %c1) {{.*}} args(%arg0 : memref<16x768xbf16>, %arg1 : memref<768x3072xbf16>, %{{.*}} : memref<3x16x3072xf32>, %arg2 : memref<16x3072xbf16>)
-// CHECK-NOT: gpu.launch_func
-// CHECK: memref.global "private" @finished_splits : memref<48xi32> = dense<0>
+// CHECK: gpu.launch_func @prefill_matmul_module::@prefill_matmul blocks in (%c1, %c48, %c3) threads in (%c128, %c1, %c1) {{.*}} args(%arg0 : memref<16x768xbf16>, %arg1 : memref<768x3072xbf16>, %{{.*}} : memref<3x16x3072xf32>)
+// CHECK: gpu.launch_func @prefill_matmul_split_sum_module::@prefill_matmul_split_sum
 // CHECK: gpu.func @prefill_matmul(
-// CHECK: %[[FLAG:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<1x1xi32, #gpu.address_space<workgroup>>
 // CHECK-COUNT-16: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
-// CHECK: memref.atomic_rmw addi %c1_i32, %{{.*}}[%{{.*}}] : (i32, memref<48xi32>) -> i32
-// CHECK: memref.store %{{.*}}, %[[FLAG]][%c0, %c0]
-// CHECK-COUNT-3: vector.load %arg2[%{{.*}}, %{{.*}}, %{{.*}}] {{.*}} : memref<3x16x3072xf32>, vector<2xf32>
+// CHECK: gpu.func @prefill_matmul_split_sum(
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // TC16-LABEL: func.func @prefill
 // TC16: gpu.launch_func @prefill_matmul_module::@prefill_matmul blocks in (%c1, %c48, %c3) threads in (%c128, %c1, %c1)
@@ -227,15 +221,15 @@ func.func @step(%a: memref<1x768xbf16>, %b: memref<768x3072xbf16>, %c: memref<1x
 // CHOICE: c_proj_matmul: generated matmul 1x1024x768x3072 (batch x M x N x K), tensor cores (mma.sync m16n8k16, f16, f32 accumulation), block 64x64x32, 4 warps 2x2 of 32x32, A vectors 8 along K, B vectors 8 along N, C vectors 2, grid (12, 16, 1) with N tiles fastest, 38912 B shared in 4 stages by cp.async (A K-major, B N-major), dynamic, sized for 2 blocks an SM
 // CHOICE: logits_matmul: generated matmul 1x1024x50257x768 (batch x M x N x K), tensor cores (mma.sync m16n8k16, bf16, f32 accumulation), block 128x128x32, {{.*}} B vectors 8 along K, C vectors 1, grid (8, 393, 1)
 // CHOICE: scores_batch_matmul: generated matmul 12x1024x1024x64 (batch x M x N x K), tensor cores {{.*}} block 128x128x32, {{.*}} B vectors 8 along K
-// CHOICE: prefill_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), tensor cores {{.*}} block 16x64x128, 4 warps 1x4 of 16x16, split-K 3 (256 rows each, kFewRowsSplitsK; the last split adds them, kFewRowsLastSplitCompletes)
+// CHOICE: prefill_matmul: generated matmul 1x16x3072x768 (batch x M x N x K), tensor cores {{.*}} block 16x64x128, 4 warps 1x4 of 16x16, split-K 3 (256 rows each, kFewRowsSplitsK)
 // CHOICE: step_matmul: generated matmul 1x1x3072x768 (batch x M x N x K), skinny form
 
 // Two blocks of 4 warps an SM (what the stages leave shared memory for)
 // need at most 255 registers a thread, without spills.
 // PTX80: c_fc_matmul_module::c_fc_matmul {{ *}}{{[0-9]+}} registers {{.*}} 0 B spill stores
-// PTX80: ptx-check: 6 kernels assembled for sm_80
+// PTX80: ptx-check: 7 kernels assembled for sm_80
 // PTX90: c_fc_matmul_module::c_fc_matmul {{ *}}{{[0-9]+}} registers {{.*}} 0 B spill stores
-// PTX90: ptx-check: 6 kernels assembled for sm_90
+// PTX90: ptx-check: 7 kernels assembled for sm_90
 // MMA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
