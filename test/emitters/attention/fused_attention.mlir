@@ -316,9 +316,15 @@ module {
 // The split's tiles: from split to min(split + 1, 10).
 // CHECK: %[[SPLIT:.*]] = arith.remui %{{.*}}, %c10 : index
 // CHECK: scf.for %{{.*}} = %[[SPLIT]] to %{{.*}} step %c1
-// A key's dot product, summed over the warp from 16 lanes apart down.
-// CHECK: gpu.shuffle{{ +}}xor %{{.*}}, %c16_i32
-// CHECK: gpu.shuffle{{ +}}xor %{{.*}}, %c1_i32
+// The staged tile's 32 keys in 4 groups of 8 (kLoneRowKeysPerGroup), an
+// online-softmax step each: a key's dot product, summed over the warp from
+// 16 lanes apart down, 8 times a group.
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c4 step %c1 iter_args(
+// CHECK-COUNT-8: gpu.shuffle{{ +}}xor %{{.*}}, %c16_i32
+// CHECK-NOT: gpu.shuffle{{ +}}xor %{{.*}}, %c16_i32
+// CHECK: scf.yield
+// CHECK: scf.yield
 // The max and the sum go after the values, by lane 0 of the row.
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c32] : memref<2x1x10x36xf32>
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c33] : memref<2x1x10x36xf32>
