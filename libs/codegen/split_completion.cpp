@@ -2,6 +2,8 @@
 // split_completion.h.
 #include "codegen/split_completion.h"
 
+#include "codegen/conditional_building.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -43,13 +45,6 @@ mlir::Value finishedSplitsCounters(mlir::OpBuilder &b, mlir::Location loc, mlir:
   return mlir::memref::GetGlobalOp::create(b, loc, type, kFinishedSplitsGlobal);
 }
 
-void thenBuild(mlir::OpBuilder &b, mlir::Location loc, mlir::Value condition, const std::function<void()> &body) {
-  auto branch = mlir::scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
-  mlir::OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&branch.getThenRegion().front());
-  body();
-}
-
 } // namespace
 
 void completeInLastBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::gpu::GPUFuncOp f, mlir::Value flag,
@@ -59,7 +54,7 @@ void completeInLastBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::gpu::GPUF
   auto index = [&](int64_t v) -> mlir::Value { return mlir::arith::ConstantIndexOp::create(b, loc, v); };
   mlir::gpu::BarrierOp::create(b, loc); // every thread's part, before the count
   mlir::Value first = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::eq, threadId, index(0));
-  thenBuild(b, loc, first, [&] {
+  buildUnder(b, loc, first, [&] {
     mlir::Value counters = finishedSplitsCounters(b, loc, f, groups);
     mlir::Value one = mlir::arith::ConstantIntOp::create(b, loc, i32, 1);
     mlir::Value zero = mlir::arith::ConstantIntOp::create(b, loc, i32, 0);
@@ -69,7 +64,7 @@ void completeInLastBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::gpu::GPUF
     mlir::Value count = b.createOrFold<mlir::arith::IndexCastOp>(loc, i32, expected);
     mlir::Value last = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq,
                                                    mlir::arith::AddIOp::create(b, loc, before, one), count);
-    thenBuild(b, loc, last, [&] {
+    buildUnder(b, loc, last, [&] {
       fenceAtGpuScope(b, loc, mlir::LLVM::AtomicOrdering::acquire);
       mlir::memref::AtomicRMWOp::create(b, loc, mlir::arith::AtomicRMWKind::assign, zero, counters,
                                         mlir::ValueRange{group});
@@ -81,7 +76,7 @@ void completeInLastBlock(mlir::OpBuilder &b, mlir::Location loc, mlir::gpu::GPUF
   mlir::Value read = mlir::memref::LoadOp::create(b, loc, flag, mlir::ValueRange{index(0), index(0)});
   mlir::Value isLast = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, read,
                                                    mlir::arith::ConstantIntOp::create(b, loc, i32, 0));
-  thenBuild(b, loc, isLast, completion);
+  buildUnder(b, loc, isLast, completion);
 }
 
 } // namespace mlpipe::emitters

@@ -80,54 +80,6 @@ void guarded(const Ix &ix, Value condition, const std::function<void()> &body) {
   body();
 }
 
-// The L2's line: a prefetch brings the line holding its address.
-constexpr int64_t kL2LineBytes = 128;
-
-void prefetchRowsToL2(const Ix &ix, const RowsToPrefetch &rows, Value tid, int64_t threads) {
-  mlir::OpBuilder &b = ix.b;
-  mlir::Location loc = ix.loc;
-  auto type = mlir::cast<mlir::MemRefType>(rows.matrix.getType());
-  int64_t rank = type.getRank();
-  auto metadata = mlir::memref::ExtractStridedMetadataOp::create(b, loc, rows.matrix);
-  Value base = mlir::memref::ExtractAlignedPointerAsIndexOp::create(b, loc, rows.matrix);
-  auto strides = metadata.getStrides();
-  Value rowStride = strides[rank - 2], colStride = strides[rank - 1];
-  Value start = metadata.getOffset();
-  if (rank == 3)
-    start = ix.add(start, b.createOrFold<mlir::arith::MulIOp>(loc, rows.batch, strides[0]));
-  auto times = [&](Value x, Value y) { return b.createOrFold<mlir::arith::MulIOp>(loc, x, y); };
-  auto max = [&](Value x, Value y) { return b.createOrFold<mlir::arith::MaxSIOp>(loc, x, y); };
-  auto pointerType = mlir::LLVM::LLVMPointerType::get(b.getContext());
-  auto level = mlir::NVVM::PrefetchCacheLevelAttr::get(b.getContext(), mlir::NVVM::PrefetchCacheLevel::L2);
-  auto prefetch = [&](Value address) {
-    Value word = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
-    Value pointer = mlir::LLVM::IntToPtrOp::create(b, loc, pointerType, word);
-    mlir::NVVM::PrefetchOp::create(b, loc, level, /*evictPriority=*/nullptr, pointer, /*predicate=*/Value(),
-                                   /*tensormap=*/false);
-  };
-  // The lines a row's segment may touch: its bytes, plus one where it
-  // straddles a line's edge.
-  const int64_t lines = llvm::divideCeilSigned(rows.maxColumns * rows.elementBytes, kL2LineBytes) + 1;
-  auto loop = mlir::scf::ForOp::create(b, loc, ix.c(0), ix.c(llvm::divideCeilSigned(rows.maxRows, threads)), ix.c(1));
-  mlir::OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody()); // before its yield
-  {
-    Value row = ix.add(ix.add(rows.rowBegin, ix.mul(loop.getInductionVar(), threads)), tid);
-    guarded(ix, ix.lt(row, rows.rowEnd), [&] {
-      Value first = ix.add(ix.add(start, times(row, rowStride)), times(rows.colBegin, colStride));
-      Value last = ix.add(first, times(ix.sub(ix.sub(rows.colEnd, rows.colBegin), ix.c(1)), colStride));
-      Value firstByte = ix.add(base, ix.mul(first, rows.elementBytes));
-      Value lastByte = ix.add(ix.add(base, ix.mul(last, rows.elementBytes)), rows.elementBytes - 1);
-      prefetch(firstByte);
-      Value line = ix.mul(ix.div(firstByte, kL2LineBytes), kL2LineBytes);
-      for (int64_t l = 1; l < lines; ++l) {
-        Value next = ix.add(line, l * kL2LineBytes);
-        guarded(ix, ix.lt(next, ix.add(lastByte, 1)), [&] { prefetch(max(next, firstByte)); });
-      }
-    });
-  }
-}
-
 void waitForKernelBefore(const Ix &ix) {
   mlir::NVVM::GriddepcontrolOp::create(ix.b, ix.loc, mlir::NVVM::GridDepActionKind::wait);
 }

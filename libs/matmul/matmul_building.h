@@ -149,23 +149,6 @@ Value broadcast(const Ix &ix, Value scalar, int64_t width);
 // Runs `body` under `condition` (unconditionally when it is null).
 void guarded(const Ix &ix, Value condition, const std::function<void()> &body);
 
-// The lines of global memory a product will stream, brought into L2 before
-// its kernel waits for the kernel before it (programmatic dependent launch:
-// its blocks are resident while that kernel runs). A prefetch neither reads
-// a value nor writes one, so it is safe before the wait whatever the
-// operand holds: every later write lands in L2 too. The block's `threads`
-// threads take rows [rowBegin, rowEnd) of `matrix` (at most `maxRows`) in
-// turn, and each prefetches every 128-byte line of columns [colBegin,
-// colEnd) (at most `maxColumns`) of its rows.
-struct RowsToPrefetch {
-  Value matrix, batch;
-  Value rowBegin, rowEnd;
-  int64_t maxRows = 0;
-  Value colBegin, colEnd;
-  int64_t maxColumns = 0;
-  int64_t elementBytes = 0;
-};
-void prefetchRowsToL2(const Ix &ix, const RowsToPrefetch &rows, Value tid, int64_t threads);
 // griddepcontrol.wait: what follows runs once the kernel before this one has
 // finished and its writes are visible. mlpipe-programmatic-launch lets the
 // next kernel be scheduled right after it.

@@ -30,6 +30,7 @@
 #include "matmul/matmul_building.h"
 
 #include "codegen/debug.h"
+#include "codegen/l2_prefetch.h"
 #include "codegen/split_completion.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -77,10 +78,18 @@ public:
       // this one finishes; nothing below may read or write before the wait.
       if (cfg.prefetchB && (cfg.chunks() > 1 || !cfg.loadsBBeforeWait)) {
         Value colBegin = ix.mul(blockX, cfg.blockN);
-        prefetchRowsToL2(ix,
-                         {f.getArgument(1), batch, kStart, ix.min(ix.add(kStart, cfg.kPerSplit), p.k), cfg.kPerSplit,
-                          colBegin, ix.min(ix.add(colBegin, cfg.blockN), p.n), cfg.blockN, eb},
-                         tid, threads);
+        RowsToPrefetch rows;
+        rows.matrix = f.getArgument(1);
+        if (mlir::cast<mlir::MemRefType>(rows.matrix.getType()).getRank() == 3)
+          rows.outer.push_back(batch);
+        rows.rowBegin = kStart;
+        rows.rowEnd = ix.min(ix.add(kStart, cfg.kPerSplit), p.k);
+        rows.maxRows = cfg.kPerSplit;
+        rows.colBegin = colBegin;
+        rows.colEnd = ix.min(ix.add(colBegin, cfg.blockN), p.n);
+        rows.maxColumns = cfg.blockN;
+        rows.elementBytes = eb;
+        prefetchRowsToL2(ix.b, ix.loc, rows, tid, threads);
       }
       waitForKernelBefore(ix);
     }
