@@ -9,20 +9,25 @@
 // A decode step (one query row per head against the KV cache, masked past
 // a run-time position the prologue reads) has too few rows to fill the
 // GPU: its keys are split over blocks, each block's (m, l, acc) go to a
-// temporary, and a second kernel combines them exactly:
+// temporary, and the last block of a head to finish combines them exactly
+// (codegen/split_completion.h):
 //   M = max_s m_s,  out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M)
 // The step's own keys and values, which the host copied into the cache
 // just before, are written there by the block whose split holds their key,
-// before it reads the cache (matchCacheWrite).
+// before it reads the cache (matchCacheWrite). Launched while the kernel
+// before it runs, a split first prefetches the cache lines it will stage
+// into L2, then waits for that kernel (Config::prefetchesCacheBeforeWait).
 #include "attention/attention_kernel.h"
 
 #include "attention/kernel_builder.h"
 #include "attention/split_combine.h"
+#include "codegen/l2_prefetch.h"
 #include "codegen/split_completion.h"
 #include "emitters/elemental_emitter.h"
 #include "emitters/fusion_emitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -150,13 +155,15 @@ public:
   mlir::LogicalResult build() {
     makeElementalEmitters();
     placeBlock();
+    auto [firstTile, tiles] = keyTiles();
+    if (cfg.prefetchesCacheBeforeWait)
+      prefetchTilesAndWait(firstTile, tiles);
     loadQueryRows();
     // The running max starts from the max reduction's own init.
     Value rowMaxInit = elemental->reductionInit(softmax.max, {head, query});
     llvm::SmallVector<Value> init{rowMaxInit, x.fconst(element, 0.0)};
     for (int64_t c = 0; c < cfg.chunks; ++c)
       init.push_back(x.vzero(element, W));
-    auto [firstTile, tiles] = keyTiles();
     if (cfg.cacheWrite || cfg.batchedCacheWrite)
       writeStepIntoCache();
     auto loop = mlir::scf::ForOp::create(b, loc, firstTile, tiles, x.c(1), init);
@@ -245,6 +252,28 @@ private:
       tiles = b.createOrFold<mlir::arith::MinSIOp>(loc, tiles, tilesUsed);
     }
     return {firstTile, tiles};
+  }
+
+  // The lines of K and V that tiles [firstTile, tiles) will stage, into
+  // L2 (Config::prefetchesCacheBeforeWait), then the wait for the kernel
+  // before this one: nothing before it reads or writes what a kernel
+  // writes.
+  void prefetchTilesAndWait(Value firstTile, Value tiles) {
+    int64_t rowsPerSplit = (cfg.splits > 1 ? cfg.tilesPerSplit : cfg.keyTiles) * BK;
+    for (Value memref : {k, v}) {
+      RowsToPrefetch rows;
+      rows.matrix = memref;
+      rows.outer = {head};
+      rows.rowBegin = x.mul(firstTile, BK);
+      rows.rowEnd = b.createOrFold<mlir::arith::MinSIOp>(loc, x.mul(tiles, BK), x.c(TK));
+      rows.maxRows = rowsPerSplit;
+      rows.colBegin = x.c(0);
+      rows.colEnd = x.c(D);
+      rows.maxColumns = D;
+      rows.elementBytes = cfg.storageBytes;
+      prefetchRowsToL2(b, loc, rows, tid, cfg.threads);
+    }
+    mlir::NVVM::GriddepcontrolOp::create(b, loc, mlir::NVVM::GridDepActionKind::wait);
   }
 
   // The step's keys and values into the cache, by the block whose split

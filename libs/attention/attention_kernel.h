@@ -71,6 +71,14 @@ struct Config {
   // rowsPerPosition (0: one position, rank 0).
   int64_t positionArgument = -1;
   int64_t rowsPerPosition = 0;
+  // A decode step's kernel, launched while the kernel before it runs
+  // (programmatic dependent launch), prefetches the cache's lines its
+  // split will stage (keys and values up to the position's tile) into L2
+  // before it waits for that kernel: the cache was written by earlier
+  // steps, so its lines come from DRAM, and a prefetch is safe whatever
+  // the kernel before writes (l2_prefetch.h). The position is a host
+  // input no kernel writes, read before the wait too.
+  bool prefetchesCacheBeforeWait = false;
   // Batched decoding's queries, read in place as [batch, queryHeads, 1, D]
   // (row r = b * queryHeads + h at [b, h]); 0: q is [H, Tq, D].
   int64_t queryHeads = 0;

@@ -190,6 +190,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
 
     PreparedLaunch launch;
     prepareLaunch(match, *cfg, host, operands, launch);
+    cfg->prefetchesCacheBeforeWait =
+        !cfg->tensorCores && cfg->positionArgument >= 0 && device.programmaticDependentLaunch;
     mlir::FailureOr<mlir::gpu::GPUFuncOp> kernel = mlir::failure();
     if (mlir::failed(buildKernel(match, *cfg, kernels, launch, kernel))) {
       if (launch.partials)
@@ -440,6 +442,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                    : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
            << ", " << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
+           << (cfg.prefetchesCacheBeforeWait ? ", the split's cache lines prefetched into L2 before the wait" : "")
            << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "")
            << (launch.batchedCacheWrite
                    ? ", writing every sequence's keys and values into the cache at its position first"

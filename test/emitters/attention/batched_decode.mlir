@@ -26,10 +26,20 @@
 // CHECK-NOT: linalg.copy
 // CHECK: return
 // In the kernel: the row's sequence (row / 2) and its position, clamped,
-// for the cache write; the tiles up to the position for the loop.
+// for the cache write; the tiles up to the position for the loop. Before
+// the wait for the kernel before it, the lines of K and V its split will
+// stage go into L2 (the position, a host input, read there too); the
+// query, which that kernel writes, only after.
 // CHECK: gpu.func @attn_attention(
 // CHECK: %[[ROW:.*]] = arith.divui %block_id_x, %c3 : index
 // CHECK: %[[SEQ:.*]] = arith.divui %[[ROW]], %c2 : index
+// CHECK: memref.load %arg6[%[[SEQ]]] : memref<3xi32>
+// CHECK: memref.extract_aligned_pointer_as_index %arg1
+// CHECK: nvvm.prefetch level = L2
+// CHECK: memref.extract_aligned_pointer_as_index %arg2
+// CHECK: nvvm.prefetch level = L2
+// CHECK-NOT: memref.load
+// CHECK: nvvm.griddepcontrol wait
 // CHECK: %[[H:.*]] = arith.remui %[[ROW]], %c2 : index
 // CHECK: memref.load %arg0[%[[SEQ]], %[[H]], {{.*}} : memref<3x2x1x32xf32, strided<[192, 32, 32, 1]>>
 // CHECK: %[[P:.*]] = memref.load %arg6[%[[SEQ]]] : memref<3xi32>
@@ -52,6 +62,7 @@
 
 // DEBUG: attn_attention: fused attention, 6 heads of 1 queries x 96 keys x 32, masked past each sequence's run-time position (a sequence's 2 rows: tiles after it skipped)
 // DEBUG-SAME: keys split 3 ways
+// DEBUG-SAME: the split's cache lines prefetched into L2 before the wait
 // DEBUG-SAME: writing every sequence's keys and values into the cache at its position first
 
 #map_pos = affine_map<(d0, d1, d2, d3) -> (d0)>
