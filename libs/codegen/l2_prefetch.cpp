@@ -27,7 +27,9 @@ void prefetchRowsToL2(mlir::OpBuilder &b, mlir::Location loc, const RowsToPrefet
   auto add = [&](Value x, Value y) { return b.createOrFold<mlir::arith::AddIOp>(loc, x, y); };
   auto times = [&](Value x, Value y) { return b.createOrFold<mlir::arith::MulIOp>(loc, x, y); };
   auto max = [&](Value x, Value y) { return b.createOrFold<mlir::arith::MaxSIOp>(loc, x, y); };
-  auto lt = [&](Value x, Value y) { return b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, x, y); };
+  auto lt = [&](Value x, Value y) {
+    return b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, x, y);
+  };
   auto type = mlir::cast<mlir::MemRefType>(rows.matrix.getType());
   int64_t rank = type.getRank();
   auto metadata = mlir::memref::ExtractStridedMetadataOp::create(b, loc, rows.matrix);
