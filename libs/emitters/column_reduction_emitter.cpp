@@ -12,11 +12,9 @@
 // With 16-bit inputs each thread owns four neighbouring columns (read as
 // one 64-bit vector; kSixteenBitBytesPerThreadRead), so a block covers 128.
 // When the columns alone give too few blocks to fill the GPU, the rows are
-// split into chunks: each block writes its partials to a workspace, and the
-// last block of a column tile to finish combines the tile's partials and
-// applies the epilogue (codegen/split_completion.h), in the same launch.
+// split into chunks: each block writes its partials to a workspace, and a
+// second kernel combines each column's partials and applies the epilogue.
 #include "codegen/debug.h"
-#include "codegen/split_completion.h"
 #include "emitters/fusion_emitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,16 +38,14 @@ constexpr int64_t kBlocksPerSm = 8;
 // A chunk of rows is at least this many rows per thread: fewer and the
 // partials' second pass costs more than it saves.
 constexpr int64_t kMinRowsPerThread = 8;
-// The combine is itself a column reduction, of the tile's [chunks,
-// columns] partials, by the last block's kColumns x kRowsAtOnce threads:
-// thread (tx, ty) adds chunks ty, ty + kRowsAtOnce, ... of columns tx,
-// tx + kColumns, ... (a warp reads neighbouring partials), the block's rows
-// then meeting in shared memory, in a fixed order (the same bits run after
-// run). One thread a column adding all 88 partials one after another took
-// 4.4 us under the profiler, against 9.6 for reading the bf16 16384 x 768
-// input; done by a second kernel, the combine cost that kernel's launch
-// too, a fixed cost the 7.3 us copy floor of a bf16 16384 x 768 input
-// feels (1.17x it).
+// The second kernel is itself a column reduction, of the [chunks, columns]
+// partials: a block of kColumns x kCombineRows threads owns kColumns
+// columns, thread (tx, ty) adding chunks ty, ty + kCombineRows, ... of
+// column tx, the block's rows then meeting in shared memory, in a fixed
+// order. With one thread a column (3 blocks for 768 columns) each thread
+// added 88 partials one after another: 4.4 us under the profiler, against
+// 9.6 for the kernel reading the bf16 16384 x 768 input.
+constexpr int64_t kCombineRows = 8;
 // Bytes of the input a thread reads at once: a warp's 32 reads cover a
 // 128-byte row segment, as 32 f32 columns do. Narrower elements (bf16,
 // f16) give each thread that many neighbouring columns, read as one
@@ -85,28 +81,43 @@ public:
     auto space = mlir::gpu::AddressSpaceAttr::get(graph_.function().getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto workspaceType = mlir::MemRefType::get({outer_, chunks_, columns_}, elementType);
     KernelSignature signature;
-    signature.name = kernelName(graph_);
+    signature.name = kernelName(graph_) + (chunks_ > 1 ? "_partials" : "");
     signature.bytesMoved = fusionBytes(graph_);
     signature.blockSize = {static_cast<int32_t>(kColumns), static_cast<int32_t>(kRowsAtOnce), 1};
     signature.workgroupBuffers.push_back(mlir::MemRefType::get({kRowsAtOnce, columnsPerThread_ * (kColumns + 1)},
                                                                elementType, mlir::MemRefLayoutAttrInterface{}, space));
-    if (chunks_ > 1) {
+    if (chunks_ > 1)
       signature.arguments.push_back(workspaceType);
-      signature.workgroupBuffers.push_back(completionFlagType(graph_.function().getContext()));
-    }
     auto first = buildFusionKernel(
         kernels, graph_, signature,
         [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitPartials(elemental, kernel); }, why);
     if (mlir::failed(first))
       return mlir::failure();
-    MLPIPE_DEBUG(kDebugEmitters, os << kernelName(graph_) << ": column reduction emitter, " << outer_ << " x " << rows_
-                                    << " rows x " << columns_ << " columns, tiles of " << kColumns * columnsPerThread_
-                                    << " columns (" << columnsPerThread_
-                                    << " a thread, kBytesPerThreadRead or kSixteenBitBytesPerThreadRead), rows in "
-                                    << chunks_ << " chunks of " << rowsPerChunk_ << ", " << blocks << " blocks x "
-                                    << kColumns << "x" << kRowsAtOnce << " threads"
-                                    << (chunks_ > 1 ? ", the last block of a column tile combining its partials" : "")
-                                    << " (" << device.smCount << " SMs)\n");
+    mlir::FailureOr<mlir::gpu::GPUFuncOp> second = mlir::failure();
+    int64_t combineBlocks = outer_ * llvm::divideCeilSigned(columns_, kColumns);
+    if (chunks_ > 1) {
+      KernelSignature combine;
+      combine.name = kernelName(graph_);
+      combine.bytesMoved = bytesOf(workspaceType) + outputBytes();
+      combine.blockSize = {static_cast<int32_t>(kColumns), static_cast<int32_t>(kCombineRows), 1};
+      combine.arguments.push_back(workspaceType);
+      combine.workgroupBuffers.push_back(
+          mlir::MemRefType::get({kCombineRows, kColumns + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
+      second = buildFusionKernel(
+          kernels, graph_, combine,
+          [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitCombine(elemental, kernel); },
+          why);
+      if (mlir::failed(second))
+        return mlir::failure();
+    }
+    MLPIPE_DEBUG(kDebugEmitters,
+                 os << kernelName(graph_) << ": column reduction emitter, " << outer_ << " x " << rows_ << " rows x "
+                    << columns_ << " columns, tiles of " << kColumns * columnsPerThread_ << " columns ("
+                    << columnsPerThread_ << " a thread, kBytesPerThreadRead or kSixteenBitBytesPerThreadRead), rows in "
+                    << chunks_ << " chunks of " << rowsPerChunk_ << ", " << blocks << " blocks x " << kColumns << "x"
+                    << kRowsAtOnce << " threads"
+                    << (chunks_ > 1 ? ", then a kernel combining the partials (kCombineRows threads a column)" : "")
+                    << " (" << device.smCount << " SMs)\n");
     mlir::OpBuilder host(call);
     llvm::SmallVector<mlir::Value> operands(call.getOperands());
     mlir::Value workspace;
@@ -118,13 +129,25 @@ public:
     dims.grid = {blocks, 1, 1};
     dims.block = {kColumns, kRowsAtOnce, 1};
     kernels.launch(host, call.getLoc(), *first, dims, operands);
-    if (chunks_ > 1)
+    if (chunks_ > 1) {
+      LaunchDims combineDims;
+      combineDims.grid = {combineBlocks, 1, 1};
+      combineDims.block = {kColumns, kCombineRows, 1};
+      kernels.launch(host, call.getLoc(), *second, combineDims, operands);
       mlir::memref::DeallocOp::create(host, call.getLoc(), workspace);
+    }
     call.erase();
     return mlir::success();
   }
 
 private:
+  int64_t outputBytes() const {
+    int64_t bytes = 0;
+    for (const FusionGraph::Output &output : graph_.outputs())
+      bytes += bytesOf(graph_.function().getArgument(output.argument).getType());
+    return bytes;
+  }
+
   // Neighbouring columns per thread: kBytesPerThreadRead of the narrowest
   // input elements (of 16 bits or more), where a row's innermost extent
   // holds whole groups of them.
@@ -311,93 +334,6 @@ private:
     mlir::gpu::BarrierOp::create(b, loc);
     mlir::Value isFirst = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, ty, elemental.index(0));
     auto ifFirst = mlir::scf::IfOp::create(b, loc, isFirst, false);
-    {
-      mlir::OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
-      for (int64_t u = 0; u < perThread; ++u) {
-        elemental.pushScope();
-        mlir::Value total = elemental.neutral(hero_);
-        for (int64_t r = 0; r < kRowsAtOnce; ++r)
-          total = elemental.combine(
-              hero_, total,
-              mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tileColumn(u)}));
-        mlir::Value thisColumn = u == 0 ? columnClamped : elemental.add(columnClamped, elemental.index(u));
-        if (chunks_ == 1) {
-          finish(elemental, outer, thisColumn, total, columnValid);
-        } else {
-          mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
-          mlir::OpBuilder::InsertionGuard inner(b);
-          if (columnValid) {
-            auto ifValid = mlir::scf::IfOp::create(b, loc, columnValid, false);
-            b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
-          }
-          mlir::memref::StoreOp::create(b, loc, total, workspace, mlir::ValueRange{outer, chunk, thisColumn});
-        }
-        elemental.popScope();
-      }
-    }
-    if (chunks_ == 1)
-      return mlir::success();
-    // The column tile's chunks are its group: the last of them to finish
-    // combines the tile's partials.
-    mlir::Value group = elemental.add(elemental.mul(outer, columnTiles_), columnTile);
-    mlir::Value thread = elemental.add(tx, elemental.mul(ty, kColumns));
-    completeInLastBlock(b, loc, kernel, kernel.getWorkgroupAttributions()[1], thread, group, outer_ * columnTiles_,
-                        elemental.index(chunks_), [&] { combineTile(elemental, kernel, outer, columnTile, tx, ty); });
-    return mlir::success();
-  }
-
-  // In the last block of a column tile: thread (tx, ty) adds chunks ty,
-  // ty + kRowsAtOnce, ... of the tile's columns tx, tx + kColumns, ...;
-  // the kRowsAtOnce sums of a column meet in shared memory, and row 0 adds
-  // them in order and applies the epilogue.
-  void combineTile(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel, mlir::Value outer, mlir::Value columnTile,
-                   mlir::Value tx, mlir::Value ty) {
-    mlir::OpBuilder &b = elemental.builder();
-    mlir::Location loc = elemental.loc();
-    mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
-    mlir::Value tile = kernel.getWorkgroupAttributions()[0];
-    const int64_t perThread = columnsPerThread_;
-    mlir::Value tileStart = elemental.mul(columnTile, kColumns * perThread);
-    auto tileColumn = [&](int64_t u) { return elemental.add(tx, elemental.index(u * (kColumns + 1))); };
-    llvm::SmallVector<mlir::Value> columns, valid, clamped;
-    for (int64_t u = 0; u < perThread; ++u) {
-      columns.push_back(elemental.add(tileStart, elemental.add(tx, elemental.index(u * kColumns))));
-      clamped.push_back(columns.back());
-      valid.push_back(nullptr);
-      if (columns_ % (kColumns * perThread)) {
-        valid.back() = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, columns.back(),
-                                                   elemental.index(columns_));
-        clamped.back() = elemental.minIndex(columns.back(), columns_ - 1);
-      }
-    }
-    int64_t steps = llvm::divideCeilSigned(chunks_, kRowsAtOnce);
-    llvm::SmallVector<mlir::Value> neutrals(perThread, elemental.neutral(hero_));
-    auto loop =
-        mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1), neutrals);
-    {
-      mlir::OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      mlir::Value chunk = elemental.add(elemental.mul(loop.getInductionVar(), kRowsAtOnce), ty);
-      mlir::Value inside;
-      if (chunks_ % kRowsAtOnce)
-        inside = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, chunk, elemental.index(chunks_));
-      mlir::Value chunkClamped = elemental.minIndex(chunk, chunks_ - 1);
-      llvm::SmallVector<mlir::Value> next;
-      for (int64_t u = 0; u < perThread; ++u) {
-        mlir::Value partial =
-            mlir::memref::LoadOp::create(b, loc, workspace, mlir::ValueRange{outer, chunkClamped, clamped[u]});
-        if (inside)
-          partial = mlir::arith::SelectOp::create(b, loc, inside, partial, elemental.neutral(hero_));
-        next.push_back(elemental.combine(hero_, loop.getRegionIterArgs()[u], partial));
-      }
-      mlir::scf::YieldOp::create(b, loc, next);
-    }
-    for (int64_t u = 0; u < perThread; ++u)
-      mlir::memref::StoreOp::create(b, loc, loop.getResult(u), tile, mlir::ValueRange{ty, tileColumn(u)});
-    mlir::gpu::BarrierOp::create(b, loc);
-    mlir::Value isFirst = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, ty, elemental.index(0));
-    auto ifFirst = mlir::scf::IfOp::create(b, loc, isFirst, false);
     mlir::OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
     for (int64_t u = 0; u < perThread; ++u) {
@@ -407,9 +343,75 @@ private:
         total = elemental.combine(
             hero_, total,
             mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tileColumn(u)}));
-      finish(elemental, outer, clamped[u], total, valid[u]);
+      mlir::Value thisColumn = u == 0 ? columnClamped : elemental.add(columnClamped, elemental.index(u));
+      if (chunks_ == 1) {
+        finish(elemental, outer, thisColumn, total, columnValid);
+      } else {
+        mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
+        mlir::OpBuilder::InsertionGuard inner(b);
+        if (columnValid) {
+          auto ifValid = mlir::scf::IfOp::create(b, loc, columnValid, false);
+          b.setInsertionPoint(ifValid.thenBlock()->getTerminator());
+        }
+        mlir::memref::StoreOp::create(b, loc, total, workspace, mlir::ValueRange{outer, chunk, thisColumn});
+      }
       elemental.popScope();
     }
+    return mlir::success();
+  }
+
+  // A block per (outer, tile of kColumns columns): thread (tx, ty) adds
+  // chunks ty, ty + kCombineRows, ... of its column; the kCombineRows sums
+  // meet in shared memory, and row 0 adds them in order and applies the
+  // epilogue.
+  mlir::LogicalResult emitCombine(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
+    mlir::Value workspace = kernel.getArgument(graph_.function().getNumArguments());
+    mlir::Value tile = kernel.getWorkgroupAttributions()[0];
+    mlir::Value tx = threadIdX(b, loc);
+    mlir::Value ty = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::y);
+    int64_t tiles = llvm::divideCeilSigned(columns_, kColumns);
+    mlir::Value block = blockIdX(b, loc);
+    mlir::Value outer = mlir::arith::DivUIOp::create(b, loc, block, elemental.index(tiles));
+    mlir::Value column =
+        elemental.add(elemental.mul(mlir::arith::RemUIOp::create(b, loc, block, elemental.index(tiles)), kColumns), tx);
+    mlir::Value valid;
+    mlir::Value clamped = column;
+    if (columns_ % kColumns) {
+      valid = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, column, elemental.index(columns_));
+      clamped = elemental.minIndex(column, columns_ - 1);
+    }
+    int64_t steps = llvm::divideCeilSigned(chunks_, kCombineRows);
+    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1),
+                                         mlir::ValueRange{elemental.neutral(hero_)});
+    {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      mlir::Value chunk = elemental.add(elemental.mul(loop.getInductionVar(), kCombineRows), ty);
+      mlir::Value partial = mlir::memref::LoadOp::create(
+          b, loc, workspace, mlir::ValueRange{outer, elemental.minIndex(chunk, chunks_ - 1), clamped});
+      if (chunks_ % kCombineRows) {
+        mlir::Value inside =
+            mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, chunk, elemental.index(chunks_));
+        partial = mlir::arith::SelectOp::create(b, loc, inside, partial, elemental.neutral(hero_));
+      }
+      mlir::scf::YieldOp::create(b, loc, elemental.combine(hero_, loop.getRegionIterArgs()[0], partial));
+    }
+    mlir::memref::StoreOp::create(b, loc, loop.getResult(0), tile, mlir::ValueRange{ty, tx});
+    mlir::gpu::BarrierOp::create(b, loc);
+    mlir::Value isFirst = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, ty, elemental.index(0));
+    auto ifFirst = mlir::scf::IfOp::create(b, loc, isFirst, false);
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
+    elemental.pushScope();
+    mlir::Value total = elemental.neutral(hero_);
+    for (int64_t r = 0; r < kCombineRows; ++r)
+      total = elemental.combine(hero_, total,
+                                mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tx}));
+    finish(elemental, outer, clamped, total, valid);
+    elemental.popScope();
+    return mlir::success();
   }
 
   int hero_ = -1;

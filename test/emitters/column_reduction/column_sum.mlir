@@ -1,41 +1,30 @@
 // RUN: mlpipe-opt %s --mlpipe-emit-fusions=chip=sm_90 --cse | FileCheck %s
 
 // Column sums: 32-column tiles, 8 rows at once, the partials meeting in an
-// 8x33 workgroup tile; the rows are split over blocks that write their
-// partials to a workspace the host allocates, and the last block of each
-// column tile to finish combines them, in the same launch.
+// 8x33 workgroup tile; the rows are split over blocks, so a second kernel
+// combines each column's partials from a workspace the host allocates, a
+// block per 32 columns.
 // CHECK-LABEL: func.func @colsum(
-// CHECK: %[[WS:.*]] = memref.alloc() : memref<1x[[CHUNKS:[0-9]+]]x96xf32>
-// CHECK: gpu.launch_func @colsum_column_reduction_module::@colsum_column_reduction {{.*}} threads in (%c32, %c8, %c1)
-// CHECK-NOT: gpu.launch_func
+// CHECK: %[[WS:.*]] = memref.alloc() : memref<1x{{[0-9]+}}x96xf32>
+// CHECK: gpu.launch_func @colsum_column_reduction_partials_module::@colsum_column_reduction_partials {{.*}} threads in (%c32, %c8, %c1)
+// CHECK: gpu.launch_func @colsum_column_reduction_module::@colsum_column_reduction blocks in (%c3, %c1, %c1) threads in (%c32, %c8, %c1)
 // CHECK: memref.dealloc %[[WS]]
-// One counter a column tile (96 columns: three).
-// CHECK: memref.global "private" @finished_splits : memref<3xi32> = dense<0>
-// CHECK-LABEL: gpu.func @colsum_column_reduction(
-// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<8x33xf32, #gpu.address_space<workgroup>>, %[[FLAG:.*]] : memref<1x1xi32, #gpu.address_space<workgroup>>)
+// CHECK-LABEL: gpu.func @colsum_column_reduction_partials(
+// CHECK-SAME: workgroup(%[[TILE:.*]] : memref<8x33xf32, #gpu.address_space<workgroup>>)
 // CHECK: scf.for
 // CHECK: memref.store %{{.*}}, %[[TILE]]
 // CHECK: gpu.barrier
 // CHECK-COUNT-8: memref.load %[[TILE]]
-// CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<1x[[CHUNKS]]x96xf32>
-// The block's partials released, then counted; the last of a tile's
-// blocks acquires the others' and combines them.
-// CHECK: gpu.barrier
-// CHECK: llvm.fence syncscope("device") release
-// CHECK: memref.atomic_rmw addi
-// CHECK: llvm.fence syncscope("device") acquire
-// CHECK: memref.store %{{.*}}, %[[FLAG]]
-// CHECK: gpu.barrier
-// CHECK: memref.load %[[FLAG]]
-// The combine is a column reduction of the tile's partials: thread (x, y)
+// The combining kernel is a column reduction of the partials: thread (x, y)
 // adds chunks y, y + 8, ... of column x, the eight sums then meet in shared
 // memory and are added in order.
+// CHECK-LABEL: gpu.func @colsum_column_reduction(
+// CHECK-SAME: workgroup(%[[SUMS:.*]] : memref<8x33xf32, #gpu.address_space<workgroup>>)
 // CHECK: scf.for
-// CHECK: memref.load %{{.*}} : memref<1x[[CHUNKS]]x96xf32>
-// CHECK: memref.store %{{.*}}, %[[TILE]]
+// CHECK: memref.load
+// CHECK: memref.store %{{.*}}, %[[SUMS]]
 // CHECK: gpu.barrier
-// CHECK-COUNT-8: memref.load %[[TILE]]
-// CHECK: memref.store %{{.*}} : memref<96xf32>
+// CHECK-COUNT-8: memref.load %[[SUMS]]
 module {
   func.func private @colsum_column_reduction(%x: memref<20000x96xf32>, %y: memref<96xf32>)
       attributes {mlpipe.fusion = "column_reduction"} {
