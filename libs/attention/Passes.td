@@ -144,6 +144,19 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     }
     ```
 
+    On a chip with programmatic dependent launch a decode step's kernel is
+    resident while the kernel before it runs: each split first prefetches
+    into L2 the cache lines of its first tiles up to p's (the cache was
+    written by earlier steps; p is a host input no kernel writes), then
+    waits for that kernel; a split of several tiles prefetches the tile
+    ahead as it reads one (prefetched-tiles, kPrefetchL2Divisor).
+    ```mlir
+    %tiles = ... tiles up to p's, read before the wait ...
+    scf.for ... { nvvm.prefetch level = L2, %k_row_line ... nvvm.prefetch level = L2, %v_row_line }
+    nvvm.griddepcontrol wait
+    ... the query, the step's key and value, the tiles ...
+    ```
+
     A batched decode step (B sequences, sequence b's H heads the rows b * H
     ... b * H + H - 1 of the products, each at its own position) takes the
     same kernels, with a position per row: the mask is read as [B * H, 1,
@@ -191,6 +204,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores with async-copy: the shared buffers in dynamic shared memory, so that the stages may take up to the device's opt-in limit (not only the 48 KiB of static shared memory) before tiles are made smaller; without it, they go there where the heuristic's tiles (no tc-keys-per-tile or tc-key-groups given) do not fit the static 48 KiB">,
     Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
            "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
+    Option<"prefetchedTiles", "prefetched-tiles", "int64_t", /*default=*/"0",
+           "A decode step's kernel on a chip with programmatic launch: tiles of its split's cache prefetched into L2 before its wait, and that many ahead of the tile it reads (0: the heuristic's, kPrefetchL2Divisor; -1: none)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",

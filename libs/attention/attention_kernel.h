@@ -72,13 +72,14 @@ struct Config {
   int64_t positionArgument = -1;
   int64_t rowsPerPosition = 0;
   // A decode step's kernel, launched while the kernel before it runs
-  // (programmatic dependent launch), prefetches the cache's lines its
-  // split will stage (keys and values up to the position's tile) into L2
-  // before it waits for that kernel: the cache was written by earlier
-  // steps, so its lines come from DRAM, and a prefetch is safe whatever
-  // the kernel before writes (l2_prefetch.h). The position is a host
-  // input no kernel writes, read before the wait too.
-  bool prefetchesCacheBeforeWait = false;
+  // (programmatic dependent launch), prefetches the cache's lines of its
+  // split's first prefetchedTiles tiles (those up to the position's) into
+  // L2 before it waits for that kernel, and at each tile the lines of the
+  // tile that many ahead: the cache was written by earlier steps, so its
+  // lines come from DRAM, and a prefetch is safe whatever the kernel before
+  // writes (l2_prefetch.h). The position is a host input no kernel writes,
+  // read before the wait too. 0: no prefetch (choosePrefetch).
+  int64_t prefetchedTiles = 0;
   // Batched decoding's queries, read in place as [batch, queryHeads, 1, D]
   // (row r = b * queryHeads + h at [b, h]); 0: q is [H, Tq, D].
   int64_t queryHeads = 0;
@@ -151,6 +152,10 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 // 16 rows, a power of two of groups, a multiple of 16 keys).
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,
                                  const TensorCoreOverrides &overrides = {});
+
+// Config::prefetchedTiles for a launch whose position argument is known:
+// `fixed` tiles where it is not 0 (-1: none), else the heuristic's.
+void choosePrefetch(Config &cfg, const DeviceDescription &device, int64_t fixed = 0);
 
 // Whether the tensor-core kernel's K and V tiles (cfg.asyncStages > 0)
 // can be copied by cp.async from global vectors of `globalWidth`

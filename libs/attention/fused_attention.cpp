@@ -190,8 +190,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
 
     PreparedLaunch launch;
     prepareLaunch(match, *cfg, host, operands, launch);
-    cfg->prefetchesCacheBeforeWait =
-        !cfg->tensorCores && cfg->positionArgument >= 0 && device.programmaticDependentLaunch;
+    choosePrefetch(*cfg, device, prefetchedTiles);
     mlir::FailureOr<mlir::gpu::GPUFuncOp> kernel = mlir::failure();
     if (mlir::failed(buildKernel(match, *cfg, kernels, launch, kernel))) {
       if (launch.partials)
@@ -442,7 +441,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                    : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
            << ", " << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
-           << (cfg.prefetchesCacheBeforeWait ? ", the split's cache lines prefetched into L2 before the wait" : "")
+           << (cfg.prefetchedTiles > 0
+                   ? ", the split's first " + std::to_string(cfg.prefetchedTiles) +
+                         " tiles of the cache prefetched into L2 before the wait, then (splits of several tiles) " +
+                         "each tile that many ahead (kPrefetchL2Divisor)"
+                   : "")
            << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "")
            << (launch.batchedCacheWrite
                    ? ", writing every sequence's keys and values into the cache at its position first"

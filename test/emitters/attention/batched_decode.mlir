@@ -62,7 +62,7 @@
 
 // DEBUG: attn_attention: fused attention, 6 heads of 1 queries x 96 keys x 32, masked past each sequence's run-time position (a sequence's 2 rows: tiles after it skipped)
 // DEBUG-SAME: keys split 3 ways
-// DEBUG-SAME: the split's cache lines prefetched into L2 before the wait
+// DEBUG-SAME: the split's first 1 tiles of the cache prefetched into L2 before the wait
 // DEBUG-SAME: writing every sequence's keys and values into the cache at its position first
 
 #map_pos = affine_map<(d0, d1, d2, d3) -> (d0)>
