@@ -148,8 +148,9 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     resident while the kernel before it runs: each split first prefetches
     into L2 the cache lines of its first tiles up to p's (the cache was
     written by earlier steps; p is a host input no kernel writes), then
-    waits for that kernel; a split of several tiles prefetches the tile
-    ahead as it reads one (prefetched-tiles, kPrefetchL2Divisor).
+    waits for that kernel. A split of several tiles (batched decoding)
+    prefetches only where asked (prefetched-tiles=N): its first N tiles,
+    then the tile N ahead as it reads one.
     ```mlir
     %tiles = ... tiles up to p's, read before the wait ...
     scf.for ... { nvvm.prefetch level = L2, %k_row_line ... nvvm.prefetch level = L2, %v_row_line }
@@ -205,7 +206,7 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
            "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
     Option<"prefetchedTiles", "prefetched-tiles", "int64_t", /*default=*/"0",
-           "A decode step's kernel on a chip with programmatic launch: tiles of its split's cache prefetched into L2 before its wait, and that many ahead of the tile it reads (0: the heuristic's, kPrefetchL2Divisor; -1: none)">,
+           "A decode step's kernel on a chip with programmatic launch: tiles of its split's cache prefetched into L2 before its wait, and that many ahead of the tile it reads (0: the heuristic's, a split of one tile only unless kPrefetchSeveralTileSplits; -1: none)">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect", "mlir::vector::VectorDialect", "mlir::math::MathDialect",

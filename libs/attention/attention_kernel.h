@@ -78,7 +78,8 @@ struct Config {
   // tile that many ahead: the cache was written by earlier steps, so its
   // lines come from DRAM, and a prefetch is safe whatever the kernel before
   // writes (l2_prefetch.h). The position is a host input no kernel writes,
-  // read before the wait too. 0: no prefetch (choosePrefetch).
+  // read before the wait too. 0: no prefetch (choosePrefetch: by default
+  // only a split of one tile, a lone row's).
   int64_t prefetchedTiles = 0;
   // Batched decoding's queries, read in place as [batch, queryHeads, 1, D]
   // (row r = b * queryHeads + h at [b, h]); 0: q is [H, Tq, D].

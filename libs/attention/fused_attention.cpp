@@ -444,7 +444,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
            << (cfg.prefetchedTiles > 0
                    ? ", the split's first " + std::to_string(cfg.prefetchedTiles) +
                          " tiles of the cache prefetched into L2 before the wait, then (splits of several tiles) " +
-                         "each tile that many ahead (kPrefetchL2Divisor)"
+                         "each tile that many ahead (prefetched-tiles)"
                    : "")
            << (launch.cacheWrite ? ", writing the step's keys and values into the cache first" : "")
            << (launch.batchedCacheWrite
