@@ -77,6 +77,29 @@ struct DecodeStaging {
 };
 static_assert(sizeof(DecodeStaging) <= DecodeStaging::kLogitsOffset);
 
+// Host memory for i32 values the target's copies read and write: page-locked
+// on the GPU (a copy from it is queued, not staged by the driver), plain on
+// the CPU. Kept, and grown when a call needs more.
+class HostInts {
+public:
+  int32_t *reserve(Target target, size_t count) {
+    if (count > capacity_) {
+      pinned_.reset();
+      if (target == Target::Gpu)
+        pinned_.emplace(count * sizeof(int32_t));
+      else
+        plain_.assign(count, 0);
+      capacity_ = count;
+    }
+    return pinned_ ? static_cast<int32_t *>(pinned_->data()) : plain_.data();
+  }
+
+private:
+  std::optional<PinnedHost> pinned_;
+  std::vector<int32_t> plain_;
+  size_t capacity_ = 0;
+};
+
 // What both strategies share: weights on the target, one compiled module,
 // one set of activation buffers and one captured graph per padded length,
 // and one stream.
@@ -205,15 +228,112 @@ public:
     return result;
   }
 
+  std::vector<std::vector<int32_t>> decodeGreedy(const std::vector<int32_t> &tokens,
+                                                 const std::vector<int32_t> &positions, int64_t steps,
+                                                 const TokensSeen &onTokens) final {
+    const int64_t batch = static_cast<int64_t>(tokens.size());
+    if (batch == 0 || positions.size() != tokens.size())
+      fail("a batched decode step needs one position per token, and at least one token");
+    if (steps < 1)
+      fail("greedy decoding needs at least one step, not {}", steps);
+    for (size_t sequence = 0; sequence < positions.size(); ++sequence) {
+      if (positions[sequence] < 0 || positions[sequence] >= config_.nCtx)
+        fail("sequence {} of the batch is at position {}, outside the model's context of {}", sequence,
+             positions[sequence], config_.nCtx);
+      if (positions[sequence] + steps > config_.nCtx)
+        fail("sequence {} of the batch is at position {}: {} steps would go past the model's context of {}", sequence,
+             positions[sequence], steps, config_.nCtx);
+    }
+    Compiled &module = compiled(Gpt2Phase::Decode, batch, batch);
+    auto start = std::chrono::steady_clock::now();
+    batchedCache(batch); // allocated (zeroed) if no slot was prefilled
+    const int64_t perGraph = std::max<int64_t>(1, options_.chainedSteps);
+    const size_t rowBytes = static_cast<size_t>(batch) * sizeof(int32_t);
+    const Target target = options_.compile.target;
+    // On the host: every step's positions, [steps, batch], then the tokens,
+    // [steps + 1, batch] (row 0 the tokens given, row k + 1 step k's
+    // choice). On the target: a graph's positions and its tokens, the same
+    // way, row 0 the ids of its first step.
+    int32_t *hostPositions = chainStaging_.reserve(target, static_cast<size_t>((2 * steps + 1) * batch));
+    int32_t *hostTokens = hostPositions + steps * batch;
+    for (int64_t step = 0; step < steps; ++step)
+      for (int64_t sequence = 0; sequence < batch; ++sequence)
+        hostPositions[step * batch + sequence] = positions[static_cast<size_t>(sequence)] + static_cast<int32_t>(step);
+    std::copy(tokens.begin(), tokens.end(), hostTokens);
+    char *chainIds = static_cast<char *>(activation(module, "chain_ids", {perGraph + 1, batch}, DType::i32).data());
+    char *chainPositions =
+        static_cast<char *>(activation(module, "chain_positions", {perGraph, batch}, DType::i32).data());
+
+    std::vector<std::vector<int32_t>> chosen;
+    auto handOver = [&](int64_t first, int64_t count) {
+      for (int64_t step = first; step < first + count; ++step) {
+        const int32_t *row = hostTokens + (step + 1) * batch;
+        chosen.emplace_back(row, row + batch);
+        if (onTokens)
+          onTokens(step, chosen.back());
+      }
+    };
+    TargetStream::Scope current(stream_);
+    // Two marks: the host takes a graph's tokens while the next one runs.
+    std::optional<gpu::StreamMark> marks[2];
+    if (target == Target::Gpu)
+      for (auto &mark : marks)
+        mark.emplace();
+    int64_t lastFirst = 0, lastCount = 0;
+    for (int64_t first = 0, graph = 0; first < steps; first += perGraph, ++graph) {
+      const int64_t count = std::min(perGraph, steps - first);
+      copyOnTarget(chainPositions, hostPositions + first * batch, static_cast<size_t>(count) * rowBytes);
+      // The first step's ids: the tokens given, or the last graph's last choice.
+      copyOnTarget(chainIds, first == 0 ? static_cast<const void *>(hostTokens) : chainIds + lastCount * rowBytes,
+                   rowBytes);
+      ChainedSteps &chain = chainedSteps(module, count, chainIds, chainPositions);
+      chain.replay.run(
+          stream_, module.executable, chain.plannedBuffers, [&] { enqueue(module, chain.planned); }, options_.graphs);
+      timing_.graphCaptures += chain.replay.captures() - chain.capturesSeen;
+      chain.capturesSeen = chain.replay.captures();
+      copyOnTarget(hostTokens + (first + 1) * batch, chainIds + rowBytes, static_cast<size_t>(count) * rowBytes);
+      if (target == Target::Gpu)
+        marks[graph % 2]->record();
+      if (graph > 0) {
+        if (target == Target::Gpu)
+          marks[(graph - 1) % 2]->wait();
+        handOver(lastFirst, lastCount);
+      }
+      lastFirst = first;
+      lastCount = count;
+    }
+    if (target == Target::Gpu)
+      gpu::waitForCurrentStream();
+    handOver(lastFirst, lastCount);
+    timing_.batchDecodeMs += millisecondsSince(start);
+    timing_.batchDecodeSteps += static_cast<int>(steps);
+    return chosen;
+  }
+
   void prepareBatch(int64_t batch) final { compiled(Gpt2Phase::Decode, batch, batch); }
 
 protected:
-  // Where a program's cache inputs are bound (null where it has none).
-  struct CacheBinding {
+  // What a pass binds besides the weights and its activations (null where
+  // the program has none).
+  struct PassBinding {
     char *cache = nullptr;    // the whole [L, 2, H, n_ctx, D] cache
     size_t layerBytes = 0;    // one layer's [2, H, n_ctx, D]
-    void *position = nullptr; // decode: the rank-0 i32 position
-    bool operator==(const CacheBinding &) const = default;
+    void *position = nullptr; // decode: the rank-0 i32 position; batched: [batch] i32
+    void *ids = nullptr;      // the token ids it reads
+    void *nextIds = nullptr;  // a batched step: where its greedy tokens go
+    bool operator==(const PassBinding &) const = default;
+  };
+
+  // Steps of a batched decode program chained by decodeGreedy: step k
+  // reads its ids from row k of the chain's ids and writes its greedy
+  // tokens to row k + 1, at row k of the chain's positions. Replayed as one
+  // graph; planned again, and captured again, if the cache moved.
+  struct ChainedSteps {
+    PassBinding plannedFor;
+    std::vector<Step> planned;
+    std::vector<void *> plannedBuffers;
+    CallReplay replay;
+    int capturesSeen = 0;
   };
 
   struct Compiled {
@@ -232,16 +352,17 @@ protected:
     // until its launches (docs/benchmark-history.md).
     struct PlanKey {
       bool capture = false, staged = false;
-      CacheBinding cache;
+      PassBinding binding;
       bool operator==(const PlanKey &) const = default;
     };
     std::optional<PlanKey> plannedFor;
     std::vector<Step> planned;
-    std::vector<void *> plannedBuffers; // every buffer the steps use, for the graph's check
+    std::vector<void *> plannedBuffers;     // every buffer the steps use, for the graph's check
+    std::map<int64_t, ChainedSteps> chains; // decodeGreedy's graphs, by steps
   };
 
   // The steps of one pass, with every buffer bound.
-  virtual std::vector<Step> plan(Compiled &module, bool capture, const CacheBinding &cache) = 0;
+  virtual std::vector<Step> plan(Compiled &module, bool capture, const PassBinding &bound) = 0;
   // The logits (and with `capture` the kept residuals) of the first
   // `tokens` positions back to the host.
   virtual ForwardResult read(Compiled &module, int64_t tokens, bool everyRow, bool capture) = 0;
@@ -260,38 +381,23 @@ protected:
       decodeStaging()->id = tokens.front(); // copied up as the pass's first step
     else
       uploadIds(module, tokens, module.length);
-    CacheBinding cache;
-    if (module.batch > 0) {
-      cache.cache = static_cast<char *>(batchedCache(module.batch).data());
-      cache.layerBytes =
-          static_cast<size_t>(byteSize(batchedKvCacheShape(config_, module.batch), options_.dtype) / config_.nLayer);
-      cache.position = batchedPositions_->data();
-    } else if (module.phase != Gpt2Phase::Forward) {
-      cache.cache = static_cast<char *>(kvCache().data());
-      cache.layerBytes = static_cast<size_t>(byteSize(kvCacheShape(config_), options_.dtype) / config_.nLayer);
-    }
-    if (module.phase == Gpt2Phase::Decode && module.batch == 0)
-      cache.position = positionBuffer().data();
-    typename Compiled::PlanKey planFor{capture, isStaged, cache};
+    PassBinding bound = bindingOf(module);
+    typename Compiled::PlanKey planFor{capture, isStaged, bound};
     if (module.plannedFor != planFor) {
-      module.planned = plan(module, capture, cache);
+      module.planned = plan(module, capture, bound);
       if (isStaged) {
         // The token and position up first, the logits down last.
         DecodeStaging *staging = decodeStaging();
         module.planned.insert(module.planned.begin(),
-                              {Step{nullptr, {}, ids(module, 1), &staging->id, sizeof(int32_t)},
-                               Step{nullptr, {}, cache.position, &staging->position, sizeof(int32_t)}});
+                              {Step{nullptr, {}, bound.ids, &staging->id, sizeof(int32_t)},
+                               Step{nullptr, {}, bound.position, &staging->position, sizeof(int32_t)}});
         module.planned.push_back(Step{nullptr,
                                       {},
                                       staging->logits(),
                                       module.activations.at("logits").data(),
                                       static_cast<size_t>(config_.vocabSize) * dtypeSize(options_.dtype)});
       }
-      module.plannedBuffers.clear();
-      for (const Step &step : module.planned) {
-        module.plannedBuffers.insert(module.plannedBuffers.end(), step.buffers.begin(), step.buffers.end());
-        module.plannedBuffers.push_back(step.copyTo);
-      }
+      module.plannedBuffers = buffersOf(module.planned);
       module.plannedFor = planFor;
     }
     module.replay.run(
@@ -312,6 +418,70 @@ protected:
       nextIds(module).download(result.nextTokens.data(), result.nextTokens.size() * sizeof(int32_t));
     }
     return result;
+  }
+
+  // What a pass of `module` binds: its cache (the batched one for a batched
+  // step), its position(s), its ids and a batched step's greedy tokens.
+  PassBinding bindingOf(Compiled &module) {
+    PassBinding bound;
+    if (module.batch > 0) {
+      bound.cache = static_cast<char *>(batchedCache(module.batch).data());
+      bound.layerBytes =
+          static_cast<size_t>(byteSize(batchedKvCacheShape(config_, module.batch), options_.dtype) / config_.nLayer);
+      bound.position = batchedPositions_->data();
+      bound.nextIds = nextIds(module).data();
+    } else if (module.phase != Gpt2Phase::Forward) {
+      bound.cache = static_cast<char *>(kvCache().data());
+      bound.layerBytes = static_cast<size_t>(byteSize(kvCacheShape(config_), options_.dtype) / config_.nLayer);
+    }
+    if (module.phase == Gpt2Phase::Decode && module.batch == 0)
+      bound.position = positionBuffer().data();
+    bound.ids = ids(module, module.length);
+    return bound;
+  }
+
+  // decodeGreedy's graph of `count` steps of a batched program, planned
+  // over the chain's buffers (planned again if the batched cache moved).
+  ChainedSteps &chainedSteps(Compiled &module, int64_t count, char *chainIds, char *chainPositions) {
+    ChainedSteps &chain = module.chains[count];
+    PassBinding base = bindingOf(module);
+    base.ids = chainIds;
+    base.position = chainPositions;
+    base.nextIds = nullptr;
+    if (chain.planned.empty() || chain.plannedFor != base) {
+      const size_t rowBytes = static_cast<size_t>(module.batch) * sizeof(int32_t);
+      chain.planned.clear();
+      for (int64_t step = 0; step < count; ++step) {
+        PassBinding bound = base;
+        bound.position = chainPositions + step * rowBytes;
+        bound.ids = chainIds + step * rowBytes;
+        bound.nextIds = chainIds + (step + 1) * rowBytes;
+        std::vector<Step> steps = plan(module, /*capture=*/false, bound);
+        chain.planned.insert(chain.planned.end(), steps.begin(), steps.end());
+      }
+      chain.plannedBuffers = buffersOf(chain.planned);
+      chain.plannedFor = base;
+    }
+    return chain;
+  }
+
+  // Every buffer the steps use, for the graph's check that none moved.
+  static std::vector<void *> buffersOf(const std::vector<Step> &steps) {
+    std::vector<void *> buffers;
+    for (const Step &step : steps) {
+      buffers.insert(buffers.end(), step.buffers.begin(), step.buffers.end());
+      buffers.push_back(step.copyTo);
+    }
+    return buffers;
+  }
+
+  // A copy in the stream's order on the GPU (either side may be page-locked
+  // host memory), at once on the CPU.
+  void copyOnTarget(void *to, const void *from, size_t bytes) const {
+    if (options_.compile.target == Target::Gpu)
+      gpu::copyOnDevice(to, from, bytes);
+    else
+      std::memcpy(to, from, bytes);
   }
 
   // A batched decode step's greedy tokens, [batch] i32 ("next_ids").
@@ -408,7 +578,7 @@ protected:
                                                                      : std::string("decode"));
     return modules_
         .emplace(std::make_tuple(phase, length, batch),
-                 Compiled{phase, length, batch, std::move(executable), {}, {}, 0, {}, {}, {}})
+                 Compiled{phase, length, batch, std::move(executable), {}, {}, 0, {}, {}, {}, {}})
         .first->second;
   }
 
@@ -490,10 +660,8 @@ protected:
     for (const Step &step : steps) {
       if (step.entry)
         module.executable.enqueue(*step.entry, step.buffers);
-      else if (options_.compile.target == Target::Gpu)
-        gpu::copyOnDevice(step.copyTo, step.copyFrom, step.copyBytes);
       else
-        std::memcpy(step.copyTo, step.copyFrom, step.copyBytes);
+        copyOnTarget(step.copyTo, step.copyFrom, step.copyBytes);
     }
   }
 
@@ -515,6 +683,8 @@ protected:
   // Page-locked memory that rows read back from the GPU come down into.
   std::optional<PinnedHost> readback_;
   size_t readbackBytes_ = 0;
+  // decodeGreedy's positions and tokens on the host.
+  HostInts chainStaging_;
   int64_t cachedTokens_ = 0;
 };
 
@@ -523,20 +693,20 @@ public:
   using RunnerBase::RunnerBase;
 
 protected:
-  std::vector<Step> plan(Compiled &module, bool /*capture*/, const CacheBinding &cache) override {
+  std::vector<Step> plan(Compiled &module, bool /*capture*/, const PassBinding &pass) override {
     int64_t length = module.length;
     void *logits = activation(module, "logits", {length, config_.vocabSize}, options_.dtype).data();
-    std::map<std::string, void *> bound = {{"ids", ids(module, length)}, {"logits:out", logits}};
-    if (module.batch > 0)
-      bound["next_ids:out"] = nextIds(module).data();
-    if (cache.cache && module.batch > 0) {
+    std::map<std::string, void *> bound = {{"ids", pass.ids}, {"logits:out", logits}};
+    if (pass.nextIds)
+      bound["next_ids:out"] = pass.nextIds;
+    if (pass.cache && module.batch > 0) {
       for (int64_t layer = 0; layer < config_.nLayer; ++layer)
-        bound[batchedLayerCacheName(layer)] = cache.cache + layer * cache.layerBytes;
-    } else if (cache.cache) {
-      bound["kv_cache"] = cache.cache;
+        bound[batchedLayerCacheName(layer)] = pass.cache + layer * pass.layerBytes;
+    } else if (pass.cache) {
+      bound["kv_cache"] = pass.cache;
     }
-    if (cache.position)
-      bound[module.batch > 0 ? "positions" : "position"] = cache.position;
+    if (pass.position)
+      bound[module.batch > 0 ? "positions" : "position"] = pass.position;
     return {call(module, "gpt2", bound, "")};
   }
 
@@ -550,7 +720,7 @@ public:
   using RunnerBase::RunnerBase;
 
 protected:
-  std::vector<Step> plan(Compiled &module, bool capture, const CacheBinding &cache) override {
+  std::vector<Step> plan(Compiled &module, bool capture, const PassBinding &pass) override {
     int64_t length = module.length;
     Shape residual{length, config_.nEmbd};
     // The residual stream alternates between two buffers on the target;
@@ -569,26 +739,26 @@ protected:
       if (capture)
         steps.push_back({nullptr, {}, kept + index * residualBytes, x, residualBytes});
     };
-    std::map<std::string, void *> embedBound = {{"ids", ids(module, length)}, {"x:out", x}};
+    std::map<std::string, void *> embedBound = {{"ids", pass.ids}, {"x:out", x}};
     const char *positionName = module.batch > 0 ? "positions" : "position";
-    if (cache.position)
-      embedBound[positionName] = cache.position;
+    if (pass.position)
+      embedBound[positionName] = pass.position;
     steps.push_back(call(module, "embed", embedBound, ""));
     keep(0);
     for (int64_t block = 0; block < config_.nLayer; ++block) {
       std::string prefix = "h." + std::to_string(block) + ".";
       std::map<std::string, void *> attendBound = {{"x", x}, {"x:out", y}};
-      if (cache.cache)
-        attendBound["kv_cache"] = cache.cache + block * cache.layerBytes;
-      if (cache.position)
-        attendBound[positionName] = cache.position;
+      if (pass.cache)
+        attendBound["kv_cache"] = pass.cache + block * pass.layerBytes;
+      if (pass.position)
+        attendBound[positionName] = pass.position;
       steps.push_back(call(module, "attend", attendBound, prefix));
       steps.push_back(call(module, "feedforward", {{"x", y}, {"x:out", x}}, prefix));
       keep(block + 1);
     }
     std::map<std::string, void *> projectBound = {{"x", x}, {"logits:out", logits}};
-    if (module.batch > 0)
-      projectBound["next_ids:out"] = nextIds(module).data();
+    if (pass.nextIds)
+      projectBound["next_ids:out"] = pass.nextIds;
     steps.push_back(call(module, "project", projectBound, ""));
     return steps;
   }

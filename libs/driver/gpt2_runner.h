@@ -40,12 +40,19 @@
 #include "models/gpt2_weights.h"
 #include "support/host_tensor.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace mlpipe {
+
+// Greedy decoding chained on the target (Gpt2Runner::decodeGreedy): the
+// steps one graph holds. The host waits, and a graph launch with its copies
+// goes, once per this many steps; a decode step of GPT-2 124M is about a
+// hundred kernels, so 16 steps are a graph of 1600 to instantiate once.
+constexpr int64_t kChainedDecodeSteps = 16;
 
 struct Gpt2RunOptions {
   Gpt2Mode mode = Gpt2Mode::Sublayer;
@@ -55,6 +62,7 @@ struct Gpt2RunOptions {
   // Storage of the weights, activations, KV cache and logits; bf16 and f16
   // compute in f32 (results rounded once to the storage type).
   DType dtype = DType::f32;
+  int64_t chainedSteps = kChainedDecodeSteps; // decodeGreedy's steps per graph
 };
 
 // Results come back as f32 whatever the storage type (a 16-bit value is
@@ -145,6 +153,20 @@ public:
   // of GPT-2 in f32). Refuses a position outside the context.
   virtual ForwardResult decodeBatch(const std::vector<int32_t> &tokens, const std::vector<int32_t> &positions,
                                     bool withLogits) = 0;
+  // Greedy decoding of a batch, `steps` steps chained on the target: step 0
+  // is decodeBatch(tokens, positions); every later step decodes the greedy
+  // tokens the step before chose, each sequence one position on, without
+  // the host between the steps (on the GPU a graph of up to chainedSteps
+  // steps, each step's greedy tokens the next one's ids). The tokens are
+  // those of `steps` calls of decodeBatch, each fed the last one's
+  // nextTokens: [steps][batch]. `onTokens`, if given, is called with each
+  // step's tokens in order as they reach the host, a graph's steps at a
+  // time, while the next graph runs. Refuses a sequence whose last step
+  // would be outside the context.
+  using TokensSeen = std::function<void(int64_t step, const std::vector<int32_t> &tokens)>;
+  virtual std::vector<std::vector<int32_t>> decodeGreedy(const std::vector<int32_t> &tokens,
+                                                         const std::vector<int32_t> &positions, int64_t steps,
+                                                         const TokensSeen &onTokens = {}) = 0;
   // Compiles the batched decode program for `batch` sequences now.
   virtual void prepareBatch(int64_t batch) = 0;
   // Compiles the module for this many tokens now (benchmarks keep compile

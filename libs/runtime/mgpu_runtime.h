@@ -225,6 +225,24 @@ private:
   size_t kernels_ = 0;
 };
 
+// A point on the current stream the host can wait for without waiting for
+// everything queued after it: record() marks what is queued so far, wait()
+// returns once the GPU has done it (throwing, naming the last kernel, if a
+// kernel failed). Lets the host take one batch of results while the GPU
+// runs the next.
+class StreamMark {
+public:
+  StreamMark(); // throws mlpipe::Error
+  ~StreamMark();
+  StreamMark(const StreamMark &) = delete;
+  StreamMark &operator=(const StreamMark &) = delete;
+  void record();
+  void wait() const;
+
+private:
+  void *event_ = nullptr;
+};
+
 // ---- Timing ----------------------------------------------------------------
 
 // GPU time between start() and stop(), measured by two events recorded on

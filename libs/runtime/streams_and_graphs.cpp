@@ -215,6 +215,25 @@ void Graph::launch(const Stream &stream) const {
   check(driver().cuGraphLaunch(static_cast<CUgraphExec>(exec_), s), "cuGraphLaunch", lastKernelOn(s));
 }
 
+// ---- Marks ------------------------------------------------------------------
+
+StreamMark::StreamMark() {
+  CUevent event = nullptr;
+  check(driver().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  event_ = event;
+}
+
+StreamMark::~StreamMark() { CudaDriver::get().cuEventDestroy(static_cast<CUevent>(event_)); }
+
+void StreamMark::record() {
+  check(driver().cuEventRecord(static_cast<CUevent>(event_), static_cast<CUstream>(currentStreamOnThread)),
+        "cuEventRecord");
+}
+
+void StreamMark::wait() const {
+  check(driver().cuEventSynchronize(static_cast<CUevent>(event_)), "cuEventSynchronize", lastKernelAnywhere());
+}
+
 // ---- Timing -----------------------------------------------------------------
 
 EventTimer::EventTimer() : stream_(currentStreamOnThread) {

@@ -148,6 +148,18 @@ BOOST_AUTO_TEST_CASE(batched_decoding_matches_single_sequences) {
       }
 }
 
+// Greedy decoding chained on the GPU, graphs of several steps each fed the
+// last step's choices, both modes, f32 and bf16 (kv_cache_checks.h).
+BOOST_AUTO_TEST_CASE(greedy_decoding_chains_steps) {
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (Gpt2Mode mode : {Gpt2Mode::Sublayer, Gpt2Mode::Fused})
+      BOOST_TEST_CONTEXT(dtypeName(dtype) << (mode == Gpt2Mode::Fused ? " fused" : " sublayer")) {
+        Gpt2RunOptions options = optionsFor(mode, /*graphs=*/true);
+        options.dtype = dtype;
+        testing::checkGreedyDecodingChainsSteps(options);
+      }
+}
+
 // 16-bit storage on the GPU: the cache, the activations and the logits in
 // bf16 or f16, matmuls on tensor cores.
 BOOST_AUTO_TEST_CASE(decoding_in_16_bits_matches_forwards) {

@@ -7,12 +7,15 @@
 #include "driver/generate.h"
 #include "driver/gpt2_runner.h"
 #include "driver/verify_gpt2.h"
+#include "models/safetensors.h"
 #include "support/compare.h"
 #include "test_support.h"
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace mlpipe::testing {
@@ -23,6 +26,32 @@ inline const Gpt2Weights &shortContextWeights() {
     Gpt2Config config = Gpt2Config::tiny();
     config.nCtx = 8;
     return Gpt2Weights::synthetic(config, 11);
+  }();
+  return weights;
+}
+
+// shortContextWeights() with every MLP weight scaled up, so that a block's
+// output is far from its input and greedy decoding wanders over the
+// vocabulary, where the synthetic model repeats one token: a test that
+// feeds each step's choice to the next one sees if the wrong one is fed.
+inline constexpr float kWanderingMlpScale = 10;
+inline const Gpt2Weights &wanderingWeights() {
+  static Gpt2Weights weights = [] {
+    std::map<std::string, HostTensor> tensors;
+    for (const auto &[name, tensor] : shortContextWeights().tensors()) {
+      HostTensor copy = tensor.convertedTo(DType::f32);
+      if (name.find(".mlp.") != std::string::npos && name.ends_with(".weight"))
+        for (int64_t i = 0; i < copy.numel(); ++i)
+          copy.as<float>()[i] *= 100;
+      tensors.emplace(name, std::move(copy));
+    }
+    std::string path =
+        (std::filesystem::temp_directory_path() / ("mlpipe-wandering-" + std::to_string(::getpid()) + ".safetensors"))
+            .string();
+    writeSafetensors(path, tensors);
+    Gpt2Weights loaded = Gpt2Weights::fromSafetensors(path, shortContextWeights().config());
+    std::filesystem::remove(path);
+    return loaded;
   }();
   return weights;
 }
@@ -191,6 +220,68 @@ inline void checkBatchedDecodingMatchesSingleSequences(const Gpt2RunOptions &opt
   BOOST_TEST(messageOf([&] {
                runner->decodeBatch({1, 2}, {3, 8}, /*withLogits=*/true);
              }) == "sequence 1 of the batch is at position 8, outside the model's context of 8");
+}
+
+// Greedy decoding chained on the target (decodeGreedy) chooses the tokens
+// that decodeBatch steps, each fed the last one's choices, choose: three
+// sequences with prompts of 1, 4 and 2 tokens in a context of 8, the
+// longest one's last step filling it, in graphs of 3 steps (so 3 and 1);
+// every step's tokens handed over once, in order; the same again once the
+// graphs are captured. It refuses a step past the context.
+inline void checkGreedyDecodingChainsSteps(Gpt2RunOptions options) {
+  const Gpt2Weights &weights = wanderingWeights();
+  const Gpt2Config &config = weights.config();
+  options.chainedSteps = 3;
+  const std::vector<std::vector<int32_t>> prompts = {
+      randomTokens(1, config.vocabSize), randomTokens(4, config.vocabSize), randomTokens(2, config.vocabSize)};
+  const int64_t batch = static_cast<int64_t>(prompts.size());
+  const int64_t steps = config.nCtx - 4;
+  std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, options);
+  // Each prompt into its slot: the first tokens, chosen from the prefills'
+  // logits, and the positions they go at.
+  std::vector<int32_t> first, positions;
+  auto prefillSlots = [&] {
+    first.clear();
+    positions.clear();
+    for (int64_t slot = 0; slot < batch; ++slot) {
+      ForwardResult result = runner->prefillSlot(batch, slot, prompts[slot]);
+      first.push_back(greedyToken(result.logits, 0));
+      positions.push_back(static_cast<int32_t>(prompts[slot].size()));
+    }
+  };
+
+  prefillSlots();
+  std::vector<std::vector<int32_t>> stepped;
+  std::vector<int32_t> next = first, at = positions;
+  for (int64_t step = 0; step < steps; ++step) {
+    stepped.push_back(runner->decodeBatch(next, at, /*withLogits=*/false).nextTokens);
+    next = stepped.back();
+    for (int32_t &position : at)
+      ++position;
+  }
+
+  for (int round = 0; round < 2; ++round) {
+    BOOST_TEST_CONTEXT("round " << round) {
+      prefillSlots();
+      int capturesBefore = runner->timing().graphCaptures;
+      std::vector<std::vector<int32_t>> seen;
+      std::vector<std::vector<int32_t>> chained =
+          runner->decodeGreedy(first, positions, steps, [&](int64_t step, const std::vector<int32_t> &tokens) {
+            BOOST_TEST(step == static_cast<int64_t>(seen.size()));
+            seen.push_back(tokens);
+          });
+      BOOST_TEST(chained == stepped);
+      BOOST_TEST(seen == stepped);
+      // The first round runs each graph's steps directly, the second
+      // captures them: a graph of 3 steps and one of 1.
+      if (options.compile.target == Target::Gpu && options.graphs)
+        BOOST_TEST(runner->timing().graphCaptures - capturesBefore == (round == 0 ? 0 : 2));
+    }
+  }
+  BOOST_TEST(messageOf([&] { runner->decodeGreedy(first, positions, steps + 1); }) ==
+             "sequence 1 of the batch is at position 4: 5 steps would go past the model's context of 8");
+  BOOST_TEST(messageOf([&] { runner->decodeGreedy(first, positions, 0); }) ==
+             "greedy decoding needs at least one step, not 0");
 }
 
 inline void checkDecodeNeedsAPrefill(const Gpt2RunOptions &options) {

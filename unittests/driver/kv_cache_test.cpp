@@ -71,6 +71,16 @@ BOOST_AUTO_TEST_CASE(batched_decoding_in_f16_matches_single_sequences_sublayer) 
   testing::checkBatchedDecodingMatchesSingleSequences(cpuOptions(Gpt2Mode::Sublayer, DType::f16));
 }
 
+// Greedy decoding chained on the target: the tokens of steps fed their own
+// choices (kv_cache_checks.h).
+BOOST_AUTO_TEST_CASE(greedy_decoding_chains_steps_fused) {
+  testing::checkGreedyDecodingChainsSteps(cpuOptions(Gpt2Mode::Fused));
+}
+
+BOOST_AUTO_TEST_CASE(greedy_decoding_chains_steps_in_bf16_sublayer) {
+  testing::checkGreedyDecodingChainsSteps(cpuOptions(Gpt2Mode::Sublayer, DType::bf16));
+}
+
 // Weights uploaded in one storage type serve no runner of another.
 BOOST_AUTO_TEST_CASE(weights_uploaded_in_f32_do_not_serve_a_bf16_runner) {
   auto uploaded = TargetWeights::upload(testing::shortContextWeights(), Target::Cpu);
