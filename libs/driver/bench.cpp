@@ -159,8 +159,11 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
 // position (they start kDecodeTokens apart, as prompts of different
 // lengths would be): the median step and the tokens per second it gives
 // (batch * 1000 / step ms), and that rate against the first batch size's.
-// A step brings back each sequence's greedy token, chosen on the target, as
-// generate --prompts does, and leaves the logits there.
+// A step brings back each sequence's greedy token, chosen on the target, and
+// leaves the logits there. Then the same slots decode greedily with the
+// steps chained on the target, as generate decodes (two graphs of steps, or
+// as many steps as the context leaves): the time per step, and its rate
+// against the first batch size's chained rate.
 void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
                           const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator) {
   if (request.batches.empty())
@@ -177,15 +180,18 @@ void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
   Target target = request.model.run.compile.target;
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocabSize - 1));
   std::cout << fmt::format("\nBatched decoding: each sequence after a prompt of {} tokens, one step for all of them, "
-                           "greedy tokens chosen on the {} (median ms{})\n",
-                           promptTokens, targetName(target), target == Target::Gpu ? ", GPU time" : "");
-  std::cout << fmt::format("{:<9} {:>6} {:>10} {:>10} {:>12} {:>12}\n", "mode", "batch", "step", "step min", "tokens/s",
-                           fmt::format("vs batch {}", request.batches.front()));
+                           "greedy tokens chosen on the {}; chained: up to {} greedy steps chained there, {} a graph, "
+                           "per step (median ms{})\n",
+                           promptTokens, targetName(target), 2 * request.model.run.chainedSteps,
+                           request.model.run.chainedSteps, target == Target::Gpu ? ", GPU time" : "");
+  std::cout << fmt::format("{:<9} {:>6} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12} {:>12}\n", "mode", "batch", "step",
+                           "step min", "tokens/s", fmt::format("vs batch {}", request.batches.front()), "chained",
+                           "tokens/s", fmt::format("vs batch {}", request.batches.front()));
   for (Gpt2Mode mode : request.modes) {
     Gpt2RunOptions options = request.model.run;
     options.mode = mode;
     std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(config, onTarget, options);
-    double firstRate = 0;
+    double firstRate = 0, firstChainedRate = 0;
     for (int64_t batch : request.batches) {
       runner->prepareBatch(batch);
       std::vector<int32_t> tokens(static_cast<size_t>(batch)), positions(static_cast<size_t>(batch));
@@ -214,9 +220,28 @@ void benchBatchedDecoding(const BenchRequest &request, const Gpt2Config &config,
       double rate = stepMs > 0 ? static_cast<double>(batch) * 1000.0 / stepMs : 0.0;
       if (firstRate == 0)
         firstRate = rate;
-      std::cout << fmt::format("{:<9} {:>6} {:>10.3f} {:>10.3f} {:>12.0f} {:>11.1f}x\n", modeName(mode), batch, stepMs,
-                               *std::min_element(steps.begin(), steps.end()), rate,
-                               firstRate > 0 ? rate / firstRate : 0.0)
+
+      // Chained greedy steps from each slot's first position on.
+      int32_t lastStart = 0;
+      for (int64_t slot = 0; slot < batch; ++slot) {
+        positions[slot] = static_cast<int32_t>(promptTokens + slot % kDecodeTokens);
+        lastStart = std::max(lastStart, positions[slot]);
+      }
+      const int64_t chainedSteps = std::min<int64_t>(2 * options.chainedSteps, config.nCtx - lastStart);
+      auto chained = [&] { runner->decodeGreedy(tokens, positions, chainedSteps); };
+      for (int i = 0; i < 2 + request.warmup; ++i) // each graph run directly, then captured
+        chained();
+      std::vector<double> chainedTimes;
+      for (int i = 0; i < request.repeat; ++i)
+        chainedTimes.push_back(timeOnTarget(target, chained) / static_cast<double>(chainedSteps));
+      double chainedMs = median(chainedTimes);
+      double chainedRate = chainedMs > 0 ? static_cast<double>(batch) * 1000.0 / chainedMs : 0.0;
+      if (firstChainedRate == 0)
+        firstChainedRate = chainedRate;
+      std::cout << fmt::format("{:<9} {:>6} {:>10.3f} {:>10.3f} {:>12.0f} {:>11.1f}x {:>10.3f} {:>12.0f} {:>11.1f}x\n",
+                               modeName(mode), batch, stepMs, *std::min_element(steps.begin(), steps.end()), rate,
+                               firstRate > 0 ? rate / firstRate : 0.0, chainedMs, chainedRate,
+                               firstChainedRate > 0 ? chainedRate / firstChainedRate : 0.0)
                 << std::flush;
     }
   }

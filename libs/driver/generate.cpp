@@ -108,20 +108,24 @@ void generate(const GenerateRequest &request, std::ostream &out) {
 
   std::unique_ptr<Gpt2Runner> runner = makeGpt2Runner(weights, request.run);
   out << request.prompt << std::flush;
-  for (int64_t step = 0; step < request.tokens; ++step) {
-    ForwardResult result;
-    if (!request.kvCache)
-      result = runner->forward(tokens, /*everyRow=*/false, /*capture=*/false);
-    else if (step == 0)
-      result = runner->prefill(tokens, /*everyRow=*/false, /*capture=*/false);
-    else
-      result = runner->decodeStep(tokens.back(), /*capture=*/false);
-    int32_t next = greedyToken(result.logits, 0);
+  auto append = [&](int32_t next) {
     tokens.push_back(next);
     out << tokenizer.decodeToken(next) << std::flush;
+  };
+  if (!request.kvCache) {
+    for (int64_t step = 0; step < request.tokens; ++step)
+      append(greedyToken(runner->forward(tokens, /*everyRow=*/false, /*capture=*/false).logits, 0));
+  } else if (request.tokens > 0) {
+    // The prompt into a batch of one, then every later token chained on the
+    // target, each step's greedy choice the next step's token: the host
+    // takes the tokens a graph of steps at a time and prints them.
+    append(greedyToken(runner->prefillSlot(1, 0, tokens).logits, 0));
+    if (request.tokens > 1)
+      runner->decodeGreedy({tokens.back()}, {static_cast<int32_t>(tokens.size()) - 1}, request.tokens - 1,
+                           [&](int64_t, const std::vector<int32_t> &chosen) { append(chosen.front()); });
   }
   const Gpt2Timing &timing = runner->timing();
-  double runMs = timing.runMs + timing.prefillMs + timing.decodeMs;
+  double runMs = timing.runMs + timing.prefillMs + timing.batchDecodeMs;
   out << "\n\n"
       << fmt::format("{} tokens, {}{}\n", request.tokens, describeRun(request, weights),
                      request.kvCache ? ", KV cache" : ", no cache")
@@ -132,10 +136,10 @@ void generate(const GenerateRequest &request, std::ostream &out) {
     out << fmt::format("  prefill {:9.1f} ms  ({} prompt token{}, {:.1f} tokens/s)\n", timing.prefillMs,
                        timing.prefillTokens, timing.prefillTokens == 1 ? "" : "s",
                        perSecond(timing.prefillTokens, timing.prefillMs))
-        << fmt::format("  decode  {:9.1f} ms  ({} step{}, {:.2f} ms per token, {:.1f} tokens/s)\n", timing.decodeMs,
-                       timing.decodeSteps, timing.decodeSteps == 1 ? "" : "s",
-                       timing.decodeSteps ? timing.decodeMs / timing.decodeSteps : 0.0,
-                       perSecond(timing.decodeSteps, timing.decodeMs));
+        << fmt::format("  decode  {:9.1f} ms  ({} step{}, {:.2f} ms per token, {:.1f} tokens/s)\n",
+                       timing.batchDecodeMs, timing.batchDecodeSteps, timing.batchDecodeSteps == 1 ? "" : "s",
+                       timing.batchDecodeSteps ? timing.batchDecodeMs / timing.batchDecodeSteps : 0.0,
+                       perSecond(timing.batchDecodeSteps, timing.batchDecodeMs));
   out << weightsLine(request, timing, loadMs);
 }
 
@@ -176,16 +180,20 @@ void generateBatched(const GenerateRequest &request, std::ostream &out) {
       ForwardResult result = runner->prefillSlot(batch, slot, tokens);
       tokens.push_back(greedyToken(result.logits, 0));
     }
-    for (int64_t step = 1; step < request.tokens; ++step) {
+    if (request.tokens > 1) {
+      // Every later token chained on the target, each step's greedy choices
+      // the next step's tokens (the padding rows' steps go on in their own
+      // slots, a position a step, and are dropped).
       for (int64_t slot = 0; slot < size; ++slot) {
         const std::vector<int32_t> &tokens = sequences[first + slot];
         next[slot] = tokens.back();
         positions[slot] = static_cast<int32_t>(tokens.size()) - 1;
       }
-      ForwardResult result = runner->decodeBatch(next, positions, /*withLogits=*/false);
-      for (int64_t slot = 0; slot < size; ++slot)
-        sequences[first + slot].push_back(result.nextTokens[static_cast<size_t>(slot)]);
-      decodedTokens += size;
+      runner->decodeGreedy(next, positions, request.tokens - 1, [&](int64_t, const std::vector<int32_t> &chosen) {
+        for (int64_t slot = 0; slot < size; ++slot)
+          sequences[first + slot].push_back(chosen[static_cast<size_t>(slot)]);
+      });
+      decodedTokens += size * (request.tokens - 1);
     }
   }
   for (int64_t sequence = 0; sequence < count; ++sequence) {

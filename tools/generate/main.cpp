@@ -10,7 +10,8 @@
 int main(int argc, char **argv) {
   CLI::App app{"Generate text with GPT-2 compiled by mlpipe: greedy decoding, printed as it goes, then the\n"
                "time split into compiling, prefilling the prompt and decoding (tokens per second). The prompt\n"
-               "runs once and fills a KV cache; each new token is one decode step against it. Each program\n"
+               "runs once and fills a KV cache; each new token is one decode step against it, the steps chained\n"
+               "on the target (each step's greedy token the next one's, printed a few steps at a time). Each program\n"
                "compiles once (and is kept on disk in ~/.cache/mlpipe). With --prompts, every line of a file\n"
                "is a prompt and they are decoded together: each prompt is prefilled alone into a KV cache slot\n"
                "of its own, then one decode step per token serves the whole batch, each sequence at its own\n"
