@@ -2,6 +2,7 @@
 // (benchGpt2), and the unit kernels timed beside a copy of their bytes
 // (benchKernels).
 #include "driver/bench.h"
+#include "driver/generate.h"
 
 #include "driver/matmul_choice.h"
 #include "driver/verify.h"
@@ -89,9 +90,11 @@ constexpr int kProfileReplays = 20;
 
 // KV-cache decoding, per mode: a prompt of request.decodePrompt tokens
 // prefilled, each decode step after it timed alone, and the whole job of
-// kDecodeTokens tokens after the prompt (a prefill and kDecodeTokens - 1
-// decode steps) timed end to end; medians over `repeat`, after the
-// programs are compiled, run directly and captured.
+// kDecodeTokens tokens after the prompt timed end to end two ways: a
+// prefill and kDecodeTokens - 1 decode steps, each returning its logits;
+// and as generate runs it, the prompt prefilled into a batch of one and the
+// kDecodeTokens - 1 greedy steps chained on the target. Medians over
+// `repeat`, after the programs are compiled, run directly and captured.
 void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
                    const std::shared_ptr<const TargetWeights> &onTarget, std::mt19937 &generator,
                    std::vector<KernelRow> &kernelRows) {
@@ -109,8 +112,9 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
     id = token(generator);
   std::cout << fmt::format("\nKV-cache decoding: a prompt of {} tokens, then decode steps (median ms{})\n",
                            promptTokens, target == Target::Gpu ? ", GPU time" : "");
-  std::cout << fmt::format("{:<9} {:>10} {:>10} {:>10} {:>16} {:>10}\n", "mode", "prefill", "step", "step min",
-                           fmt::format("{} after {}", kDecodeTokens, promptTokens), "tokens/s");
+  std::cout << fmt::format("{:<9} {:>10} {:>10} {:>10} {:>16} {:>10} {:>16} {:>10}\n", "mode", "prefill", "step",
+                           "step min", fmt::format("{} after {}", kDecodeTokens, promptTokens), "tokens/s", "chained",
+                           "tokens/s");
   for (Gpt2Mode mode : request.modes) {
     Gpt2RunOptions options = request.model.run;
     options.mode = mode;
@@ -131,9 +135,22 @@ void benchDecoding(const BenchRequest &request, const Gpt2Config &config,
         steps.push_back(timeOnTarget(target, [&] { runner->decodeStep(token(generator), false); }));
     }
     double jobMs = median(jobs);
-    std::cout << fmt::format("{:<9} {:>10.3f} {:>10.3f} {:>10.3f} {:>16.3f} {:>10.0f}\n", modeName(mode),
-                             median(prefills), median(steps), *std::min_element(steps.begin(), steps.end()), jobMs,
-                             jobMs > 0 ? kDecodeTokens * 1000.0 / jobMs : 0.0)
+    // The same job as generate runs it.
+    auto chainedJob = [&] {
+      int32_t first = greedyToken(runner->prefillSlot(1, 0, prompt).logits, 0);
+      runner->decodeGreedy({first}, {static_cast<int32_t>(promptTokens)}, kDecodeTokens - 1);
+    };
+    for (int i = 0; i < 2 + request.warmup; ++i)
+      chainedJob();
+    std::vector<double> chainedJobs;
+    for (int i = 0; i < request.repeat; ++i)
+      chainedJobs.push_back(timeOnTarget(target, chainedJob));
+    double chainedMs = median(chainedJobs);
+    std::cout << fmt::format("{:<9} {:>10.3f} {:>10.3f} {:>10.3f} {:>16.3f} {:>10.0f} {:>16.3f} {:>10.0f}\n",
+                             modeName(mode), median(prefills), median(steps),
+                             *std::min_element(steps.begin(), steps.end()), jobMs,
+                             jobMs > 0 ? kDecodeTokens * 1000.0 / jobMs : 0.0, chainedMs,
+                             chainedMs > 0 ? kDecodeTokens * 1000.0 / chainedMs : 0.0)
               << std::flush;
     if (request.profile && target == Target::Gpu) {
       // One decode step after the prompt, launched directly, every kernel
