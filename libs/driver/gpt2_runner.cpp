@@ -279,32 +279,40 @@ public:
     if (target == Target::Gpu)
       for (auto &mark : marks)
         mark.emplace();
-    int64_t lastFirst = 0, lastCount = 0;
-    for (int64_t first = 0, graph = 0; first < steps; first += perGraph, ++graph) {
-      const int64_t count = std::min(perGraph, steps - first);
-      copyOnTarget(chainPositions, hostPositions + first * batch, static_cast<size_t>(count) * rowBytes);
-      // The first step's ids: the tokens given, or the last graph's last choice.
-      copyOnTarget(chainIds, first == 0 ? static_cast<const void *>(hostTokens) : chainIds + lastCount * rowBytes,
-                   rowBytes);
-      ChainedSteps &chain = chainedSteps(module, count, chainIds, chainPositions);
-      chain.replay.run(
-          stream_, module.executable, chain.plannedBuffers, [&] { enqueue(module, chain.planned); }, options_.graphs);
-      timing_.graphCaptures += chain.replay.captures() - chain.capturesSeen;
-      chain.capturesSeen = chain.replay.captures();
-      copyOnTarget(hostTokens + (first + 1) * batch, chainIds + rowBytes, static_cast<size_t>(count) * rowBytes);
-      if (target == Target::Gpu)
-        marks[graph % 2]->record();
-      if (graph > 0) {
+    // If a hand-over throws (the output closed, say), copies into the host
+    // staging may still be queued: they finish before it is reused.
+    try {
+      int64_t lastFirst = 0, lastCount = 0;
+      for (int64_t first = 0, graph = 0; first < steps; first += perGraph, ++graph) {
+        const int64_t count = std::min(perGraph, steps - first);
+        copyOnTarget(chainPositions, hostPositions + first * batch, static_cast<size_t>(count) * rowBytes);
+        // The first step's ids: the tokens given, or the last graph's last choice.
+        copyOnTarget(chainIds, first == 0 ? static_cast<const void *>(hostTokens) : chainIds + lastCount * rowBytes,
+                     rowBytes);
+        ChainedSteps &chain = chainedSteps(module, count, chainIds, chainPositions);
+        chain.replay.run(
+            stream_, module.executable, chain.plannedBuffers, [&] { enqueue(module, chain.planned); }, options_.graphs);
+        timing_.graphCaptures += chain.replay.captures() - chain.capturesSeen;
+        chain.capturesSeen = chain.replay.captures();
+        copyOnTarget(hostTokens + (first + 1) * batch, chainIds + rowBytes, static_cast<size_t>(count) * rowBytes);
         if (target == Target::Gpu)
-          marks[(graph - 1) % 2]->wait();
-        handOver(lastFirst, lastCount);
+          marks[graph % 2]->record();
+        if (graph > 0) {
+          if (target == Target::Gpu)
+            marks[(graph - 1) % 2]->wait();
+          handOver(lastFirst, lastCount);
+        }
+        lastFirst = first;
+        lastCount = count;
       }
-      lastFirst = first;
-      lastCount = count;
+      if (target == Target::Gpu)
+        gpu::waitForCurrentStream();
+      handOver(lastFirst, lastCount);
+    } catch (...) {
+      if (target == Target::Gpu)
+        waitQuietly();
+      throw;
     }
-    if (target == Target::Gpu)
-      gpu::waitForCurrentStream();
-    handOver(lastFirst, lastCount);
     timing_.batchDecodeMs += millisecondsSince(start);
     timing_.batchDecodeSteps += static_cast<int>(steps);
     return chosen;
@@ -313,6 +321,17 @@ public:
   void prepareBatch(int64_t batch) final { compiled(Gpt2Phase::Decode, batch, batch); }
 
 protected:
+  // Waits for the runner's stream while an error is on its way out: a
+  // second error is said, not thrown over the first.
+  void waitQuietly() {
+    try {
+      TargetStream::Scope current(stream_);
+      gpu::waitForCurrentStream();
+    } catch (const Error &error) {
+      std::fprintf(stderr, "mlpipe: %s\n", error.what());
+    }
+  }
+
   // What a pass binds besides the weights and its activations (null where
   // the program has none).
   struct PassBinding {
