@@ -194,7 +194,7 @@ public:
     size_t partBytes =
         static_cast<size_t>(byteSize({config_.nHead, config_.nCtx, config_.nEmbd / config_.nHead}, options_.dtype));
     TargetStream::Scope current(stream_);
-    for (int64_t part = 0; part < 2 * config_.nLayer; ++part) {
+    for (int64_t part = 0; part < 2 * config_.nLayer && to != from; ++part) {
       char *slotPart = to + (part * batch + slot) * partBytes;
       if (options_.compile.target == Target::Gpu)
         gpu::copyOnDevice(slotPart, from + part * partBytes, partBytes);
@@ -534,26 +534,31 @@ protected:
   }
 
   // The batched cache for `batch` sequences (and their positions), zeroed
-  // as kvCache() is; one of another batch size is freed first.
+  // as kvCache() is; one of another batch size is freed first. A batch of
+  // one's cache, [L, 2, 1 * H, n_ctx, D], is laid out as the single
+  // sequence's: it is that cache, so a prompt prefilled into slot 0 is
+  // already where the batched step reads it (generate's one prompt).
   TargetBuffer &batchedCache(int64_t batch) {
-    if (!batchedCache_ || batchedCacheBatch_ != batch) {
+    if (!batchedPositions_ || batchedCacheBatch_ != batch) {
       batchedCache_.reset();
       batchedPositions_.reset();
-      size_t bytes = static_cast<size_t>(byteSize(batchedKvCacheShape(config_, batch), options_.dtype));
-      batchedCache_.emplace(options_.compile.target, bytes, options_.execution.memory);
-      // Zeroed in place: 64 sequences of 124M in f32 take 4.8 GB, too many
-      // to stage zeros for on the host. Every element is 2 or 4 bytes.
-      if (options_.compile.target == Target::Gpu) {
-        TargetStream::Scope current(stream_);
-        mgpuMemset16(batchedCache_->data(), 0, bytes / 2, gpu::currentStream());
-      } else {
-        std::memset(batchedCache_->data(), 0, bytes);
+      if (batch > 1) {
+        size_t bytes = static_cast<size_t>(byteSize(batchedKvCacheShape(config_, batch), options_.dtype));
+        batchedCache_.emplace(options_.compile.target, bytes, options_.execution.memory);
+        // Zeroed in place: 64 sequences of 124M in f32 take 4.8 GB, too
+        // many to stage zeros for on the host. Every element is 2 or 4 bytes.
+        if (options_.compile.target == Target::Gpu) {
+          TargetStream::Scope current(stream_);
+          mgpuMemset16(batchedCache_->data(), 0, bytes / 2, gpu::currentStream());
+        } else {
+          std::memset(batchedCache_->data(), 0, bytes);
+        }
       }
       batchedPositions_.emplace(options_.compile.target, static_cast<size_t>(batch) * sizeof(int32_t),
                                 options_.execution.memory);
       batchedCacheBatch_ = batch;
     }
-    return *batchedCache_;
+    return batch == 1 ? kvCache() : *batchedCache_;
   }
 
   TargetBuffer &positionBuffer() {

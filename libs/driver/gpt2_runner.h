@@ -32,7 +32,10 @@
 // alone, as prefill() does, and copies its keys and values into its
 // sequence's slot; each decodeBatch() then runs the batched decode program
 // once for every slot, each token at its own position (a [batch] i32
-// input), so the weights are read once per step for the whole batch.
+// input), so the weights are read once per step for the whole batch. A
+// batch of one's cache is the single sequence's (the same layout).
+// decodeGreedy() chains batched steps on the target, each step's greedy
+// tokens the next one's ids, without the host between them.
 #pragma once
 
 #include "driver/compile.h"
@@ -142,7 +145,8 @@ public:
   virtual int64_t cachedTokens() const = 0;
   // Batched decoding, `batch` sequences each in a slot of its own: runs
   // `prompt` alone as prefill() does (its logits returned as prefill's),
-  // then copies its keys and values into slot `slot` of the batched cache;
+  // then copies its keys and values into slot `slot` of the batched cache
+  // (a batch of one's cache is the single sequence's: nothing to copy);
   // the slot's next token goes at position prompt.size().
   virtual ForwardResult prefillSlot(int64_t batch, int64_t slot, const std::vector<int32_t> &prompt) = 0;
   // One decode step of a batch of tokens.size() sequences: token b at

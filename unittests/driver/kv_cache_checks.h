@@ -227,7 +227,8 @@ inline void checkBatchedDecodingMatchesSingleSequences(const Gpt2RunOptions &opt
 // sequences with prompts of 1, 4 and 2 tokens in a context of 8, the
 // longest one's last step filling it, in graphs of 3 steps (so 3 and 1);
 // every step's tokens handed over once, in order; the same again once the
-// graphs are captured. It refuses a step past the context.
+// graphs are captured. A batch of one decodes as decodeStep() does. It
+// refuses a step past the context.
 inline void checkGreedyDecodingChainsSteps(Gpt2RunOptions options) {
   const Gpt2Weights &weights = wanderingWeights();
   const Gpt2Config &config = weights.config();
@@ -278,6 +279,50 @@ inline void checkGreedyDecodingChainsSteps(Gpt2RunOptions options) {
         BOOST_TEST(runner->timing().graphCaptures - capturesBefore == (round == 0 ? 0 : 2));
     }
   }
+  // A batch of one (generate's one prompt), its slot's cache the single
+  // sequence's: the logits of prefill() and decodeStep() at every step, and
+  // chained, their tokens (each step's logits' first maximum) up to a near
+  // tie (where the two programs may part), until the context is full.
+  {
+    const std::vector<int32_t> &prompt = prompts[1];
+    double tolerance = cacheAgreement(options.dtype);
+    std::vector<int32_t> alone;
+    std::vector<HostTensor> aloneLogits;
+    ForwardResult result = runner->prefill(prompt, /*everyRow=*/false, /*capture=*/false);
+    while (true) {
+      aloneLogits.push_back(result.logits);
+      alone.push_back(greedyToken(result.logits, 0));
+      if (runner->cachedTokens() == config.nCtx)
+        break;
+      result = runner->decodeStep(alone.back(), /*capture=*/false);
+    }
+    ForwardResult slotted = runner->prefillSlot(1, 0, prompt);
+    checkClose(slotted.logits, aloneLogits.front(), "prefill logits of a batch of one", tolerance);
+    int32_t firstAlone = greedyToken(slotted.logits, 0);
+    BOOST_TEST(firstAlone == alone.front());
+    // Fed decodeStep's tokens, the batched step's logits are decodeStep's.
+    for (int64_t step = 0; step < steps; ++step) {
+      BOOST_TEST_CONTEXT("a batch of one, step " << step) {
+        ForwardResult batched =
+            runner->decodeBatch({alone[step]}, {static_cast<int32_t>(prompt.size() + step)}, /*withLogits=*/true);
+        checkClose(batched.logits, aloneLogits[step + 1], "batched decode logits", tolerance);
+      }
+    }
+    runner->prefillSlot(1, 0, prompt);
+    std::vector<std::vector<int32_t>> chained =
+        runner->decodeGreedy({firstAlone}, {static_cast<int32_t>(prompt.size())}, steps);
+    BOOST_REQUIRE(chained.size() == static_cast<size_t>(steps));
+    for (int64_t step = 0; step < steps; ++step) {
+      int32_t actual = chained[step].front(), expected = alone[step + 1];
+      if (actual == expected)
+        continue;
+      const float *values = aloneLogits[step + 1].as<float>();
+      BOOST_TEST(std::abs(values[actual] - values[expected]) <= tolerance,
+                 "step " << step << " picks token " << actual << ", decodeStep " << expected << ", not a near tie");
+      break; // the sequences part here
+    }
+  }
+
   BOOST_TEST(messageOf([&] { runner->decodeGreedy(first, positions, steps + 1); }) ==
              "sequence 1 of the batch is at position 4: 5 steps would go past the model's context of 8");
   BOOST_TEST(messageOf([&] { runner->decodeGreedy(first, positions, 0); }) ==
