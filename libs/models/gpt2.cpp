@@ -213,18 +213,30 @@ Tensor project(Tensor x, Tensor lnWeight, Tensor lnBias, Tensor wte, const Gpt2C
   return matmul(h, transpose(wte, {1, 0}));
 }
 
+// A phase's cache and position inputs (the cache itself is bound by the
+// caller). A batched step of one sequence is the single sequence's step,
+// its one position rank-0 as a decode step's (so its attention is matched
+// as one, masked past a host position), under the batched step's names
+// (its "positions" holds 4 bytes either way).
+KvCache decodeCache(Graph &g, const Gpt2Config &config, Gpt2Phase phase, int64_t batch) {
+  KvCache kv;
+  kv.phase = phase;
+  kv.batch = batch > 1 ? batch : 0;
+  if (batch > 1)
+    kv.positions = g.indexInput("positions", {batch}, config.nCtx);
+  else if (batch == 1)
+    kv.position = g.indexInput("positions", {}, config.nCtx);
+  else if (phase == Gpt2Phase::Decode)
+    kv.position = g.indexInput("position", {}, config.nCtx);
+  return kv;
+}
+
 // The whole model in one graph; with `probes`, the embedding and every
 // block's residual are named for the reference. With a `batch`, a batched
 // decode step of that many sequences (`length` is then the batch).
 void buildFused(Graph &g, const Gpt2Config &config, int64_t length, bool probes, Gpt2Phase phase, int64_t batch = 0) {
   Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
-  KvCache kv;
-  kv.phase = phase;
-  kv.batch = batch;
-  if (batch > 0)
-    kv.positions = g.indexInput("positions", {batch}, config.nCtx);
-  else if (phase == Gpt2Phase::Decode)
-    kv.position = g.indexInput("position", {}, config.nCtx);
+  KvCache kv = decodeCache(g, config, phase, batch);
   // Batched decoding takes each layer's part of the cache as an in-out
   // input of its own, h.L.kv_cache [2, B * H, n_ctx, D]: every sequence's
   // row is its own in-place write, and bufferization's analysis grows with
@@ -282,27 +294,17 @@ void buildSublayers(Program &program, const Gpt2Config &config, int64_t length, 
   {
     Graph &g = program.addFunction("embed", dtype);
     Tensor ids = g.indexInput("ids", {length}, config.vocabSize);
-    Tensor position, positions;
-    if (batch > 0)
-      positions = g.indexInput("positions", {batch}, config.nCtx);
-    else if (phase == Gpt2Phase::Decode)
-      position = g.indexInput("position", {}, config.nCtx);
+    KvCache kv = decodeCache(g, config, phase, batch);
     Tensor wte = g.input("wte.weight", {config.vocabSize, config.nEmbd});
     Tensor wpe = g.input("wpe.weight", {config.nCtx, config.nEmbd});
     Graph::Scope scope(g, "embed");
-    g.output("x", embed(ids, wte, wpe, position, positions));
+    g.output("x", embed(ids, wte, wpe, kv.position, kv.positions));
   }
   std::vector<ParameterSpec> all = blockParameters(config);
   {
     Graph &g = program.addFunction("attend", dtype);
     Tensor x = g.input("x", residual);
-    KvCache kv;
-    kv.phase = phase;
-    kv.batch = batch;
-    if (batch > 0)
-      kv.positions = g.indexInput("positions", {batch}, config.nCtx);
-    else if (phase == Gpt2Phase::Decode)
-      kv.position = g.indexInput("position", {}, config.nCtx);
+    KvCache kv = decodeCache(g, config, phase, batch);
     Tensor cacheInput;
     if (phase != Gpt2Phase::Forward) {
       Shape layerCache = batch > 0 ? batchedKvCacheShape(config, batch) : kvCacheShape(config);

@@ -58,8 +58,10 @@ fe::Program traceGpt2(const Gpt2Config &config, Gpt2Mode mode, int64_t length, D
 // Batched decoding: one decode step of `batch` sequences at once, each at
 // its own position in a cache slot of its own (generate --prompts). The
 // inputs "ids" and "positions" are [batch] i32: sequence b's token and
-// where it goes; the outputs are the logits [batch, vocab] and "next_ids",
-// each row's greedy token ([batch] i32, nn::greedyTokens). The cache is
+// where it goes (one sequence's "positions" is rank 0: its step is the
+// single sequence's decode step, attention and all, under these names);
+// the outputs are the logits [batch, vocab] and "next_ids", each row's
+// greedy token ([batch] i32, nn::greedyTokens). The cache is
 // batchedKvCacheShape(), taken a layer at a time: in-out inputs
 // "h.L.kv_cache" (fused) or "kv_cache" (sublayer's attend), each one
 // layer's [2, batch * heads, n_ctx, head_dim]: sequence b's slot is rows b * heads to
