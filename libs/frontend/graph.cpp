@@ -1159,6 +1159,19 @@ Tensor Graph::positionMask(int64_t length, Tensor position, double masked, std::
   return add(std::move(node));
 }
 
+Tensor Graph::positionsMask(int64_t rows, int64_t length, Tensor positions, int64_t rowsPerPosition, double masked,
+                            std::optional<DType> dtype) {
+  checkOwned(positions, "positionsMask");
+  if (positions.rank() != 1 || positions.dtype() != DType::i32)
+    fail("positionsMask: the positions must be a rank-1 i32 tensor");
+  if (rowsPerPosition < 1 || rows != positions.dim(0) * rowsPerPosition)
+    fail("positionsMask: {} rows are not {} positions of {} rows each", rows, positions.dim(0), rowsPerPosition);
+  Node node{OpKind::PositionMask, 0, {positions.id()}, {rows, 1, length}, dtype.value_or(floatType_)};
+  node.value = masked;
+  node.ints = {rowsPerPosition};
+  return add(std::move(node));
+}
+
 Tensor Graph::inoutInput(const std::string &name, Shape shape) {
   Tensor t = input(name, std::move(shape));
   nodes_[t.id()].inout = true;

@@ -50,7 +50,7 @@ enum class OpKind {
   StridedSlice, // a box with a stride along every axis; ints = {starts..., strides...}
   // KV-cache decoding (frontend/graph.h: insert, positionMask):
   Insert,       // a tensor with a block written into it, at a static or run-time position
-  PositionMask, // 0 up to a run-time position, a large negative value after it
+  PositionMask, // 0 up to a run-time position, a large negative value after it (per row: ints = {rows per position})
   // HLO's reduce-window: a reduction (fn) over a window placed at every output position
   ReduceWindow, // ints = {size, stride, padLow, baseDilation, windowDilation} per axis, in blocks
   // HLO's run-time indexing: operands {x or base, [update,] one rank-0 integer start per axis}
@@ -350,6 +350,12 @@ public:
   // [length]: 0 where the index is at most `position` (rank-0 i32), else
   // `masked`: the mask of a causal step at a run-time position.
   Tensor positionMask(int64_t length, Tensor position, double masked, std::optional<DType> dtype = std::nullopt);
+  // [rows, 1, length]: row r's positionMask at positions[r / rowsPerPosition]
+  // (positions: [rows / rowsPerPosition] i32): batched decoding's mask, B
+  // sequences of H heads each. One op, no reshape of the positions: a
+  // reshape next to the scores' product would be folded into it.
+  Tensor positionsMask(int64_t rows, int64_t length, Tensor positions, int64_t rowsPerPosition, double masked,
+                       std::optional<DType> dtype = std::nullopt);
   // An input the function updates in place (its buffer is both read and
   // written): inserts into it land in the caller's memory.
   Tensor inoutInput(const std::string &name, Shape shape);

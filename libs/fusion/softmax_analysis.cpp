@@ -143,6 +143,28 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
     return why = "the softmax prologue is not elementwise", mlir::failure();
   int scoresFound = 0;
   mlir::Block &entry = graph.function().front();
+  // Inputs of the prologue's shape read as they are: the scores, and
+  // perhaps a mask of the same shape (batched decoding's per-row mask,
+  // [rows, 1, keys]). Where there are two, the scores are the one the
+  // prologue scales (multiplies by a constant), the mask an extra argument.
+  llvm::SmallVector<unsigned, 2> asTheyAre;
+  for (auto [position, operand] : llvm::enumerate(prologue.getDpsInputOperands()))
+    if (auto argument = mlir::dyn_cast<mlir::BlockArgument>(operand->get());
+        argument && mlir::isa<mlir::MemRefType>(argument.getType()) && isIdentity(prologue, operand) &&
+        mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape)
+      asTheyAre.push_back(static_cast<unsigned>(position));
+  std::optional<unsigned> scaled;
+  if (asTheyAre.size() == 2) {
+    auto isScaled = [&](unsigned position) {
+      return llvm::any_of(prologue.getBlock()->getArgument(position).getUsers(), [](mlir::Operation *user) {
+        auto multiply = mlir::dyn_cast<mlir::arith::MulFOp>(user);
+        return multiply && (mlir::matchPattern(multiply.getLhs(), mlir::m_Constant()) ||
+                            mlir::matchPattern(multiply.getRhs(), mlir::m_Constant()));
+      });
+    };
+    if (isScaled(asTheyAre[0]) != isScaled(asTheyAre[1]))
+      scaled = isScaled(asTheyAre[0]) ? asTheyAre[0] : asTheyAre[1];
+  }
   for (auto [position, operand] : llvm::enumerate(prologue.getDpsInputOperands())) {
     if (graph.node(s.prologue).inputProducers[position] != -1)
       return why = "the softmax prologue reads a value computed in the fusion", mlir::failure();
@@ -158,7 +180,8 @@ mlir::FailureOr<Softmax> matchSoftmax(const FusionGraph &graph, std::string &why
     if (!argument || argument.getOwner() != &entry)
       return why = "the softmax prologue reads through a view", mlir::failure();
     if (!collapsed && isIdentity(prologue, operand) &&
-        mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape) {
+        mlir::cast<mlir::MemRefType>(argument.getType()).getShape() == graph.node(s.prologue).output.shape &&
+        (!scaled || *scaled == position)) {
       s.scoresInput = position;
       ++scoresFound;
     } else if (!llvm::is_contained(s.extraArguments, argument.getArgNumber())) {
@@ -356,6 +379,59 @@ bool isKeyIndex(Value value, unsigned keyDim) {
   return key && key.getDim() == keyDim;
 }
 
+// Batched decoding's per-row mask (Graph::positionsMask): where `value` (in
+// the body of `op`, over [rows, 1, keys]) is select(key > p, big, 0), big
+// at most -1e9, with key the index along `keyDim` and p the element of an
+// i32 input [rows / R] that `op` reads at row floordiv R: that input, and R
+// (0 where the value is not so).
+std::pair<mlir::OpOperand *, int64_t> comparedRowPosition(Value value, unsigned keyDim, mlir::linalg::LinalgOp op) {
+  auto select = value.getDefiningOp<mlir::arith::SelectOp>();
+  mlir::FloatAttr big, otherwise;
+  if (!select || !mlir::matchPattern(select.getTrueValue(), mlir::m_Constant(&big)) ||
+      !mlir::matchPattern(select.getFalseValue(), mlir::m_Constant(&otherwise)) || !otherwise.getValue().isZero() ||
+      big.getValueAsDouble() > -1e9)
+    return {};
+  auto cmp = select.getCondition().getDefiningOp<mlir::arith::CmpIOp>();
+  auto compared = cmp ? mlir::dyn_cast<mlir::BlockArgument>(cmp.getRhs()) : mlir::BlockArgument();
+  if (!cmp || cmp.getPredicate() != mlir::arith::CmpIPredicate::sgt || !isKeyIndex(cmp.getLhs(), keyDim) || !compared ||
+      compared.getOwner() != op.getBlock() || compared.getArgNumber() >= op.getNumDpsInputs())
+    return {};
+  mlir::OpOperand *input = op.getDpsInputOperand(compared.getArgNumber());
+  auto type = mlir::dyn_cast<mlir::MemRefType>(input->get().getType());
+  mlir::AffineMap map = op.getMatchingIndexingMap(input);
+  if (!type || type.getRank() != 1 || !type.getElementType().isInteger(32) || op.getNumLoops() != 3 ||
+      map.getNumResults() != 1)
+    return {};
+  mlir::AffineExpr row = map.getResult(0);
+  if (row == mlir::getAffineDimExpr(0, op.getContext()))
+    return {input, 1};
+  auto divided = mlir::dyn_cast<mlir::AffineBinaryOpExpr>(row);
+  auto divisor = divided ? mlir::dyn_cast<mlir::AffineConstantExpr>(divided.getRHS()) : mlir::AffineConstantExpr();
+  if (!divided || divided.getKind() != mlir::AffineExprKind::FloorDiv || !divisor || divisor.getValue() < 1 ||
+      divided.getLHS() != mlir::getAffineDimExpr(0, op.getContext()))
+    return {};
+  return {input, divisor.getValue()};
+}
+
+// Batched decoding's per-row mask over [rows, 1, keys], written before
+// `reader` by a fusion whose one op is Graph::positionsMask's: the host
+// value of the positions, and the rows per position.
+std::pair<Value, int64_t> rowPositionsMaskSource(Value mask, mlir::func::CallOp reader, mlir::SymbolTable &symbols) {
+  SoleWriter writer = soleWriterBefore(mask, reader, symbols);
+  if (!writer.call || writer.graph->nodes().size() != 1)
+    return {};
+  mlir::linalg::LinalgOp op = writer.graph->node(writer.node).op;
+  if (op.getNumDpsInputs() != 1 || op.getNumReductionLoops() != 0 ||
+      op.getDpsInits()[0] != writer.callee.getArgument(writer.argument) || !isIdentity(op, op.getDpsInitOperand(0)))
+    return {};
+  auto [input, rows] = comparedRowPosition(op.getBlock()->getTerminator()->getOperand(0), 2, op);
+  auto argument = input ? mlir::dyn_cast<mlir::BlockArgument>(input->get()) : mlir::BlockArgument();
+  if (!argument || argument.getOwner() != &writer.callee.getBody().front())
+    return {};
+  Value positions = hostInput(writer.call.getOperand(argument.getArgNumber()), reader);
+  return positions ? std::pair<Value, int64_t>{positions, rows} : std::pair<Value, int64_t>{};
+}
+
 // Batched decoding's mask over [batch, heads, 1, keys], written before
 // `reader` by a fusion whose one op computes select(key > p[b], big, 0)
 // from the positions p ([batch] i32, read at the sequence b) and its
@@ -424,6 +500,16 @@ Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::fu
     if (mlir::BlockArgument argument = comparedPosition(term, 2, graph.function()))
       if (Value position = hostInput(call.getOperand(argument.getArgNumber()), call))
         return position;
+    // Batched decoding's, computed in the prologue from the positions read
+    // at each row's sequence (sublayer mode).
+    if (auto [input, rows] = comparedRowPosition(term, 2, prologue); input && rowsPerPosition) {
+      auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+      if (argument && argument.getOwner() == &graph.function().getBody().front())
+        if (Value positions = hostInput(call.getOperand(argument.getArgNumber()), call)) {
+          *rowsPerPosition = rows;
+          return positions;
+        }
+    }
     // Read from a mask over the keys (fused mode).
     auto read = mlir::dyn_cast<mlir::BlockArgument>(term);
     if (!read || read.getOwner() != prologue.getBlock())
@@ -434,6 +520,15 @@ Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::fu
         prologue.getMatchingIndexingMap(input) == keyOnly)
       if (Value position = positionMaskSource(call.getOperand(argument.getArgNumber()), call, symbols))
         return position;
+    // Batched decoding: a per-row mask over [rows, 1, keys] read as it is
+    // (fused mode: one mask fusion serves every layer).
+    if (rowsPerPosition && argument && argument.getOwner() == &graph.function().getBody().front() &&
+        prologue.getMatchingIndexingMap(input).isIdentity())
+      if (auto [positions, rows] = rowPositionsMaskSource(call.getOperand(argument.getArgNumber()), call, symbols);
+          positions) {
+        *rowsPerPosition = rows;
+        return positions;
+      }
     // Batched decoding: a mask over [batch, heads, 1, keys] read as
     // [batch * heads, 1, keys], row r's keys masked past the position of
     // its sequence r / heads.

@@ -141,11 +141,7 @@ Tensor batchedAttentionOverCache(Tensor q, Tensor keys, Tensor values, Tensor po
     DType scoresDtype = scoresType(q.dtype());
     // The mask of every row: the masked score where the key is after the
     // row's sequence's position, else 0 (positionMask's values, per row).
-    Tensor rowPositions = reshape(g.broadcast(positions, {batch, heads}, {0}), {rows});
-    Shape scoresShape{rows, 1, context};
-    Tensor after =
-        g.compare(fe::CompareFn::Gt, g.iota(scoresShape, DType::i32, 2), g.broadcast(rowPositions, scoresShape, {0}));
-    Tensor mask = g.select(after, g.constant(maskedScore(scoresDtype), scoresDtype), g.constant(0.0, scoresDtype));
+    Tensor mask = g.positionsMask(rows, context, positions, heads, maskedScore(scoresDtype), scoresDtype);
     scores = g.matmul(qh, swapLastAxes(keys), scoresDtype) * scale + mask; // [B * H, 1, n_ctx]
   }
   {

@@ -407,6 +407,16 @@ Array dynamicUpdateSlice(const Array &base, const Array &update, const std::vect
 }
 
 Array positionMask(const Node &node, const Array &position) {
+  if (node.shape.size() == 3) { // per row: [rows, 1, length], row r at position[r / rowsPerPosition]
+    int64_t rows = node.shape[0], length = node.shape[2], rowsPerPosition = node.ints[0];
+    Array result{node.shape, std::vector<double>(static_cast<size_t>(rows * length))};
+    for (int64_t r = 0; r < rows; ++r) {
+      auto at = static_cast<int64_t>(position.data[static_cast<size_t>(r / rowsPerPosition)]);
+      for (int64_t j = 0; j < length; ++j)
+        result.data[static_cast<size_t>(r * length + j)] = j > at ? node.value : 0.0;
+    }
+    return result;
+  }
   int64_t length = node.shape[0], at = static_cast<int64_t>(position.data[0]);
   Array result{node.shape, std::vector<double>(static_cast<size_t>(length))};
   for (int64_t j = 0; j < length; ++j)

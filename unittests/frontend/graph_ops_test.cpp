@@ -362,3 +362,20 @@ BOOST_AUTO_TEST_CASE(a_loop_refuses_regions_that_do_not_fit_what_it_carries) {
   BOOST_TEST(messageOf([&] { g.whileLoop({x}, condition, narrow); }) ==
              "whileLoop: the body takes 2 tensors, but the loop carries 1");
 }
+
+// Batched decoding's mask: row r is masked past positions[r / rows per
+// position] (2 sequences of 3 rows, 4 keys; one sequence at its first key,
+// one at its last), and the op's refusals.
+BOOST_AUTO_TEST_CASE(a_positions_mask_masks_each_row_past_its_sequences_position) {
+  Graph g("mask", DType::f32);
+  Tensor positions = g.indexInput("positions", {2}, 4);
+  Tensor y = g.positionsMask(6, 4, positions, 3, -100.0);
+  BOOST_TEST(y.shape() == (Shape{6, 1, 4}));
+  std::vector<double> expected = {0, -100, -100, -100, 0, -100, -100, -100, 0, -100, -100, -100,
+                                  0, 0,    0,    0,    0, 0,    0,    0,    0, 0,    0,    0};
+  BOOST_TEST(evaluateOne(g, y, {{"positions", array({2}, {0, 3})}}) == expected, boost::test_tools::per_element());
+  BOOST_TEST(messageOf([&] { g.positionsMask(5, 4, positions, 3, -100.0); }) ==
+             "positionsMask: 5 rows are not 2 positions of 3 rows each");
+  BOOST_TEST(messageOf([&] { g.positionsMask(3, 4, g.input("p", {3}), 1, -100.0); }) ==
+             "positionsMask: the positions must be a rank-1 i32 tensor");
+}

@@ -176,10 +176,30 @@ void FunctionEmitter::emitDynamicSlice(int id) {
   names_[id] = name;
 }
 
-// mask[j] = j > position ? masked : 0
+// mask[j] = j > position ? masked : 0; per row, mask[r, 0, j] = j >
+// positions[r floordiv rowsPerPosition] ? masked : 0, the positions an input
+// read through that map.
 void FunctionEmitter::emitPositionMask(int id) {
   const Node &node = graph_.node(id);
   int position = node.operands[0];
+  if (node.shape.size() == 3) {
+    std::string masked = constant(node.value, node.dtype), zero = constant(0.0, node.dtype);
+    std::string init = emptyTensor(node.shape, node.dtype);
+    std::string name = fresh(), inArg = fresh(), outArg = fresh(), et = elementType(id);
+    std::string positionsMap = fmt::format("affine_map<(d0, d1, d2) -> (d0 floordiv {})>", node.ints[0]);
+    line("{} = linalg.generic {{indexing_maps = [{}, {}], iterator_types = {}}} ins({} : {}) outs({} : {}) {{", name,
+         positionsMap, identityMap(3), parallelIterators(3), value(position), type(position), init, type(id));
+    line("^bb0({}: i32, {}: {}):", inArg, outArg, et);
+    std::string j = fresh(), asI32 = fresh(), after = fresh(), result = fresh();
+    line("  {} = linalg.index 2 : index", j);
+    line("  {} = arith.index_cast {} : index to i32", asI32, j);
+    line("  {} = arith.cmpi sgt, {}, {} : i32", after, asI32, inArg);
+    line("  {} = arith.select {}, {}, {} : {}", result, after, masked, zero, et);
+    line("  linalg.yield {} : {}", result, et);
+    line("}} -> {}", type(id));
+    names_[id] = name;
+    return;
+  }
   std::string masked = constant(node.value, node.dtype), zero = constant(0.0, node.dtype);
   std::string init = emptyTensor(node.shape, node.dtype);
   std::string name = fresh(), outArg = fresh(), et = elementType(id);
