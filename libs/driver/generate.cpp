@@ -69,6 +69,15 @@ std::string weightsLine(const GenerateRequest &request, const Gpt2Timing &timing
                      loadMs, converting, targetName(request.run.compile.target), timing.uploadMs - timing.convertMs);
 }
 
+// How the decode steps ran: chained on the target, and on the GPU how many
+// to a graph (Gpt2RunOptions::chainedSteps).
+std::string describeChaining(const Gpt2RunOptions &run) {
+  if (run.compile.target != Target::Gpu)
+    return fmt::format("chained on the {}", targetName(run.compile.target));
+  return run.graphs ? fmt::format("chained on the gpu, {} a graph", run.chainedSteps)
+                    : std::string("chained on the gpu, direct launches");
+}
+
 void warnIfNotFinite(const Gpt2Weights &weights) {
   if (auto [tensor, count] = weights.nonFiniteValues(); count > 0)
     std::cerr << fmt::format("generate: warning: {} holds {} NaN or infinite value{}: the tokens below mean nothing\n",
@@ -136,8 +145,9 @@ void generate(const GenerateRequest &request, std::ostream &out) {
     out << fmt::format("  prefill {:9.1f} ms  ({} prompt token{}, {:.1f} tokens/s)\n", timing.prefillMs,
                        timing.prefillTokens, timing.prefillTokens == 1 ? "" : "s",
                        perSecond(timing.prefillTokens, timing.prefillMs))
-        << fmt::format("  decode  {:9.1f} ms  ({} step{}, {:.2f} ms per token, {:.1f} tokens/s)\n",
+        << fmt::format("  decode  {:9.1f} ms  ({} step{}, {}, {:.2f} ms per token, {:.1f} tokens/s)\n",
                        timing.batchDecodeMs, timing.batchDecodeSteps, timing.batchDecodeSteps == 1 ? "" : "s",
+                       describeChaining(request.run),
                        timing.batchDecodeSteps ? timing.batchDecodeMs / timing.batchDecodeSteps : 0.0,
                        perSecond(timing.batchDecodeSteps, timing.batchDecodeMs));
   out << weightsLine(request, timing, loadMs);
@@ -214,9 +224,9 @@ void generateBatched(const GenerateRequest &request, std::ostream &out) {
       << fmt::format("  prefill {:9.1f} ms  ({} prompt token{}, each prompt alone, {:.1f} tokens/s)\n",
                      timing.prefillMs, timing.prefillTokens, timing.prefillTokens == 1 ? "" : "s",
                      perSecond(timing.prefillTokens, timing.prefillMs))
-      << fmt::format("  decode  {:9.1f} ms  ({} step{} of {} sequence{}, {:.2f} ms per step, {:.1f} tokens/s)\n",
+      << fmt::format("  decode  {:9.1f} ms  ({} step{} of {} sequence{}, {}, {:.2f} ms per step, {:.1f} tokens/s)\n",
                      timing.batchDecodeMs, timing.batchDecodeSteps, timing.batchDecodeSteps == 1 ? "" : "s", batch,
-                     batch == 1 ? "" : "s",
+                     batch == 1 ? "" : "s", describeChaining(request.run),
                      timing.batchDecodeSteps ? timing.batchDecodeMs / timing.batchDecodeSteps : 0.0,
                      perSecond(static_cast<double>(decodedTokens), timing.batchDecodeMs))
       << weightsLine(request, timing, loadMs);
