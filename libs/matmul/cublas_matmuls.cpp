@@ -109,10 +109,14 @@ struct GemmValues {
 // a GEMM writing into a temporary of 16-byte rows, which a copy kernel then
 // compacts into D.
 constexpr int64_t kGemmWidthAlignmentBytes = 16;
-// A product of fewer rows is bound by reading B, whatever its width (the
-// one-row bf16 logits GEMM measured 1.05x a copy of its bytes): one GEMM
-// writes D in place.
-constexpr int64_t kSplitWidthMinRows = 64;
+// A one-row product is bound by reading B, whatever its width (the one-row
+// bf16 logits GEMM measured 1.05x a copy of its bytes): one GEMM writes D
+// in place. From two rows the narrow width costs as at 1024: cuBLASLt took
+// GPT-2's bf16 logits of 8, 12 and 16 rows in 100-107 us (5.5x a copy of
+// wte), and of 32 rows (a batched decode step of 32 sequences, 113 us of
+// its 511 us of kernels) on a `cutlass_75_tensorop` kernel where every
+// aligned product of the step gets an sm_90 TMA kernel.
+constexpr int64_t kSplitWidthMinRows = 2;
 
 // The width of the aligned part and the padded row length of the
 // temporary, or nullopt for one GEMM writing D in place.

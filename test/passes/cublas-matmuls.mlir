@@ -602,8 +602,8 @@ func.func @sixteen_bit_folds_refused(%x: memref<9x64xbf16>, %w: memref<64x32xbf1
 // A 16-bit product whose width is not a multiple of 8 (77 bf16, as GPT-2's
 // 50257-wide logits) is two GEMMs, of its first 72 columns and its last 5,
 // each writing into a temporary of 80-element rows, then compacted by a
-// copy; the bias is split with it. A product of fewer than 64 rows
-// (kSplitWidthMinRows) is one GEMM writing D in place.
+// copy; the bias is split with it. A product of one row (fewer than
+// kSplitWidthMinRows) is one GEMM writing D in place.
 // CHECK-LABEL: func.func @bf16_unaligned_rows
 // CHECK: %[[PADDED:.*]] = memref.alloc() {alignment = 64 : i64} : memref<64x80xbf16>
 // CHECK: call @mlpipeGemm(%c4_i32, %c0_i32, %c0_i32, %c1_i32, %c1_i64, %c64_i64, %c72_i64, %c32_i64, {{.*}}, %c80_i64, %c0_i64, %c1_i32,
@@ -611,14 +611,14 @@ func.func @sixteen_bit_folds_refused(%x: memref<9x64xbf16>, %w: memref<64x32xbf1
 // CHECK: %[[ROWS:.*]] = memref.subview %[[PADDED]][0, 0] [64, 77] [1, 1]
 // CHECK: linalg.copy ins(%[[ROWS]] : memref<64x77xbf16, strided<[80, 1]>>) outs(%arg3 : memref<64x77xbf16>)
 // CHECK: memref.dealloc %[[PADDED]]
-// CHECK: call @mlpipeGemm(%c4_i32, %c0_i32, %c0_i32, %c1_i32, %c1_i64, %c8_i64, %c77_i64, %c32_i64, {{.*}}, %c77_i64, %c0_i64, %c0_i32,
+// CHECK: call @mlpipeGemm(%c4_i32, %c0_i32, %c0_i32, %c1_i32, %c1_i64, %c1_i64, %c77_i64, %c32_i64, {{.*}}, %c77_i64, %c0_i64, %c0_i32,
 // CHECK-NOT: linalg.copy
 // SKINNY: cublas: the product is 77 wide, not a multiple of 8 (kGemmWidthAlignmentBytes): GEMMs of 72 and 5 columns write rows of 80 into a temporary, and a copy compacts them
-// SKINNY: cublas: the product is 77 wide, not a multiple of 8, but its 8 rows (under kSplitWidthMinRows 64) are one GEMM
+// SKINNY: cublas: the product is 77 wide, not a multiple of 8, but its 1 rows (under kSplitWidthMinRows 2) are one GEMM
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 func.func @bf16_unaligned_rows(%x: memref<64x32xbf16>, %wte: memref<77x32xbf16>, %b: memref<77xbf16>, %logits: memref<64x77xbf16>,
-                               %x8: memref<8x32xbf16>, %logits8: memref<8x77xbf16>) {
+                               %x8: memref<1x32xbf16>, %logits8: memref<1x77xbf16>) {
   %zero = arith.constant 0.0 : f32
   %p = memref.alloc() : memref<64x77xf32>
   %t = memref.transpose %wte (d0, d1) -> (d1, d0) : memref<77x32xbf16> to memref<32x77xbf16, strided<[1, 32]>>
@@ -633,15 +633,15 @@ func.func @bf16_unaligned_rows(%x: memref<64x32xbf16>, %wte: memref<77x32xbf16>,
     linalg.yield %1 : bf16
   }
   memref.dealloc %p : memref<64x77xf32>
-  %q = memref.alloc() : memref<8x77xf32>
-  linalg.fill ins(%zero : f32) outs(%q : memref<8x77xf32>)
-  linalg.matmul ins(%x8, %t : memref<8x32xbf16>, memref<32x77xbf16, strided<[1, 32]>>) outs(%q : memref<8x77xf32>)
+  %q = memref.alloc() : memref<1x77xf32>
+  linalg.fill ins(%zero : f32) outs(%q : memref<1x77xf32>)
+  linalg.matmul ins(%x8, %t : memref<1x32xbf16>, memref<32x77xbf16, strided<[1, 32]>>) outs(%q : memref<1x77xf32>)
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%q : memref<8x77xf32>) outs(%logits8 : memref<8x77xbf16>) {
+      ins(%q : memref<1x77xf32>) outs(%logits8 : memref<1x77xbf16>) {
   ^bb0(%in: f32, %out: bf16):
     %1 = arith.truncf %in : f32 to bf16
     linalg.yield %1 : bf16
   }
-  memref.dealloc %q : memref<8x77xf32>
+  memref.dealloc %q : memref<1x77xf32>
   return
 }
