@@ -6,8 +6,13 @@
 # The second is what the kernel adds to the step. On the GPU host (after
 # ci/pack-device.sh; source .device/setup.sh first):
 #   bench/scripts/step-timeline.sh [MODE] [TOKENS] [FLAG...]
-#     (fused or sublayer; 4 tokens; flags for generate, e.g. --no-graphs, or
+#     (fused or sublayer; 49 tokens; flags for generate, e.g. --no-graphs, or
 #      --prompts FILE for a batched step)
+# generate chains its greedy steps in graphs of 16 on the GPU, each graph
+# run directly on its first use and captured on its second: the default
+# 49 tokens (a prefill, then three graphs of 16 steps) ends on a replayed
+# graph's step; a first graph, or a last one shorter than 16 steps, runs
+# its steps as direct launches.
 # Builds bench/scripts/kernel-timeline.cpp against the toolkit's CUPTI.
 # Output in $OUT (or /tmp/mlpipe-step-timeline): the CSV of every kernel and
 # the table.
@@ -15,7 +20,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host step-timeline
 mode=${1:-fused}
-tokens=${2:-4}
+tokens=${2:-49}
 shift $(($# < 2 ? $# : 2))
 flags=("$@")
 cuda=${CUDA_HOME:-/usr/local/cuda}
