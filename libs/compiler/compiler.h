@@ -73,7 +73,19 @@ struct StageOptions {
   // --dump-dir: the IR after each pass, one numbered .mlir file each, under
   // this directory (a tree of the ops each pass ran on); empty: none.
   std::string dumpDirectory;
+  // --pass-option: "PASS:OPTIONS" (e.g. "mlpipe-fused-attention:tc-key-groups=1"),
+  // OPTIONS added to PASS's own wherever the stage's pipeline runs PASS
+  // (withPassOptions): one build timed under other choices of a heuristic.
+  std::vector<std::string> passOptions;
 };
+
+// `pipeline` (a pipeline's text, comments stripped) with each "PASS:OPTIONS"
+// of `passOptions` added to PASS's options wherever it runs; entries whose
+// pass is not in it are left out. Fails on an entry not of that form.
+std::string withPassOptions(std::string pipeline, const std::vector<std::string> &passOptions);
+// Fails, naming it, on an entry of `passOptions` whose pass is in none of
+// the built-in pipelines.
+void checkPassOptions(const std::vector<std::string> &passOptions);
 
 // `passMs`, when given, receives each pass's milliseconds by its argument
 // (e.g. "mlpipe-assemble-kernels").

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -204,6 +205,63 @@ std::string checkedToolkit(const StageOptions &options) {
 // later.
 static std::string ptxFeatures(const std::string &chip) { return chip == "sm_90" ? "+ptx80" : ""; }
 
+// PASS and OPTIONS of a --pass-option entry "PASS:OPTIONS".
+std::pair<std::string, std::string> splitPassOption(const std::string &entry) {
+  size_t colon = entry.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == entry.size())
+    fail("--pass-option takes PASS:OPTIONS (e.g. mlpipe-fused-attention:tc-key-groups=1), not '{}'", entry);
+  return {entry.substr(0, colon), entry.substr(colon + 1)};
+}
+
+bool isPassNameCharacter(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
+
+// Where `pass` runs in `pipeline`: the offsets just past each whole-word
+// occurrence of its name.
+std::vector<size_t> passEnds(const std::string &pipeline, const std::string &pass) {
+  std::vector<size_t> ends;
+  for (size_t at = pipeline.find(pass); at != std::string::npos; at = pipeline.find(pass, at + 1)) {
+    size_t end = at + pass.size();
+    if ((at == 0 || !isPassNameCharacter(pipeline[at - 1])) &&
+        (end == pipeline.size() || !isPassNameCharacter(pipeline[end])))
+      ends.push_back(end);
+  }
+  return ends;
+}
+
+} // namespace
+
+std::string withPassOptions(std::string pipeline, const std::vector<std::string> &passOptions) {
+  for (const std::string &entry : passOptions) {
+    auto [pass, added] = splitPassOption(entry);
+    std::vector<size_t> ends = passEnds(pipeline, pass);
+    // From the last, so that the earlier offsets stay valid.
+    for (auto end = ends.rbegin(); end != ends.rend(); ++end) {
+      if (*end < pipeline.size() && pipeline[*end] == '{') {
+        size_t close = pipeline.find('}', *end);
+        if (close == std::string::npos)
+          fail("the pipeline's options of {} have no closing brace", pass);
+        pipeline.insert(close, (close == *end + 1 ? "" : " ") + added);
+      } else {
+        pipeline.insert(*end, "{" + added + "}");
+      }
+    }
+  }
+  return pipeline;
+}
+
+void checkPassOptions(const std::vector<std::string> &passOptions) {
+  for (const std::string &entry : passOptions) {
+    std::string pass = splitPassOption(entry).first;
+    bool found = false;
+    for (const char *stage : {"fuse", "bufferize", "outline", "lower-nvvm", "lower-cpu"})
+      found = found || !passEnds(stripComments(builtinPipeline(stage)), pass).empty();
+    if (!found)
+      fail("--pass-option: no pass '{}' in mlpipe's pipelines (pipelines/*.pipeline name them)", pass);
+  }
+}
+
+namespace {
+
 std::string pipelineText(StageTool tool, const StageOptions &options) {
   std::string text =
       options.pipelineFile.empty() ? builtinPipeline(stageToolName(tool)) : readInput(options.pipelineFile);
@@ -231,7 +289,7 @@ std::string pipelineText(StageTool tool, const StageOptions &options) {
               {"toolkit", checkedToolkit(options)},
               {"cache", kernelCacheDirectory()}};
   }
-  return fillOptions(stripComments(text), values);
+  return withPassOptions(fillOptions(stripComments(text), values), options.passOptions);
 }
 
 // Adds the wall time of each pass on the whole module, by its argument, to

@@ -29,6 +29,7 @@ MlirModule lower(MlirModule module, const CompileOptions &options, const std::st
   stage.format = options.format;
   stage.matmul = matmul;
   stage.precision = options.precision;
+  stage.passOptions = options.passOptions;
   auto timed = [&](StageTool tool, double &ms) {
     auto start = std::chrono::steady_clock::now();
     runStage(tool, module, stage);
@@ -128,6 +129,8 @@ MlirModule compileProgram(const fe::Program &program, const std::string &name, c
                         builtinPipeline("lower-nvvm") + builtinPipeline("lower-cpu") + targetName(options.target) +
                         options.chip + options.toolkit + options.format + "\nmatmul=" + matmul +
                         " precision=" + options.precision + "\n" + compilerBuildIdentity();
+      for (const std::string &entry : options.passOptions)
+        key += "\npass-option " + entry;
       cached = fmt::format("{}/{}-{:016x}.mlir", directory, name, stableHash(key));
     }
   }

@@ -8,6 +8,7 @@
 #include "jit/executable.h"
 
 #include <string>
+#include <vector>
 
 namespace mlpipe {
 
@@ -23,6 +24,8 @@ struct CompileOptions {
   // pipelines and these options ($MLPIPE_CACHE_DIR, else ~/.cache/mlpipe).
   bool diskCache = false;
   std::string format = "bin"; // GPU kernels as cubin (bin), fatbin, or PTX for the driver to assemble (isa)
+  // --pass-option entries, "PASS:OPTIONS" (StageOptions::passOptions).
+  std::vector<std::string> passOptions;
 };
 
 // Milliseconds by stage, for bench: what a first call (empty cache) costs.

@@ -26,6 +26,10 @@ void addModelOptions(CLI::App &app, GenerateRequest &request, ModelFlags &flags,
   app.add_option("--precision", request.run.compile.precision, kPrecisionFlagHelp)
       ->check(CLI::IsMember({"f32", "tf32"}))
       ->capture_default_str();
+  app.add_option("--pass-option", request.run.compile.passOptions,
+                 "PASS:OPTIONS added to a pass's options where the compile pipelines run it, e.g. "
+                 "mlpipe-fused-attention:tc-key-groups=1 (repeatable; mlpipe-opt --help lists each pass's options)")
+      ->allow_extra_args(false);
   app.add_option("--dtype", flags.dtype,
                  "Storage of the weights, activations and KV cache: f32, or bf16 or f16 (computed in f32, "
                  "matmuls on tensor cores)")
@@ -54,6 +58,7 @@ Target resolveTarget(const std::string &target) {
 
 void applyModelFlags(GenerateRequest &request, const ModelFlags &flags) {
   checkChip(request.run.compile.chip); // an unknown --chip is refused on every target
+  checkPassOptions(request.run.compile.passOptions);
   request.run.mode = parseGpt2Mode(flags.mode);
   request.run.compile.target = resolveTarget(flags.target);
   request.run.compile.diskCache = true;
