@@ -64,7 +64,12 @@ constexpr int64_t kGeneratedSkinnyMaxRows = 32;
 // against cuBLASLt's 37; at 32 rows 0.65-1.11x, 42 us against 35 (the
 // skinny kernel; products of 2 to 16 rows now take the generated
 // tensor-core kernel with K split across blocks, kFewRowTensorCoreMinRows,
-// faster still: GPT-2's bf16 forward at T=16 0.43 ms against 0.52).
+// faster still: GPT-2's bf16 forward at T=16 0.43 ms against 0.52). That
+// kernel takes 17 to 32 rows too (tiles of two m16 rows), where cuBLASLt
+// took 4.5-7.5 us on each of GPT-2's four products of a batched step of
+// 32 (its split-K reduce a kernel of its own; batch-32 step timeline,
+// 2026-12-05); not yet timed against it, so the bound stays at 16 until
+// `--pass-option mlpipe-cublas-matmuls:skinny-rows=32` is.
 constexpr int64_t kGeneratedSkinnyMaxRowsSixteenBit = 16;
 
 // Products of at most this many rows whose B is stored [N, K] (read

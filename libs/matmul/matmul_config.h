@@ -42,7 +42,7 @@ constexpr int64_t kSkinnyBlocksPerSm = 2;
 // M times. They take the GEMV-like form when M is at most this (GPT-2
 // decoding and short prompts), and B's rows are contiguous.
 constexpr int64_t kSkinnyMaxRows = 64;
-// 16-bit products of this many rows up to one m16 tile (16) take the
+// 16-bit products of this many rows up to two m16 tiles (32) take the
 // tensor-core form, their K split across blocks, instead of the skinny form,
 // on chips with 16-bit mma.sync: the skinny form's many-row blocks wait on
 // instruction issue (tensor_core_matmul.cpp, kFewRowsSplitsK), where that
@@ -50,12 +50,16 @@ constexpr int64_t kSkinnyMaxRows = 64;
 // otherwise, as for a K of one slice or an odd N, the skinny form stays).
 // One row stays on the skinny form, which streams B near the copy rate.
 constexpr int64_t kFewRowTensorCoreMinRows = 2;
-// Rows the tensor-core form's few-row tiles (one m16 tile high) take.
-constexpr int64_t kTensorCoreFewRowsMaxRows = 16;
-// On sm_90a, products of more rows than the few-row tiles take the
-// warpgroup form (wgmma from shared memory, 64 rows a warpgroup) where
-// their operands allow it, instead of mma.sync.
-constexpr int64_t kWarpgroupMinRows = kTensorCoreFewRowsMaxRows + 1;
+// Rows the tensor-core form's few-row tiles (one or two m16 tiles high)
+// take: up to a batched decode step of 32 sequences, whose products
+// cuBLASLt takes in 4.5-7.5 us each (its split-K reduce a separate kernel)
+// for 1.2-4.7 MB of weights. 17 to 32 rows are not yet timed on the GPU:
+// the default path leaves them to cuBLASLt (kGeneratedSkinnyMaxRowsSixteenBit).
+constexpr int64_t kTensorCoreFewRowsMaxRows = 32;
+// On sm_90a, products of more rows than one m16 tile take the warpgroup
+// form (wgmma from shared memory, 64 rows a warpgroup) where their operands
+// allow it and the few-row tiles do not split K, instead of mma.sync.
+constexpr int64_t kWarpgroupMinRows = 17;
 // On chips with programmatic dependent launch a kernel's blocks are
 // resident while the kernel before it runs. Where B is a buffer no kernel
 // writes (a weight, Problem::bUnwritten), the tensor-core and warpgroup

@@ -108,14 +108,16 @@ constexpr std::array<TensorCoreShape, 3> kTensorCoreShapes = {{{128, 128, 2, 2},
 // The largest candidate whose grid gives every SM at least this many
 // blocks is taken; the smallest where none does.
 constexpr int64_t kTensorCoreMinBlocksPerSm = 1;
-// Products of at most this many rows (a short prompt's prefill) take tiles
-// of one m16 row: on the smallest tile above (64 rows) three quarters of
-// the mma.sync and of A's staging would go to rows never stored, with a
-// quarter of the blocks.
+// Products of at most this many rows (a short prompt's prefill, a batched
+// decode step) take tiles of one or two m16 rows, as many as the product
+// has: on the smallest tile above (64 rows) three quarters of the mma.sync
+// and of A's staging would go to rows never stored, with a quarter of the
+// blocks.
 constexpr int64_t kFewRowsMaxRows = kTensorCoreFewRowsMaxRows;
-// Their tiles, widest first: warps of 16x16 (one m16 tile and two n8
-// tiles, one ldmatrix.x4 each a K-step) side by side along N, then one
-// warp of 16x8; taken by the same rule (kTensorCoreMinBlocksPerSm). Such
+int64_t fewRowsBlockM(const Problem &p) { return std::min(roundUp(p.m, kMmaM), kFewRowsMaxRows); }
+// Their tiles, widest first (the rows fewRowsBlockM): warps of 16x16 (one
+// m16 tile and two n8 tiles, one ldmatrix.x4 each a K-step) side by side
+// along N, then one warp of 16x8; taken by the same rule (kTensorCoreMinBlocksPerSm). Such
 // a product streams B (each element is used by at most 16 rows): its speed
 // is that of the SMs streaming, so the grid's width comes before the
 // block's (GPT-2's N = 768 at 16 rows: 96 blocks of 16x8, not 48).
@@ -320,7 +322,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     // The widest few-row tile, its grid widened by splitting K.
     for (const TensorCoreShape &shape : kFewRowsShapes) {
       TensorCoreConfig c;
-      c.blockM = shape.blockM;
+      c.blockM = fewRowsBlockM(p);
       c.blockN = shape.blockN;
       c.blockK = kFewRowsBlockK;
       c.warpsM = shape.warpsM;
@@ -340,7 +342,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
   llvm::ArrayRef<TensorCoreShape> shapes = fewRows ? llvm::ArrayRef(kFewRowsShapes) : llvm::ArrayRef(kTensorCoreShapes);
   for (const TensorCoreShape &shape : shapes) {
     TensorCoreConfig c;
-    c.blockM = shape.blockM;
+    c.blockM = fewRows ? fewRowsBlockM(p) : shape.blockM;
     c.blockN = shape.blockN;
     c.blockK = fewRows ? kFewRowsBlockK : kTensorCoreBlockK;
     c.warpsM = shape.warpsM;
