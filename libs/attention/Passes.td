@@ -203,6 +203,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores: copy K and V tiles into shared stages by cp.async (where the stages fit shared memory and K and V are read as vectors), the next tiles loading while the current ones are computed; false: through registers">,
     Option<"tcDynamicShared", "tc-dynamic-shared", "bool", /*default=*/"false",
            "On tensor cores with async-copy: the shared buffers in dynamic shared memory, so that the stages may take up to the device's opt-in limit (not only the 48 KiB of static shared memory) before tiles are made smaller; without it, they go there where the heuristic's tiles (no tc-keys-per-tile or tc-key-groups given) do not fit the static 48 KiB">,
+    Option<"tcSnakeOrder", "tc-snake-order", "int64_t", /*default=*/"-1",
+           "On tensor cores, causal: 1 deals the query tiles, longest first, in rounds of the SM count with every other round reversed; 0 longest first throughout (-1: kSnakeCausalTiles, off)">,
     Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
            "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
     Option<"prefetchedTiles", "prefetched-tiles", "int64_t", /*default=*/"0",

@@ -109,6 +109,17 @@ constexpr int64_t kTensorCoreKeysPerTile = 64;
 // one run): at T = 1024, 512, 256, 32 rows a block in 4 groups of 32-key
 // tiles took 25.7, 14.2, 10.2 µs, in 2 groups 23.0, 12.8, 9.7.
 constexpr int64_t kTensorCoreWarpsPerSm = 16;
+// Causal query tiles differ in length (tile i walks i + 1 key tiles). The
+// longest go first, but the block scheduler deals a grid to the SMs in
+// rounds, one block an SM a round while all are resident: at T=1024 (12
+// heads, 32 tiles of 32 rows, three rounds on 132 SMs) the SM given the
+// longest tile in the first round got the longest of the second and third
+// rounds too, 63 key tiles against the 48 of the mean (the SMs were busy
+// 73% of the kernel's time under the profiler). Every other round takes its
+// tiles in reverse (a snake), so the SM with the first round's longest
+// takes the second's shortest: at most 53. Off until timed on the GPU
+// (`sweep-attention.sh bf16 1024 '' 'tc-snake-order=1'`).
+constexpr bool kSnakeCausalTiles = false;
 constexpr int64_t kMaxKeyGroups = 2;
 constexpr int64_t kGroupKeysPerTile = 32;
 constexpr int64_t kTensorCoreMaxHeadSize = 128;
@@ -836,6 +847,11 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
   cfg.splits = 1;
   cfg.tilesPerSplit = cfg.keyTiles;
   cfg.partialStride = cfg.headSize + kVectorBytes / cfg.elementBytes;
+  bool snake = overrides.snakeOrder < 0 ? kSnakeCausalTiles : overrides.snakeOrder > 0;
+  cfg.snakeRoundBlocks = snake && cfg.causal && cfg.positionArgument < 0 && cfg.queryTiles > 1 &&
+                                 cfg.heads * cfg.queryTiles > device.smCount
+                             ? device.smCount
+                             : 0;
   return mlir::success();
 }
 

@@ -108,6 +108,11 @@ struct Config {
   // Blocks that must fit an SM at once (ptxas bounds the registers to
   // match), or 0 for ptxas's own choice.
   int64_t blocksPerSm = 0;
+  // Causal query tiles on tensor cores, longest first: blocks are dealt to
+  // the SMs in rounds of this many (the SM count; 0: one order, longest
+  // first), every other round taking its tiles in reverse, so that an SM's
+  // blocks sum to about the same number of key tiles (kSnakeCausalTiles).
+  int64_t snakeRoundBlocks = 0;
   // On tensor cores, K and V tiles copied by cp.async into this many
   // shared stages (each stage a tile per key group, K and V both as
   // [keys, kTileRow], read by ldmatrix, V's with .trans), the next tiles
@@ -130,6 +135,9 @@ struct TensorCoreOverrides {
   bool asyncCopy = true;
   // cp.async stages in dynamic shared memory, up to the opt-in limit.
   bool dynamicShared = false;
+  // Causal tiles dealt in snake order: 1, or 0 longest first throughout
+  // (< 0: kSnakeCausalTiles).
+  int64_t snakeOrder = -1;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],

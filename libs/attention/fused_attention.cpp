@@ -154,8 +154,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile,  tcBlocksPerSm,
-                                  tcStages,       asyncCopy,   tcDynamicShared};
+    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile,   tcBlocksPerSm,
+                                  tcStages,       asyncCopy,   tcDynamicShared, tcSnakeOrder};
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
     if (match.rowsPerPosition > 0 && !batchedStepKeysSplit(*cfg))
@@ -439,6 +439,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                    : "")
            << (cfg.blocksPerSm > 0 ? ", registers bounded for " + std::to_string(cfg.blocksPerSm) + " blocks an SM"
                                    : "")
+           << (cfg.snakeRoundBlocks > 0 ? ", causal tiles longest first in snake order, rounds of " +
+                                              std::to_string(cfg.snakeRoundBlocks) + " blocks (tc-snake-order)"
+                                        : "")
            << ", vectors q " << cfg.widthQ << " k " << cfg.widthK << " v " << cfg.widthV << " out " << cfg.widthO
            << ", " << cfg.heads * cfg.queryTiles * cfg.splits << " blocks x " << cfg.threads << " threads" << splitText
            << (cfg.prefetchedTiles > 0

@@ -168,6 +168,19 @@ private:
       mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
   }
 
+  // The place in the longest-first order of the block dealt `block`-th:
+  // in round r = block / S (S = snakeRoundBlocks) its block i = block % S,
+  // or in odd rounds, of n blocks in the round, n - 1 - i.
+  Value snakeOrder(Value block) {
+    const int64_t S = cfg.snakeRoundBlocks, total = cfg.heads * cfg.queryTiles;
+    Value round = x.div(block, S), first = x.mul(round, S);
+    Value inRound = x.rem(block, S);
+    Value roundBlocks = x.min(b.createOrFold<mlir::arith::SubIOp>(loc, x.c(total), first), S);
+    Value reversed = b.createOrFold<mlir::arith::SubIOp>(loc, x.add(roundBlocks, -1), inRound);
+    Value odd = b.createOrFold<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::ne, x.rem(round, 2), x.c(0));
+    return x.add(first, b.createOrFold<mlir::arith::SelectOp>(loc, odd, reversed, inRound));
+  }
+
   // The block's head and query tile; the warp's key group and 16 rows; the
   // lane's group g (its two rows, g and g+8) and place t in it.
   void placeWarp() {
@@ -180,7 +193,10 @@ private:
     // Query tiles with the most keys first, every head's, so that the
     // longest blocks start in the first wave (heads after the first wave's
     // would otherwise start theirs last: with causal tiles at T=1024 the
-    // SMs were busy 62% of the kernel's time).
+    // SMs were busy 62% of the kernel's time); in snake order
+    // (Config::snakeRoundBlocks), every other round of blocks reversed.
+    if (cfg.snakeRoundBlocks > 0)
+      block = snakeOrder(block);
     head = cfg.queryTiles == 1 ? block : x.rem(block, cfg.heads);
     queryTile = cfg.queryTiles == 1
                     ? x.c(0)
