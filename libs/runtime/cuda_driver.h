@@ -73,10 +73,12 @@ namespace mlpipe::gpu {
 // lives until the process exits, since JIT code may still unload modules from
 // its global destructors.
 
-// Entry points the runtime can do without: prefetching is only a hint, and
+// Entry points the runtime can do without: prefetching is only a hint;
 // without cuLaunchKernelEx (drivers before CUDA 12) or cuModuleGetGlobal
-// kernels launch one after another, without programmatic dependent launch.
-#define MLPIPE_CUDA_OPTIONAL_ENTRY_POINTS(X) X(cuMemPrefetchAsync) X(cuLaunchKernelEx) X(cuModuleGetGlobal)
+// kernels launch one after another, without programmatic dependent launch;
+// without cuStreamIsCapturing GEMMs take cuBLASLt's first algorithm untimed.
+#define MLPIPE_CUDA_OPTIONAL_ENTRY_POINTS(X)                                                                           \
+  X(cuMemPrefetchAsync) X(cuLaunchKernelEx) X(cuModuleGetGlobal) X(cuStreamIsCapturing)
 
 class CudaDriver {
 public:

@@ -1,6 +1,7 @@
 // mlpipeGemm over cuBLASLt and cuBLAS: row-major problems mapped onto the
-// libraries' column-major ones, an algorithm per distinct problem from
-// cuBLASLt's heuristic (cached with its descriptors), one workspace.
+// libraries' column-major ones, an algorithm per distinct problem (the
+// fastest of cuBLASLt's candidates, timed on its first call; cached with
+// its descriptors), one workspace.
 #include "runtime/gemm_runtime.h"
 
 #include "runtime/cublas_library.h"
@@ -17,8 +18,10 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 namespace mlpipe::gpu {
 
@@ -32,6 +35,15 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 // (a head's slice of q, k, v) start anywhere, so each pointer's actual
 // alignment, up to this, goes into the heuristic query and the cache key.
 constexpr uint64_t kMaxAlignment = 256;
+// cuBLASLt's heuristic ranks its algorithms by a model of the chip, not by
+// timing them. A new problem asks it for this many and, where the call may
+// synchronize (its stream is not being captured into a graph), times each
+// on the call's own operands, D written to a scratch buffer (C, which may
+// be D, is left as it was): kTunedLaunches launches after one untimed, the
+// fastest kept for the problem. Opt-in (MLPIPE_GEMM_TUNING=1) until timed
+// on the GPU; otherwise the heuristic's first.
+constexpr int kTunedCandidates = 8;
+constexpr int kTunedLaunches = 3;
 
 // The stream GEMMs from compiled modules go on. Kernel launches from
 // compiled code still each create their own blocking stream and synchronize
@@ -178,6 +190,10 @@ struct State {
   cublasHandle_t blas = nullptr;
   CUdeviceptr workspace = 0;
   std::map<PlanKey, Plan> plans;
+  // The algorithm each problem first took, kept when the sessions end (and
+  // their plans go): a problem planned again takes it again, so the process
+  // gives it the same bits whenever it runs.
+  std::map<PlanKey, cublasLtMatmulAlgo_t> chosen;
 };
 
 State &state() {
@@ -308,9 +324,91 @@ cublasLtEpilogue_t ltEpilogue(gemm_abi::Epilogue epilogue) {
   }
 }
 
+void launchLt(State &s, Plan &plan, const cublasLtMatmulAlgo_t &algo, const GemmProblem &p, const void *c, void *d,
+              void *stream) {
+  float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
+  checkCublas(library().cublasLtMatmul(s.lt, plan.desc, &alpha, p.b, plan.first, p.a, plan.second, &beta, c,
+                                       plan.c ? plan.c : plan.d, d, plan.d, &algo,
+                                       reinterpret_cast<void *>(s.workspace), kWorkspaceBytes,
+                                       static_cast<cudaStream_t>(stream)),
+              "cublasLtMatmul", p);
+}
+
+// Whether a new problem's candidates are timed: not while `stream` is
+// being captured (nothing there may synchronize), nor without the driver's
+// capture query, nor unless MLPIPE_GEMM_TUNING=1.
+bool tuningWanted(void *stream) {
+  static const bool enabled = [] {
+    const char *value = std::getenv("MLPIPE_GEMM_TUNING");
+    return value && std::string(value) == "1";
+  }();
+  CudaDriver &d = driver();
+  if (!enabled || !d.cuStreamIsCapturing)
+    return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return d.cuStreamIsCapturing(static_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+         status == CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// The fastest of cuBLASLt's candidates for `p`, each timed on the call's
+// operands with D redirected to a scratch buffer (kTunedLaunches launches
+// after one untimed); a candidate that fails to launch is passed over.
+cublasLtMatmulAlgo_t fastestAlgorithm(State &s, Plan &plan, const GemmProblem &p,
+                                      const cublasLtMatmulHeuristicResult_t *results, int count, void *stream) {
+  CudaDriver &d = driver();
+  int64_t outputBytes = p.element == gemm_abi::kBf16 || p.element == gemm_abi::kF16 ? 2 : 4;
+  int64_t elements = (p.batch - 1) * p.strideD + (p.m - 1) * p.ldd + p.n;
+  CUdeviceptr scratch = 0;
+  CUevent start = nullptr, stop = nullptr;
+  int best = 0;
+  float bestMs = -1;
+  std::string timings;
+  try {
+    d.check(d.cuMemAlloc(&scratch, static_cast<size_t>(elements * outputBytes)), "cuMemAlloc");
+    d.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+    d.check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+    const void *c = p.c ? p.c : p.d;
+    for (int i = 0; i < count; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS)
+        continue;
+      float ms = 0;
+      try {
+        launchLt(s, plan, results[i].algo, p, c, reinterpret_cast<void *>(scratch), stream);
+        d.check(d.cuEventRecord(start, static_cast<CUstream>(stream)), "cuEventRecord");
+        for (int launch = 0; launch < kTunedLaunches; ++launch)
+          launchLt(s, plan, results[i].algo, p, c, reinterpret_cast<void *>(scratch), stream);
+        d.check(d.cuEventRecord(stop, static_cast<CUstream>(stream)), "cuEventRecord");
+        d.check(d.cuEventSynchronize(stop), "cuEventSynchronize");
+        d.check(d.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+      } catch (const std::exception &) {
+        continue;
+      }
+      timings += fmt::format(" {:.1f}", 1000 * ms / kTunedLaunches);
+      if (bestMs < 0 || ms < bestMs) {
+        best = i;
+        bestMs = ms;
+      }
+    }
+  } catch (...) {
+    if (scratch)
+      (void)d.cuMemFree(scratch);
+    for (CUevent event : {start, stop})
+      if (event)
+        (void)d.cuEventDestroy(event);
+    throw;
+  }
+  (void)d.cuMemFree(scratch);
+  (void)d.cuEventDestroy(start);
+  (void)d.cuEventDestroy(stop);
+  if (const char *debug = std::getenv("MLPIPE_GEMM_TUNING_DEBUG"); debug && *debug)
+    std::fprintf(stderr, "gemm tuning: %s: candidate %d of %d (us:%s)\n", p.describe().c_str(), best, count,
+                 timings.c_str());
+  return results[best].algo;
+}
+
 // Builds the descriptors of a new f32 or 16-bit problem (computed in f32)
 // and asks the heuristic for its algorithm.
-Plan makePlan(State &s, const GemmProblem &p) {
+Plan makePlan(State &s, const GemmProblem &p, const PlanKey &key, void *stream) {
   CublasLibrary &lib = library();
   ColumnMajor cm = columnMajor(p);
   Plan plan;
@@ -358,15 +456,21 @@ Plan makePlan(State &s, const GemmProblem &p) {
     setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC));
     setPreference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof(alignD));
 
-    cublasLtMatmulHeuristicResult_t result = {};
+    std::array<cublasLtMatmulHeuristicResult_t, kTunedCandidates> results = {};
     int returned = 0;
+    auto chosen = s.chosen.find(key);
+    int asked = chosen == s.chosen.end() && tuningWanted(stream) ? kTunedCandidates : 1;
     checkCublas(lib.cublasLtMatmulAlgoGetHeuristic(s.lt, plan.desc, plan.first, plan.second, plan.c ? plan.c : plan.d,
-                                                   plan.d, preference, 1, &result, &returned),
+                                                   plan.d, preference, asked, results.data(), &returned),
                 "cublasLtMatmulAlgoGetHeuristic", p);
     if (returned == 0)
       fail("cuBLASLt has no algorithm for the {} (alignments A {} B {} C {} D {} bytes)", p.describe(),
            alignmentOf(p.a), alignmentOf(p.b), alignC, alignD);
-    plan.algo = result.algo;
+    if (chosen != s.chosen.end())
+      plan.algo = chosen->second;
+    else
+      plan.algo = s.chosen[key] =
+          returned > 1 ? fastestAlgorithm(s, plan, p, results.data(), returned, stream) : results[0].algo;
     lib.cublasLtMatmulPreferenceDestroy(preference);
   } catch (...) {
     if (preference)
@@ -382,19 +486,13 @@ void runLt(State &s, const GemmProblem &p, void *stream) {
   PlanKey key = keyOf(p);
   auto found = s.plans.find(key);
   if (found == s.plans.end())
-    found = s.plans.emplace(key, makePlan(s, p)).first;
+    found = s.plans.emplace(key, makePlan(s, p, key, stream)).first;
   Plan &plan = found->second;
   if (hasBias(p.epilogue))
     checkCublas(
         lib.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)),
         "cublasLtMatmulDescSetAttribute", p);
-  float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
-  const void *c = p.c ? p.c : p.d;
-  checkCublas(lib.cublasLtMatmul(s.lt, plan.desc, &alpha, p.b, plan.first, p.a, plan.second, &beta, c,
-                                 plan.c ? plan.c : plan.d, p.d, plan.d, &plan.algo,
-                                 reinterpret_cast<void *>(s.workspace), kWorkspaceBytes,
-                                 static_cast<cudaStream_t>(stream)),
-              "cublasLtMatmul", p);
+  launchLt(s, plan, plan.algo, p, p.c ? p.c : p.d, p.d, stream);
 }
 
 int narrow(int64_t value, const char *what, const GemmProblem &p) {

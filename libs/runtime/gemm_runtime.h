@@ -8,8 +8,10 @@
 //   gpu::gemm(problem, stream);           // cuBLASLt, algorithm cached per shape
 //
 // Per distinct problem (shape, layouts, epilogue, pointer alignments) the
-// algorithm comes from cuBLASLt's heuristic once and is cached with its
-// descriptors. The workspace is allocated once per session. Nothing on the
+// algorithm comes from cuBLASLt's heuristic once (with
+// MLPIPE_GEMM_TUNING=1, the fastest of its first candidates, timed where the
+// first call's stream is not being captured) and is cached with its
+// descriptors for the process. The workspace is allocated once per session. Nothing on the
 // call path allocates or synchronizes, so GEMMs can be captured in a CUDA
 // graph (once a problem has been seen: the first call also creates its
 // descriptors, which is host work only, and queries the heuristic).
