@@ -1,27 +1,58 @@
 #!/usr/bin/env bash
-# The paths a round has not yet checked on the GPU host, in one short call:
-# batched decoding (each sequence token for token as alone, then the
-# batch table) and the bf16 unit kernels. Prints as it goes; the bulky files stay
-# in a scratch folder, the summary goes to $OUT/check-new-paths.txt.
+# The choices built but not yet timed on the GPU host, each against the
+# default in the same run, in one call (one build: the choices are options):
+#   1. bf16 products of 17 to 32 rows on the generated few-row tensor-core
+#      tiles (--pass-option mlpipe-cublas-matmuls:skinny-rows=32) against
+#      cuBLASLt: the products alone, then the batched steps of 32;
+#   2. causal attention tiles in snake order (tc-snake-order=1);
+#   3. cuBLASLt's candidates timed per problem (MLPIPE_GEMM_TUNING=1);
+# then the GPU tests of those paths (the snake order's error against
+# float64 is in its sweep's lines). Prints as it goes; the summary goes to
+# $OUT/check-new-paths.txt.
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host check-new-paths
 report=$out/check-new-paths.txt
-scratch=$(mktemp -d)
 section() { echo "== $* ($SECONDS s)" | tee -a "$report"; }
-section batched decoding
-for mode in "fused --batch 4" "fused --dtype bf16 --batch 3"; do
-  timeout 60 python3 test/Inputs/batched_generate.py --scratch "$scratch/b.${mode// /_}" --prompts 5 \
-    --batch "${mode##*--batch }" --tokens 8 -- --mode ${mode%% --batch*} --config tiny --target gpu 2>&1 |
-    grep -E "PASS|FAIL|error" | sed "s/^/$mode: /" | tee -a "$report"
+step=(--config 124M --weights synthetic --target gpu --modes fused --seq 16 --repeat 10 --warmup 2 --dtype bf16)
+generated=(--pass-option mlpipe-cublas-matmuls:skinny-rows=32)
+
+section "32-row bf16 products: cuBLASLt and generated (few-row tiles)"
+timeout 90 bench matmul --dtype bf16 --repeat 9 \
+  --shapes 32x768x2304,32x768x768,32x768x3072,32x3072x768,24x768x3072 2>&1 | tail -16 | tee -a "$report"
+section "batched steps, products of 32 rows on cuBLASLt (default) and generated, alternated"
+for round in 1 2; do
+  for choice in default generated; do
+    flags=()
+    [[ $choice == generated ]] && flags=("${generated[@]}")
+    echo "-- $choice, round $round" | tee -a "$report"
+    timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32,64 "${flags[@]}" 2>&1 |
+      sed -n '/^Batched/,$p' | tee -a "$report"
+  done
 done
-timeout 90 python3 test/Inputs/batched_generate.py --scratch "$scratch/b124" --prompts 6 --batch 4 --tokens 10 \
-  -- --mode fused --config 124M --target gpu 2>&1 | grep -E "PASS|FAIL|error" | sed 's/^/124M fused: /' | tee -a "$report"
-section bf16 unit kernels
-timeout 90 bench kernels --dtype bf16 2>&1 | tee -a "$report"
-section batched decoding table
-timeout 200 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16 --batches 1,8,32,64 \
-  --repeat 5 --warmup 1 2>&1 | sed -n '/^Batched/,$p' | tee -a "$report"
-section done
-rm -rf "$scratch"
+
+section "causal attention tiles in snake order (tc-snake-order=1) against longest first"
+timeout 150 bench/scripts/sweep-attention.sh bf16 1024 '' 'tc-snake-order=1' '' 'tc-snake-order=1' 2>&1 |
+  tail -5 | tee -a "$report"
+timeout 90 bench/scripts/sweep-attention.sh bf16 512 '' 'tc-snake-order=1' 2>&1 | tail -3 | tee -a "$report"
+
+section "cuBLASLt candidates timed (MLPIPE_GEMM_TUNING=1) against the heuristic's first, alternated"
+MLPIPE_GEMM_TUNING=1 MLPIPE_GEMM_TUNING_DEBUG=1 timeout 90 bench matmul --dtype bf16 --matmul cublas --repeat 5 \
+  --shapes 1024x768x2304,1024x3072x768,1024x768x50257t 2>&1 | tail -12 | tee -a "$report"
+for round in 1 2; do
+  for tuning in 0 1; do
+    echo "-- MLPIPE_GEMM_TUNING=$tuning, round $round" | tee -a "$report"
+    MLPIPE_GEMM_TUNING=$tuning timeout 120 bench --config 124M --weights synthetic --target gpu --modes fused \
+      --seq 1024 --repeat 10 --warmup 2 --dtype bf16 2>&1 | grep -E '^fused' | tee -a "$report"
+  done
+done
+
+section "GPU tests of these paths"
+timeout 120 gemm_gpu_test 2>&1 | tail -1 | sed 's/^/gemm_gpu_test: /' | tee -a "$report"
+for shape in 32x768:768x3072:bias-gelu 25x3072:3072x768:bias-residual 31x768:768x2305:none; do
+  IFS=: read -r a b epilogue <<<"$shape"
+  timeout 60 verify matmul --dtype bf16 --target gpu --matmul generated --shape "$a" --shape "$b" \
+    --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated $a by $b $epilogue: /" | tee -a "$report"
+done
+section finished
