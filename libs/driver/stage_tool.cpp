@@ -40,6 +40,10 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
   app.add_option("--pipeline", options.pipelineFile, "Run this pipeline file instead of the built-in one");
   app.add_option("--dump-dir", options.dumpDirectory,
                  "Write the IR after each pass, one numbered .mlir file each, under DIR (for a bug report)");
+  app.add_option("--pass-option", options.passOptions,
+                 "PASS:OPTIONS added to the pass's options where this stage's pipeline runs it (repeatable; "
+                 "entries for passes of other stages are left to them)")
+      ->allow_extra_args(false);
   app.add_option("--debug-only", options.debugOnly,
                  "Print the choices of these debug types (mlpipe-partitioner, mlpipe-emitters, all)");
   if (tool == StageTool::Outline)
@@ -59,7 +63,10 @@ int stageToolMain(int argc, char **argv, StageTool tool, const char *summary, co
         ->capture_default_str();
   }
   CLI11_PARSE(app, argc, argv);
-  return runTool(name, [&] { runStageTool(tool, input, output, options, matmul); });
+  return runTool(name, [&] {
+    checkPassOptions(options.passOptions);
+    runStageTool(tool, input, output, options, matmul);
+  });
 }
 
 } // namespace mlpipe

@@ -217,28 +217,34 @@ std::string replayScript(const std::string &what, const fe::Graph &graph, const 
   if (gpu)
     verifyCommand += fmt::format(" --chip {} --format {} --matmul {} --precision {}", request.chip, request.format,
                                  request.matmul, request.precision);
+  std::string passOptions;
+  for (const std::string &entry : request.passOptions)
+    passOptions += " --pass-option '" + entry + "'";
+  verifyCommand += passOptions;
   if (request.inputOffset != 0 || request.inputScale != 1)
     verifyCommand += fmt::format(" --input-offset {} --input-scale {}", request.inputOffset, request.inputScale);
   std::string lower =
-      gpu ? fmt::format("outline --chip {} --matmul {} --precision {} | lower-nvvm --chip {} --format {}", request.chip,
-                        request.matmul, request.precision, request.chip, request.format)
-          : "lower-cpu";
+      gpu ? fmt::format("outline --chip {} --matmul {} --precision {}{} | lower-nvvm --chip {} --format {}{}",
+                        request.chip, request.matmul, request.precision, passOptions, request.chip, request.format,
+                        passOptions)
+          : "lower-cpu" + passOptions;
   std::string bindings;
   for (int id : graph.inputs())
     bindings += fmt::format(" --input {0}=@{0}.npy", graph.node(id).name);
   for (const std::string &output : outputs)
     bindings += fmt::format(" --output {0}=@{0}.replayed.npy", output);
-  std::string script = fmt::format(
-      "#!/bin/sh\n"
-      "# Replays verify's mismatch of {} (seed {}, bound {:g} on ||out - ref|| / ||ref||).\n"
-      "set -e\n"
-      "cd \"$(dirname \"$0\")\"\n"
-      "# The check itself, as verify ran it:\n"
-      "{}{} || true\n"
-      "# The stages one by one, on the inputs saved here:\n"
-      "fuse traced.mlir | bufferize | {} -o module.mlir\n"
-      "run module.mlir{}\n",
-      what, seed, tolerance, what == "-" ? "# (read from stdin, not kept) " : "", verifyCommand, lower, bindings);
+  std::string script =
+      fmt::format("#!/bin/sh\n"
+                  "# Replays verify's mismatch of {} (seed {}, bound {:g} on ||out - ref|| / ||ref||).\n"
+                  "set -e\n"
+                  "cd \"$(dirname \"$0\")\"\n"
+                  "# The check itself, as verify ran it:\n"
+                  "{}{} || true\n"
+                  "# The stages one by one, on the inputs saved here:\n"
+                  "fuse traced.mlir{} | bufferize{} | {} -o module.mlir\n"
+                  "run module.mlir{}\n",
+                  what, seed, tolerance, what == "-" ? "# (read from stdin, not kept) " : "", verifyCommand,
+                  passOptions, passOptions, lower, bindings);
   for (const std::string &output : outputs)
     script +=
         fmt::format("verify {0}.replayed.npy {0}.expected.npy --rtol {1:g} --atol {1:g} || true\n", output, tolerance);
@@ -269,6 +275,7 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
   compile.format = request.format;
   compile.matmul = request.matmul;
   compile.precision = request.precision;
+  compile.passOptions = request.passOptions;
   ExecutionOptions execution;
   execution.memory = request.managed ? gpu::Memory::Managed : gpu::Memory::Device;
   Executable executable = Executable::load(compileProgram(program, labelFor(what) + ".mlir", compile), execution);

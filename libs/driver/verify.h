@@ -27,10 +27,11 @@ struct KernelVerifyRequest {
   KernelOptions options;
   Target target = Target::Gpu;
   std::string chip = "sm_90";
-  std::string format = "bin";    // GPU kernels as cubin, fatbin, or PTX (isa) the driver assembles
-  std::string matmul;            // GPU: cublas, generated, "" = cublas where it loads
-  std::string precision = "f32"; // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
-  std::optional<uint64_t> seed;  // fresh when unset; printed so a failure can be replayed
+  std::string format = "bin";           // GPU kernels as cubin, fatbin, or PTX (isa) the driver assembles
+  std::string matmul;                   // GPU: cublas, generated, "" = cublas where it loads
+  std::string precision = "f32";        // GPU: tf32 lets cuBLAS round f32 matmul inputs to TF32
+  std::vector<std::string> passOptions; // --pass-option PASS:OPTIONS (StageOptions::passOptions)
+  std::optional<uint64_t> seed;         // fresh when unset; printed so a failure can be replayed
   // On ||out - ref|| / ||ref||; default by the narrowest float stored
   // (verificationBound): for bf16 and f16 from the unit roundoff and the
   // longest reduction, 1e-5 (f32), 1e-12 (f64), and with --precision tf32

@@ -2,6 +2,8 @@
 // refusing the flags of the others.
 #include "driver/verify_command.h"
 
+#include "compiler/compiler.h"
+
 #include "driver/cli_checks.h"
 #include "driver/model_options.h"
 #include "runtime/mgpu_runtime.h"
@@ -45,7 +47,7 @@ VerifyUse verifyUse(const std::vector<std::string> &what) {
 bool compareFiles(const CLI::App &app, const VerifyFlags &flags) {
   refuseFlags(app, kGpt2Flags, "comparing two .npy files");
   refuseFlags(app, kKernelFlags, "comparing two .npy files");
-  refuseFlags(app, {"--target", "--chip", "--matmul", "--precision", "--seed", "--managed", "--dtype"},
+  refuseFlags(app, {"--target", "--chip", "--matmul", "--precision", "--seed", "--managed", "--dtype", "--pass-option"},
               "comparing two .npy files");
   return verifyFiles(flags.what[0], flags.what[1], flags.rtol, flags.atol);
 }
@@ -57,6 +59,7 @@ bool checkGpt2(const CLI::App &app, VerifyFlags &flags) {
   ModelFlags model{flags.target, flags.gpt2Mode, flags.managed, flags.noGraphs, flags.matmul, flags.dtype};
   gpt2.model.run.compile.chip = flags.kernels.chip;
   gpt2.model.run.compile.precision = flags.kernels.precision;
+  gpt2.model.run.compile.passOptions = flags.kernels.passOptions;
   if (app.count("--seed") > 0)
     gpt2.model.seed = flags.seed;
   applyModelFlags(gpt2.model, model);
@@ -66,6 +69,7 @@ bool checkGpt2(const CLI::App &app, VerifyFlags &flags) {
 }
 
 bool checkKernels(const CLI::App &app, VerifyFlags &flags) {
+  checkPassOptions(flags.kernels.passOptions);
   refuseFlags(app, kFileFlags, "kernels (they compare with a float64 reference)");
   refuseFlags(app, kGpt2Flags, "kernels or HLO modules (they apply to gpt2)");
   KernelVerifyRequest &request = flags.kernels;

@@ -55,6 +55,10 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"bin", "fatbin", "isa"}))
       ->capture_default_str();
   app.add_option("--matmul", flags.matmul, mlpipe::kMatmulFlagHelp)->check(CLI::IsMember({"cublas", "generated"}));
+  app.add_option("--pass-option", request.passOptions,
+                 "Kernels and gpt2: PASS:OPTIONS added to a pass's options where the compile pipelines run it "
+                 "(repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--precision", request.precision, mlpipe::kPrecisionFlagHelp)
       ->check(CLI::IsMember({"f32", "tf32"}))
       ->capture_default_str();
