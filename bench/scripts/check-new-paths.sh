@@ -6,6 +6,8 @@
 #      cuBLASLt: the products alone, then the batched steps of 32;
 #   2. causal attention tiles in snake order (tc-snake-order=1);
 #   3. cuBLASLt's candidates timed per problem (MLPIPE_GEMM_TUNING=1);
+#   4. f32 products on the generated kernel's TF32 tensor-core form
+#      (--precision tf32) against cuBLAS's TF32 and the exact f32 kernels;
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes; the summary goes to
 # $OUT/check-new-paths.txt.
@@ -48,11 +50,26 @@ for round in 1 2; do
   done
 done
 
+section "f32 products under --precision tf32: cuBLAS TF32 and the generated TF32 form; then exact f32"
+timeout 120 bench matmul --precision tf32 --repeat 9 \
+  --shapes 1024x768x2304,1024x768x3072,1024x3072x768,1024x768x768,4096x4096x4096 2>&1 | tail -16 | tee -a "$report"
+timeout 120 bench matmul --repeat 9 --shapes 1024x768x3072,4096x4096x4096 2>&1 | tail -7 | tee -a "$report"
+for precision in f32 tf32; do
+  echo "-- f32 forward, T=1024, generated matmuls, --precision $precision" | tee -a "$report"
+  timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 1024 --repeat 5 --warmup 1 \
+    --matmul generated --precision "$precision" 2>&1 | grep -E '^fused' | tee -a "$report"
+done
+
 section "GPU tests of these paths"
 timeout 120 gemm_gpu_test 2>&1 | tail -1 | sed 's/^/gemm_gpu_test: /' | tee -a "$report"
 for shape in 32x768:768x3072:bias-gelu 25x3072:3072x768:bias-residual 31x768:768x2305:none; do
   IFS=: read -r a b epilogue <<<"$shape"
   timeout 60 verify matmul --dtype bf16 --target gpu --matmul generated --shape "$a" --shape "$b" \
     --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated $a by $b $epilogue: /" | tee -a "$report"
+done
+for shape in 129x65:65x257:bias-residual 1024x768:768x3072:bias-gelu; do
+  IFS=: read -r a b epilogue <<<"$shape"
+  timeout 60 verify matmul --target gpu --matmul generated --precision tf32 --shape "$a" --shape "$b" \
+    --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated tf32 $a by $b $epilogue: /" | tee -a "$report"
 done
 section finished

@@ -29,8 +29,8 @@ for word in $options; do
     fused+=" matmul-$word"
   fi
 done
-sed -e "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip}$passOptions}/" \
-  -e "s/mlpipe-emit-fusions{chip={chip}}/mlpipe-emit-fusions{chip={chip}$fused}/" \
+sed -e "s/mlpipe-generated-matmuls{chip={chip} precision={precision}}/mlpipe-generated-matmuls{chip={chip} precision={precision}$passOptions}/" \
+  -e "s/mlpipe-emit-fusions{chip={chip} precision={precision}}/mlpipe-emit-fusions{chip={chip} precision={precision}$fused}/" \
   pipelines/outline.pipeline >"$work/outline.pipeline"
 verify matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" --target cpu --save "$work/data" >/dev/null
 trace matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" | fuse | bufferize |

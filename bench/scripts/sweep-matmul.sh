@@ -40,8 +40,8 @@ for set in "${sets[@]}"; do
     options+=" $word"
     if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* || $word == form=* ]]; then fused+=" matmul-$word"; fi
   done
-  sed -e "s/mlpipe-generated-matmuls{chip={chip}}/mlpipe-generated-matmuls{chip={chip}$options}/" \
-    -e "s/mlpipe-emit-fusions{chip={chip}}/mlpipe-emit-fusions{chip={chip}$fused}/" \
+  sed -e "s/mlpipe-generated-matmuls{chip={chip} precision={precision}}/mlpipe-generated-matmuls{chip={chip} precision={precision}$options}/" \
+    -e "s/mlpipe-emit-fusions{chip={chip} precision={precision}}/mlpipe-emit-fusions{chip={chip} precision={precision}$fused}/" \
     pipelines/outline.pipeline >"$work/outline.pipeline"
   if ! outline --chip "$chip" --matmul generated --pipeline "$work/outline.pipeline" <"$work/buffers.mlir" |
     lower-nvvm --chip "$chip" -o "$work/generated.mlir" 2>"$work/error"; then

@@ -24,6 +24,8 @@ constexpr int kFirstProgrammaticLaunchSm = 90;
 // mma.sync m16n8k16 on bf16 came with Ampere (f16's m16n8k16 too; Turing
 // has f16 at m16n8k8 only).
 constexpr int kFirstSixteenBitMmaSm = 80;
+// mma.sync m16n8k8 .tf32 and cvt.rna.tf32.f32 came with sm_80 too.
+constexpr int kFirstTf32MmaSm = 80;
 // From Ampere on, the system takes 1 KiB of an SM's shared memory for each
 // resident block (cudaDevAttrReservedSharedMemoryPerBlock).
 constexpr int kFirstReservedSharedSm = 80;
@@ -41,6 +43,7 @@ DeviceDescription describe(const char *chip, const char *part, int sms, int thre
   d.l2CacheBytes = l2;
   d.programmaticDependentLaunch = std::atoi(chip + 3) >= kFirstProgrammaticLaunchSm;
   d.sixteenBitMma = std::atoi(chip + 3) >= kFirstSixteenBitMmaSm;
+  d.tf32Mma = std::atoi(chip + 3) >= kFirstTf32MmaSm;
   return d;
 }
 

@@ -36,6 +36,10 @@ struct DeviceDescription {
   // mma.sync m16n8k16 on bf16 and f16 with f32 accumulation (sm_80 and
   // later): the tensor-core kernels' instruction.
   bool sixteenBitMma = false;
+  // mma.sync m16n8k8 on TF32 (f32 operands rounded to 10 bits of mantissa
+  // by cvt.rna.tf32.f32) with f32 accumulation, sm_80 and later: the
+  // tensor-core form's instruction for f32 products under precision=tf32.
+  bool tf32Mma = false;
   // wgmma.mma_async (warpgroup products from shared memory descriptors):
   // sm_90a only, the architecture-specific target ("sm_90" code must also
   // run on later chips, which lack it).

@@ -13,7 +13,8 @@ const char *const kMatmulFlagHelp =
     "(kernels) (default: cublas where it loads, else generated with a notice; MLPIPE_CUBLAS names another "
     "libcublas.so)";
 const char *const kPrecisionFlagHelp =
-    "f32 matmuls on cuBLAS: f32 (no TF32) or tf32 (opt-in: inputs rounded to TF32, looser tolerance)";
+    "f32 GPU matmuls: f32 (no TF32) or tf32 (opt-in: inputs rounded to TF32 on tensor cores, by cuBLAS or the "
+    "generated kernel from sm_80; looser tolerance)";
 
 std::string resolveMatmulChoice(const std::string &requested) {
   if (requested == "cublas" || requested == "generated")

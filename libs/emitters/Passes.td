@@ -107,6 +107,9 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     Option<"matmulForm", "matmul-form", "std::string", /*default=*/"\"auto\"",
            "The generated kernel's form for every matmul fusion: auto, tiled, skinny, row_dot, tensor_core or warpgroup (as "
            "mlpipe-generated-matmuls' form)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "f32 (f32 matmul fusions computed exactly in f32) or tf32 (opt-in: their A and B rounded to TF32 on "
+           "tensor cores where the chip has them; as mlpipe-generated-matmuls' precision)">,
   ];
   // LLVM, NVVM and NVGPU: the tensor-core matmul's mma.sync and ldmatrix.
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",

@@ -120,6 +120,10 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
     options.matmulStages = matmulStages;
     options.matmulForm = matmulForm;
     options.matmulPrefetchFragments = matmulPrefetchFragments;
+    if (precision != "f32" && precision != "tf32")
+      return module.emitError("mlpipe-emit-fusions: precision must be f32 or tf32, not '") << precision << "'",
+             signalPassFailure();
+    options.matmulTf32 = precision == "tf32";
     KernelFactory kernels(module);
     mlir::SymbolTable symbols(module);
     symbols_ = &symbols;

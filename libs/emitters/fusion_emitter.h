@@ -52,6 +52,9 @@ struct EmitterOptions {
   int64_t matmulStages = 0;
   bool matmulPrefetchFragments = false;
   std::string matmulForm = "auto";
+  // f32 matmul fusions may round A and B to TF32 on tensor cores (the
+  // pass's precision=tf32; GeneratedMatmulOptions::tf32).
+  bool matmulTf32 = false;
 };
 
 class FusionEmitter {

@@ -52,6 +52,7 @@ public:
     forced.stages = options_.matmulStages;
     forced.prefetchFragments = options_.matmulPrefetchFragments;
     forced.form = options_.matmulForm;
+    forced.tf32 = options_.matmulTf32;
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), e.operands, e.accumulate,
                                          e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, forced,
                                          rowCall_ ? &e.prologue : nullptr))) {

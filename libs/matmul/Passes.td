@@ -257,6 +257,28 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     On older
     chips (sm_75) only the skinny form's products are taken here (bf16 has
     no tensor cores there).
+
+    f32 products under precision=tf32 (outline's --precision tf32; off by
+    default, when f32 is computed exactly on CUDA cores) take the same
+    tensor-core form where the skinny and row-dot forms do not take them,
+    on sm_80 and later: K-slices of 16 (the bytes of 32 16-bit elements),
+    each fragment register one f32 rounded to TF32 as it is loaded, and
+    mma.sync m16n8k8:
+
+    ```mlir
+    %m = nvgpu.ldmatrix %sa[%stage, %row, %k] {numTiles = 4 : i32, transpose = false}
+        : memref<4x128x20xf32, #gpu.address_space<workgroup>> -> vector<4x1xf32>   (A, K-major)
+    %w = memref.load %sb[%stage, %kt, %col] : memref<4x16x136xf32, ...>            (B, N-major: a word)
+    %a0 = nvvm.convert.float.to.tf32 %x {rnd = #nvvm.fp_rnd_mode<rna>}
+    %d = nvvm.mma.sync A[%a0, %a1, %a2, %a3] B[%b0, %b1] C[...]
+        {shape = #nvvm.shape<m = 16, n = 8, k = 8>, multiplicandAPtxType = #nvvm.mma_type<tf32>, ...}
+    ```
+    (ldmatrix moves 16-bit words: it hands a lane one 32-bit word of each
+    8x8 matrix, the element its TF32 fragment holds there; an f32 tile
+    stored along M or N is read a word a register instead of by .trans,
+    its rows padded by 32 bytes so that a fragment's 32 words fall in 32
+    banks.) On sm_75 such products stay on CUDA cores; forcing
+    form=tensor_core there is refused.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
@@ -284,6 +306,10 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
                "rows or more, else 32x32)">,
     Option<"stages", "stages", "int64_t", /*default=*/"0",
            "The tensor-core form's cp.async stages, at least 2 (0: chosen per product and device; staging through registers keeps two)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "f32 (f32 products computed exactly in f32, on CUDA cores) or tf32 (opt-in: A and B rounded to TF32 "
+           "by cvt.rna, products on mma.sync m16n8k8 .tf32 with f32 accumulation, sm_80 and later, for those "
+           "the skinny and row-dot forms do not take)">,
     Option<"testEpilogueKind", "test-epilogue", "std::string", /*default=*/"\"\"",
            "For tests: give every matmul an epilogue (bias-gelu-residual: "
            "gelu_tanh(A B + bias[col]) + residual, from the arguments named bias and residual)",

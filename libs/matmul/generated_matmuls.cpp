@@ -195,6 +195,10 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
     options.asyncCopy = asyncCopy;
     options.prefetchFragments = prefetchFragments;
     options.stages = stages;
+    if (precision != "f32" && precision != "tf32")
+      return module.emitError("mlpipe-generated-matmuls: precision must be f32 or tf32, not '") << precision << "'",
+             signalPassFailure();
+    options.tf32 = precision == "tf32";
 
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     module.walk([&](mlir::linalg::LinalgOp op) {

@@ -134,6 +134,9 @@ struct Problem {
   // isUnwrittenArgument): a kernel may read it before it waits for the one
   // before it.
   bool bUnwritten = false;
+  // f32 A and B rounded to TF32 on the tensor-core form (its mma.sync
+  // m16n8k8 .tf32; GeneratedMatmulOptions::tf32).
+  bool tf32 = false;
   int64_t maxVector = 4; // elements in the widest access
 
   int64_t rowDim() const { return rank - 2; }

@@ -188,9 +188,11 @@ mlir::FailureOr<Problem> problemOf(mlir::Location loc, const MatmulOperands &ope
     return mlir::emitError(
                loc, "generated matmul: the form must be auto, tiled, skinny, row_dot, tensor_core or warpgroup, not '")
            << options.form << "'";
-  if ((options.form == "tensor_core" || options.form == "warpgroup") && !sixteenBit)
-    return mlir::emitError(loc, "generated matmul: the ")
-           << (options.form == "warpgroup" ? "warpgroup" : "tensor-core") << " form takes A and B in bf16 or f16";
+  if (options.form == "warpgroup" && !sixteenBit)
+    return mlir::emitError(loc, "generated matmul: the warpgroup form takes A and B in bf16 or f16");
+  if (options.form == "tensor_core" && !sixteenBit && !(options.tf32 && p.storage.isF32()))
+    return mlir::emitError(loc, "generated matmul: the tensor-core form takes A and B in bf16 or f16, or in f32 "
+                                "with precision=tf32");
   return p;
 }
 
@@ -325,6 +327,23 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
     if (!hasUnitStride(p.bType, p.rowDim()))
       return mlir::emitError(loc, "generated matmul: the row-dot form needs B stored [N, K] (K contiguous)");
     return emitRowDotMatmul(launch, p, chooseRowDot(p));
+  }
+
+  // f32 under precision=tf32: every product the skinny form does not take
+  // goes to tensor cores, A and B rounded to TF32 as they are read (the
+  // skinny form streams B at memory speed, which tensor cores would not
+  // beat). Without tf32, f32 stays exact, on CUDA cores.
+  const bool f32Operands = p.storage == p.element && p.storage.isF32();
+  const bool tf32 = f32Operands && options.tf32 && device.tf32Mma;
+  if (f32Operands && options.form == "tensor_core" && !tf32)
+    return mlir::emitError(loc, "generated matmul: ")
+           << device.chip << " has no mma.sync .tf32 for the tensor-core form of f32 products (sm_80 and later)";
+  if (tf32 && !prologue &&
+      (options.form == "tensor_core" ||
+       (options.form == "auto" && options.blockTile[0] == 0 && !prefersSkinny(p, options)))) {
+    Problem rounded = p;
+    rounded.tf32 = true;
+    return emitTensorCoreMatmul(launch, rounded);
   }
 
   // 16-bit operands: the skinny form reads them where it takes the product

@@ -104,6 +104,11 @@ struct GeneratedMatmulOptions {
   // multiplies). Off by default until timed: on c_fc it takes 8 bytes of
   // spills at the 128 registers two blocks an SM allow.
   bool prefetchFragments = false;
+  // f32 products may round A and B to TF32 (precision=tf32): those the
+  // skinny and row-dot forms do not take go to the tensor-core form on
+  // mma.sync m16n8k8 .tf32 (device.tf32Mma), accumulating in f32. Off: f32
+  // products stay exact, on CUDA cores.
+  bool tf32 = false;
 };
 
 // Whether the generated kernel computes an unbatched product of `m` rows

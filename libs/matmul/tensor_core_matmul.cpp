@@ -1,7 +1,10 @@
 // The generated matmul's tensor-core form: A and B stored in bf16 or f16,
 // products on mma.sync m16n8k16 with f32 accumulation (sm_80 and later),
 // fragments by ldmatrix, K-slices staged through shared memory in one of
-// two ways.
+// two ways. f32 A and B under precision=tf32 take the same form on
+// mma.sync m16n8k8 .tf32, each fragment register one f32 rounded to TF32
+// (cvt.rna) as it is loaded: the K-step and the slices hold the same bytes
+// of a row as 16-bit ones (kMmaKBytes), so staging and ldmatrix are shared.
 //
 // By cp.async, where both operands are read as vectors (4 to 16 bytes), in
 // S stages (2 to 4: as many as fit the block's share of the SM's shared
@@ -80,15 +83,35 @@ namespace mlpipe::emitters::generated_matmul {
 
 namespace {
 
-// mma.sync's tile: m16n8k16.
-constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 16;
+// mma.sync's tile: m16n8k16 on 16-bit A and B, m16n8k8 on TF32 (f32
+// operands, precision=tf32). Either K-step is 32 bytes of a row of A or a
+// column of B, so the shared tiles, ldmatrix's 8x8 matrices of 16-bit
+// words (a matrix row: 8 16-bit elements or 4 f32) and the lanes'
+// addresses are the same bytes in both; TF32 takes each 32-bit word of a
+// fragment as one element where 16-bit takes a pair:
+//   A  rows g, g+8 at K t, then the same 4 further;
+//   B  K t, t+4 at column g;
+//   C  as for 16-bit.
+constexpr int64_t kMmaM = 16, kMmaN = 8;
+constexpr int64_t kMmaKBytes = 32;
+// Bytes of a row of one of ldmatrix's 8x8 matrices of 16-bit words.
+constexpr int64_t kLdmatrixRowBytes = 16;
+int64_t mmaK(const Problem &p) { return kMmaKBytes / p.elementBytes; }
+// K of a slice given for 16-bit operands: the same bytes of a row for f32.
+int64_t sliceK(int64_t sixteenBitK, const Problem &p) { return sixteenBitK * 2 / p.elementBytes; }
 // Lanes holding one row of a C fragment.
 constexpr int64_t kLanesPerRow = 4;
 // K per pipeline step: two mma K-steps (a stage of 128x128 tiles of A and
 // B takes 18.5 to 20 KiB).
 constexpr int64_t kTensorCoreBlockK = 32;
-// Each shared row is padded by 16 bytes (see above).
+// Each shared row is padded by 16 bytes (see above), but for an f32 (TF32)
+// outer-major tile ([k][outer]), whose fragments no ldmatrix.trans can
+// load (it moves 16-bit words): its lanes read 32-bit words at K rows t
+// and t+4, outer g (lane l: g = l / 4, t = l % 4), and a row of 8 words
+// past a multiple of 32 (a 32-byte pad on a multiple of 128 bytes) puts
+// the 32 lanes in 32 banks, where 16 bytes would put two in one.
 constexpr int64_t kTensorCorePadBytes = 16;
+constexpr int64_t kTf32OuterMajorPadBytes = 32;
 // A block's warps each own a tile of C: a 64x64 warp tile is 4x8 mma
 // tiles, 128 accumulators a lane, 32 independent mma.sync a K-step for 8
 // ldmatrix.x4 (a 64x32 tile: 16 for 6). The warps issue so little else
@@ -169,7 +192,10 @@ int64_t tensorCoreBlocksPerSm(int64_t threads, int64_t accumulators, int64_t blo
 }
 
 // Elements of a shared row of `elements` with its pad.
-int64_t sharedRow(int64_t elements, int64_t elementBytes) { return elements + kTensorCorePadBytes / elementBytes; }
+int64_t sharedRow(int64_t elements, int64_t elementBytes, bool kMajor = true) {
+  int64_t pad = !kMajor && elementBytes == 4 ? kTf32OuterMajorPadBytes : kTensorCorePadBytes;
+  return elements + pad / elementBytes;
+}
 
 struct TensorCoreConfig {
   int64_t blockM = 0, blockN = 0, blockK = kTensorCoreBlockK;
@@ -215,7 +241,7 @@ llvm::SmallVector<int64_t> sharedShape(const TensorCoreConfig &c, int64_t stages
                                        int64_t elementBytes) {
   if (kMajor)
     return {stages, blockOuter, sharedRow(c.blockK, elementBytes)};
-  return {stages, c.blockK, sharedRow(blockOuter, elementBytes)};
+  return {stages, c.blockK, sharedRow(blockOuter, elementBytes, /*kMajor=*/false)};
 }
 // The shared buffers live in dynamic shared memory (beyond the 48 KiB of
 // static shared memory, up to the block's opt-in limit): A's stages from
@@ -282,8 +308,8 @@ std::string checkTensorCore(const TensorCoreConfig &c, const Problem &p, const D
   if (c.blockM <= 0 || c.blockN <= 0 || c.blockM % c.warpsM != 0 || c.blockN % c.warpsN != 0 ||
       c.warpM() % kMmaM != 0 || c.warpN() % kMmaN != 0)
     return "the block tile must split into warp tiles of whole m16n8 tiles";
-  if (c.blockK < kMmaK || c.blockK % kMmaK != 0)
-    return "the K-slice must be a multiple of 16";
+  if (c.blockK < mmaK(p) || c.blockK % mmaK(p) != 0)
+    return "the K-slice must be a multiple of the mma K-step (16; 8 for TF32)";
   if (c.threads() > device.maxThreadsPerBlock)
     return "too many warps for a block";
   if (c.twoStageBytes(p.elementBytes) > device.sharedMemoryPerBlockOptIn)
@@ -300,7 +326,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     TensorCoreConfig c;
     c.blockM = options.blockTile[0];
     c.blockN = options.blockTile[1];
-    c.blockK = options.blockTile[2] > 0 ? options.blockTile[2] : kTensorCoreBlockK;
+    c.blockK = options.blockTile[2] > 0 ? options.blockTile[2] : sliceK(kTensorCoreBlockK, p);
     // A forced warp tile must divide the block tile.
     const bool forcedWarp = options.warpTile[0] > 0;
     int64_t warpM = forcedWarp ? options.warpTile[0] : (c.blockM >= 128 ? 64 : 32);
@@ -324,7 +350,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
       TensorCoreConfig c;
       c.blockM = fewRowsBlockM(p);
       c.blockN = shape.blockN;
-      c.blockK = kFewRowsBlockK;
+      c.blockK = sliceK(kFewRowsBlockK, p);
       c.warpsM = shape.warpsM;
       c.warpsN = shape.warpsN;
       if (!checkTensorCore(c, p, device).empty())
@@ -344,7 +370,7 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     TensorCoreConfig c;
     c.blockM = fewRows ? fewRowsBlockM(p) : shape.blockM;
     c.blockN = shape.blockN;
-    c.blockK = fewRows ? kFewRowsBlockK : kTensorCoreBlockK;
+    c.blockK = sliceK(fewRows ? kFewRowsBlockK : kTensorCoreBlockK, p);
     c.warpsM = shape.warpsM;
     c.warpsN = shape.warpsN;
     if (!checkTensorCore(c, p, device).empty())
@@ -475,14 +501,16 @@ private:
     warpCol = ix.mul(ix.rem(warp, cfg.warpsN), cfg.warpN());
     // The row each lane addresses for ldmatrix.x4 (loadMatrices), lane l
     // giving row l % 8 of matrix l / 8. Of A: matrices 1 and 3 are 8 rows
-    // (M) further, 2 and 3 are 8 further along K; of B: 1 and 3 are 8
-    // further along K, 2 and 3 the next n8 tile. A shared row is along K
-    // (K-major) or along the operand's other axis (outer-major, read
-    // transposed).
+    // (M) further, 2 and 3 are a matrix row further along K (8 16-bit
+    // elements, 4 f32); of B: 1 and 3 are that further along K, 2 and 3
+    // the next n8 tile. A shared row is along K (K-major) or along the
+    // operand's other axis (outer-major, read transposed: 16-bit only).
+    const int64_t kRow = kLdmatrixRowBytes / eb;
     Value rowInMatrix = ix.rem(lane, 8), matrix = ix.div(lane, 8);
     Value matrixLow = ix.mul(ix.rem(matrix, 2), 8), matrixHigh = ix.mul(ix.div(matrix, 2), 8);
-    placeLanes(tileA, warpRow, rowInMatrix, /*outerStep=*/matrixLow, /*kStep=*/matrixHigh);
-    placeLanes(tileB, warpCol, rowInMatrix, /*outerStep=*/matrixHigh, /*kStep=*/matrixLow);
+    Value kLow = ix.mul(ix.rem(matrix, 2), kRow), kHigh = ix.mul(ix.div(matrix, 2), kRow);
+    placeLanes(tileA, warpRow, rowInMatrix, /*outerStep=*/matrixLow, /*kStep=*/kHigh);
+    placeLanes(tileB, warpCol, rowInMatrix, /*outerStep=*/matrixHigh, /*kStep=*/kLow);
   }
 
   void placeLanes(OperandTile &tile, Value warpOrigin, Value rowInMatrix, Value outerStep, Value kStep) {
@@ -657,7 +685,7 @@ private:
   // is copied at the top of step t into the stage step t-1 read: every
   // read of it came before the barrier that ended step t-1.
   mlir::scf::ForOp prefetchingPipeline() {
-    const int64_t stages = staging.stages, kSteps = cfg.blockK / kMmaK;
+    const int64_t stages = staging.stages, kSteps = cfg.blockK / mmaK(p);
     const int64_t accumulators = cfg.accumulators();
     Value group = copyFirstSlices();
     auto waitForSlice = [&](Value pending) {
@@ -775,24 +803,55 @@ private:
   // An outer-major tile ([k][outer]) holds the same matrices transposed:
   // lane l then addresses K row l % 8, and ldmatrix.trans hands it the
   // same elements.
+  // With TF32 (f32 K-major tiles) a lane receives one 32-bit word of
+  // each matrix, row l / 4 at K l % 4: the element its fragment holds
+  // there, rounded to TF32.
   llvm::SmallVector<Value> loadMatrices(const OperandTile &tile, Value stage, Value outer, Value k, int64_t count) {
-    auto type = mlir::VectorType::get({count, 2}, storage);
+    const int64_t perLane = p.tf32 ? 1 : 2;
+    auto type = mlir::VectorType::get({count, perLane}, storage);
     llvm::SmallVector<Value> at{stage, tile.kMajor ? outer : k, tile.kMajor ? k : outer};
     Value matrices = mlir::nvgpu::LdMatrixOp::create(b, loc, type, tile.shared, at,
                                                      /*transpose=*/!tile.kMajor, static_cast<uint32_t>(count));
     llvm::SmallVector<Value> registers;
     for (int64_t j = 0; j < count; ++j)
-      registers.push_back(operand(mlir::vector::ExtractOp::create(b, loc, matrices, j)));
+      registers.push_back(
+          p.tf32 ? tf32Register(mlir::vector::ExtractOp::create(b, loc, matrices, llvm::ArrayRef<int64_t>{j, 0}))
+                 : operand(mlir::vector::ExtractOp::create(b, loc, matrices, j)));
     return registers;
   }
 
-  // D += A B on one m16n8k16 tile; `acc` the four f32 of C, in place.
+  // An f32 element as an mma.sync .tf32 operand: rounded to TF32's 10
+  // bits of mantissa, to nearest with ties away from zero (cvt.rna).
+  Value tf32Register(Value element) {
+    return mlir::NVVM::ConvertFloatToTF32Op::create(b, loc, b.getI32Type(), element, mlir::NVVM::FPRoundingMode::RNA,
+                                                    mlir::NVVM::SaturationMode::NONE, /*relu=*/false);
+  }
+
+  // TF32 fragment registers of an outer-major f32 tile ([k][outer]), one
+  // 32-bit load each: register r at outer `outer0` + g + outerOffsets[r],
+  // K `k0` + t + kOffsets[r] (lane l: g = l / 4, t = l % 4).
+  llvm::SmallVector<Value> loadWords(const OperandTile &tile, Value stage, Value outer0, Value k0,
+                                     llvm::ArrayRef<int64_t> outerOffsets, llvm::ArrayRef<int64_t> kOffsets) {
+    llvm::SmallVector<Value> registers;
+    Value outer = ix.add(outer0, group), k = ix.add(k0, inGroup);
+    for (auto [outerOffset, kOffset] : llvm::zip(outerOffsets, kOffsets)) {
+      Value word = mlir::memref::LoadOp::create(
+          b, loc, tile.shared, mlir::ValueRange{stage, ix.add(k, kOffset), ix.add(outer, outerOffset)});
+      registers.push_back(tf32Register(word));
+    }
+    return registers;
+  }
+
+  // D += A B on one m16n8k16 tile (m16n8k8 for TF32); `acc` the four f32
+  // of C, in place.
   void mma(llvm::ArrayRef<Value> fragmentA, llvm::ArrayRef<Value> fragmentB, Value *acc) {
-    auto ptx = storage.isBF16() ? mlir::NVVM::MMATypes::bf16 : mlir::NVVM::MMATypes::f16;
+    auto ptx = p.tf32             ? mlir::NVVM::MMATypes::tf32
+               : storage.isBF16() ? mlir::NVVM::MMATypes::bf16
+                                  : mlir::NVVM::MMATypes::f16;
     auto result = mlir::LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
     Value d = mlir::NVVM::MmaOp::create(
         b, loc, result, fragmentA, fragmentB, mlir::ValueRange{acc[0], acc[1], acc[2], acc[3]},
-        llvm::ArrayRef<int64_t>{kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+        llvm::ArrayRef<int64_t>{kMmaM, kMmaN, mmaK(p)}, std::nullopt, std::nullopt,
         std::array<mlir::NVVM::MMATypes, 2>{ptx, ptx},
         std::array<mlir::NVVM::MMALayout, 2>{mlir::NVVM::MMALayout::row, mlir::NVVM::MMALayout::col});
     for (int64_t i = 0; i < 4; ++i)
@@ -824,14 +883,24 @@ private:
   // The fragments of mma K-step `s` of shared stage `stage`.
   Fragments loadFragments(Value stage, int64_t s) {
     Fragments f;
-    // A: one ldmatrix.x4 a m16 tile.
+    const int64_t kStep = mmaK(p), kHalf = kStep / 2;
+    // A: one ldmatrix.x4 a m16 tile (TF32 outer-major: four words).
     for (int64_t i = 0; i < cfg.tilesM(); ++i)
-      f.a.push_back(loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kMmaK), 4));
-    // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone).
+      f.a.push_back(
+          p.tf32 && !tileA.kMajor
+              ? loadWords(tileA, stage, ix.add(warpRow, i * kMmaM), ix.c(s * kStep), {0, 8, 0, 8}, {0, 0, kHalf, kHalf})
+              : loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kStep), 4));
+    // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone;
+    // TF32 outer-major: two words an n8 tile).
+    if (p.tf32 && !tileB.kMajor) {
+      for (int64_t j = 0; j < cfg.tilesN(); ++j)
+        f.b.push_back(loadWords(tileB, stage, ix.add(warpCol, j * kMmaN), ix.c(s * kStep), {0, 0}, {0, kHalf}));
+      return f;
+    }
     for (int64_t j = 0; j < cfg.tilesN(); j += 2) {
       int64_t count = j + 1 < cfg.tilesN() ? 4 : 2;
       llvm::SmallVector<Value> registers =
-          loadMatrices(tileB, stage, ix.add(tileB.laneOuter, j * kMmaN), ix.add(tileB.laneK, s * kMmaK), count);
+          loadMatrices(tileB, stage, ix.add(tileB.laneOuter, j * kMmaN), ix.add(tileB.laneK, s * kStep), count);
       f.b.push_back({registers[0], registers[1]});
       if (count == 4)
         f.b.push_back({registers[2], registers[3]});
@@ -849,7 +918,7 @@ private:
 
   // One K-slice's products from shared stage `stage`.
   llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
-    for (int64_t s = 0; s < cfg.blockK / kMmaK; ++s)
+    for (int64_t s = 0; s < cfg.blockK / mmaK(p); ++s)
       multiply(loadFragments(stage, s), acc);
     return acc;
   }
@@ -981,7 +1050,9 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   MLPIPE_DEBUG(
       kDebugEmitters,
       os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
-         << " (batch x M x N x K), tensor cores (mma.sync m16n8k16, " << (p.storage.isBF16() ? "bf16" : "f16")
+         << " (batch x M x N x K), tensor cores ("
+         << (p.tf32 ? "mma.sync m16n8k8, tf32: f32 rounded by cvt.rna"
+                    : std::string("mma.sync m16n8k16, ") + (p.storage.isBF16() ? "bf16" : "f16"))
          << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
          << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x" << cfg.warpN()
          << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +

@@ -10,7 +10,8 @@ linalg.matmul and linalg.batch_matmul as reference semantics; the second is
 the same program after kernel-building passes (one pass, or all of
 outline), whose gpu.launch_func are run by executing the kernels' ops
 (arith, math, memref, vector, scf, gpu; nvvm.mma.sync and nvgpu.ldmatrix
-across a warp's lanes; nvvm.prefetch, whose address must fall inside the
+across a warp's lanes, on 16-bit operands or TF32, whose conversion keeps
+the value; nvvm.prefetch, whose address must fall inside the
 buffer it was taken from; cp.async as nvgpu.device_async_copy, its data
 landing at the wait_group that covers it; dynamic shared memory as the
 typed views memref.view makes of it) for every thread of every block:
@@ -686,15 +687,62 @@ def access_range(thread, memref, base, width, op, kind):
         log.write((number, a), who, op)
 
 
+class Tf32:
+    """An f32 converted to TF32 for an mma.sync operand
+    (nvvm.convert.float.to.tf32): the value as it was, for the simulator
+    compares in float64 (a wrong index shows as a large error, not as
+    rounding); an mma.sync .tf32 takes only registers made by it."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def warp_mma_tf32(op, lanes):
+    """mma.sync m16n8k8 .tf32, row-major A and column-major B, f32
+    accumulation, from the 32 lanes' fragments (lane l: g = l / 4, t = l %
+    4; A's registers hold rows g, g+8 at column t, then the same at t+4;
+    B's rows t, t+4 at column g; C as for m16n8k16), each register one Tf32."""
+    a = [[0.0] * 8 for _ in range(16)]
+    b = [[0.0] * 8 for _ in range(8)]
+    c = [[0.0] * 8 for _ in range(16)]
+
+    def word(register):
+        if not isinstance(register, Tf32):
+            raise SimError("line %d: an mma.sync .tf32 operand not made by nvvm.convert.float.to.tf32" % op.line)
+        return register.value
+    for lane, args in enumerate(lanes):
+        g, t = lane // 4, lane % 4
+        for reg in range(4):
+            a[g + 8 * (reg % 2)][t + 4 * (reg // 2)] = word(args[reg])
+        for reg in range(2):
+            b[t + 4 * reg][g] = word(args[4 + reg])
+        for i in range(4):
+            c[g + 8 * (i // 2)][2 * t + i % 2] = args[6 + i]
+    columns = list(zip(*b))
+    results = []
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        d = []
+        for i in range(4):
+            row, col = g + 8 * (i // 2), 2 * t + i % 2
+            d.append(c[row][col] + sum(map(operator.mul, a[row], columns[col])))
+        results.append(d)
+    return results
+
+
 def warp_mma(op, lanes):
     """mma.sync m16n8k16, row-major A and column-major B, f32 accumulation:
     D = A B + C from the 32 lanes' fragments (lane l: g = l / 4, t = l % 4;
     A's registers hold rows g, g+8 at columns 2t, 2t+1, then 8 further; B's
     rows 2t, 2t+1 (then 8 further) at column g; C's rows g, g+8 at columns
     2t, 2t+1). A 32-bit register of two 16-bit values is a pair (first the
-    lower half)."""
+    lower half). m16n8k8 on TF32: warp_mma_tf32."""
+    if "operandSegmentSizes = array<i32: 4, 2, 4>" in op.attrs and "m = 16, n = 8, k = 8" in op.attrs and \
+            "mma_type<tf32>" in op.attrs:
+        return warp_mma_tf32(op, lanes)
     if "m = 16, n = 8, k = 16" not in op.attrs or "operandSegmentSizes = array<i32: 4, 2, 4>" not in op.attrs:
-        raise SimError("line %d: the simulator knows mma.sync m16n8k16 only" % op.line)
+        raise SimError("line %d: the simulator knows mma.sync m16n8k16, and m16n8k8 on tf32, only" % op.line)
     a = [[0.0] * 16 for _ in range(16)]
     b = [[0.0] * 8 for _ in range(16)]
     c = [[0.0] * 8 for _ in range(16)]
@@ -819,27 +867,39 @@ def warp_ldmatrix(op, lanes):
     8 consecutive elements, 16-byte aligned, in shared memory); lane l
     receives, of each matrix, row l / 4 at columns 2(l % 4) and the next
     (with .trans: column l / 4 at rows 2(l % 4) and the next), as a
-    vector<2> per matrix. Every lane reads the rows it is given: the reads
-    are checked for races as that lane's."""
+    vector<2> per matrix. From a memref of 32-bit elements (f32 operands
+    of mma.sync .tf32) a row is 4 elements, and lane l receives element l %
+    4 of row l / 4 of each matrix, a vector<1> (no .trans: it moves 16-bit
+    words). Every lane reads the rows it is given: the reads are checked
+    for races as that lane's."""
     count, transpose = ldmatrix_shape(op.attrs)
+    per_row = 16 // lanes[0][0][0].element_bytes
+    if per_row not in (4, 8) or (per_row == 4 and transpose):
+        raise SimError("line %d: ldmatrix of %d-byte elements%s" %
+                       (op.line, 16 // per_row, " transposed" if transpose else ""))
     rows = []
     for lane in range(8 * count):
         args, thread = lanes[lane]
         memref, indices = args[0], list(args[1:])
         if not memref.buf.shared:
             raise SimError("line %d: ldmatrix from memory that is not shared" % op.line)
-        if memref.strides[-1] != 1 or not 0 <= indices[-1] <= memref.sizes[-1] - 8:
-            raise SimError("line %d: ldmatrix row of 8 at %s runs out of %s" % (op.line, indices, memref.sizes))
+        if memref.strides[-1] != 1 or not 0 <= indices[-1] <= memref.sizes[-1] - per_row:
+            raise SimError("line %d: ldmatrix row of %d at %s runs out of %s" %
+                           (op.line, per_row, indices, memref.sizes))
         base = memref.address(indices, op)
         if (base * memref.element_bytes) % 16 != 0:
             raise SimError("line %d: ldmatrix row at element %d is not 16-byte aligned" % (op.line, base))
-        for j in range(8):
+        for j in range(per_row):
             access(thread, memref, base + j, op, "read")
         rows.append((memref.buf, base))
     results = []
     for lane in range(32):
         value = []
         for j in range(count):
+            if per_row == 4:
+                buf, base = rows[8 * j + lane // 4]
+                value.append([buf.data[base + lane % 4]])
+                continue
             pair = []
             for e in range(2):
                 row, col = (2 * (lane % 4) + e, lane // 4) if transpose else (lane // 4, 2 * (lane % 4) + e)
@@ -1063,6 +1123,8 @@ def execute(op, args, thread):
     if name == "nvgpu.device_async_wait":
         async_wait(op, thread)
         return None
+    if name == "nvvm.convert.float.to.tf32":
+        return Tf32(args[0])
     if name == "llvm.bitcast":
         # Two 16-bit values as one 32-bit register (an mma operand): kept as a pair.
         if op.result_type == "i32" and isinstance(args[0], list) and len(args[0]) == 2:
