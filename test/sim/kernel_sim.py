@@ -687,6 +687,21 @@ def access_range(thread, memref, base, width, op, kind):
         log.write((number, a), who, op)
 
 
+def mma_lanes(a, b, c):
+    """D = A B + C of an m16n8 mma.sync, as the lanes hold it: lane l (g = l
+    / 4, t = l % 4) gets rows g, g+8 at columns 2t, 2t+1."""
+    columns = list(zip(*b))  # B's columns
+    results = []
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        d = []
+        for i in range(4):
+            row, col = g + 8 * (i // 2), 2 * t + i % 2
+            d.append(c[row][col] + sum(map(operator.mul, a[row], columns[col])))
+        results.append(d)
+    return results
+
+
 class Tf32:
     """An f32 converted to TF32 for an mma.sync operand
     (nvvm.convert.float.to.tf32): the value as it was, for the simulator
@@ -719,16 +734,7 @@ def warp_mma_tf32(op, lanes):
             b[t + 4 * reg][g] = word(args[4 + reg])
         for i in range(4):
             c[g + 8 * (i // 2)][2 * t + i % 2] = args[6 + i]
-    columns = list(zip(*b))
-    results = []
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        d = []
-        for i in range(4):
-            row, col = g + 8 * (i // 2), 2 * t + i % 2
-            d.append(c[row][col] + sum(map(operator.mul, a[row], columns[col])))
-        results.append(d)
-    return results
+    return mma_lanes(a, b, c)
 
 
 def warp_mma(op, lanes):
@@ -756,16 +762,7 @@ def warp_mma(op, lanes):
                 b[2 * t + e + 8 * reg][g] = args[4 + reg][e]
         for i in range(4):
             c[g + 8 * (i // 2)][2 * t + i % 2] = args[6 + i]
-    columns = list(zip(*b))  # B's columns
-    results = []
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        d = []
-        for i in range(4):
-            row, col = g + 8 * (i // 2), 2 * t + i % 2
-            d.append(c[row][col] + sum(map(operator.mul, a[row], columns[col])))
-        results.append(d)
-    return results
+    return mma_lanes(a, b, c)
 
 
 # The address gpu.dynamic_shared_memory's bytes start at in shared memory
