@@ -8,6 +8,9 @@
 #   3. cuBLASLt's candidates timed per problem (MLPIPE_GEMM_TUNING=1);
 #   4. f32 products on the generated kernel's TF32 tensor-core form
 #      (--precision tf32) against cuBLAS's TF32 and the exact f32 kernels;
+#   5. layer norms computed in the few-row products after them
+#      (mlpipe-emit-fusions:row-prologue-rows=32): the T=16 forward, the
+#      prefill of 10 tokens and the batched steps (with 1);
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes; the summary goes to
 # $OUT/check-new-paths.txt.
@@ -60,6 +63,19 @@ for precision in f32 tf32; do
     --matmul generated --precision "$precision" 2>&1 | grep -E '^fused' | tee -a "$report"
 done
 
+section "layer norms in the few-row products (row-prologue-rows=32) against kernels of their own, alternated"
+rows=(--pass-option mlpipe-emit-fusions:row-prologue-rows=32)
+for round in 1 2; do
+  for choice in default rows rows+generated; do
+    flags=()
+    [[ $choice == rows* ]] && flags=("${rows[@]}")
+    [[ $choice == *generated ]] && flags+=("${generated[@]}")
+    echo "-- $choice, round $round" | tee -a "$report"
+    timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32 "${flags[@]}" 2>&1 |
+      grep -E '^(fused|KV-cache|Batched)' | tee -a "$report"
+  done
+done
+
 section "GPU tests of these paths"
 timeout 120 gemm_gpu_test 2>&1 | tail -1 | sed 's/^/gemm_gpu_test: /' | tee -a "$report"
 for shape in 32x768:768x3072:bias-gelu 25x3072:3072x768:bias-residual 31x768:768x2305:none; do
@@ -67,6 +83,8 @@ for shape in 32x768:768x3072:bias-gelu 25x3072:3072x768:bias-residual 31x768:768
   timeout 60 verify matmul --dtype bf16 --target gpu --matmul generated --shape "$a" --shape "$b" \
     --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated $a by $b $epilogue: /" | tee -a "$report"
 done
+timeout 300 verify gpt2 --steps 4 --dtype bf16 --mode fused --cache compare --target gpu --config 124M \
+  "${rows[@]}" 2>&1 | tail -1 | sed 's/^/verify gpt2 with row-prologue-rows=32: /' | tee -a "$report"
 for shape in 129x65:65x257:bias-residual 1024x768:768x3072:bias-gelu; do
   IFS=: read -r a b epilogue <<<"$shape"
   timeout 60 verify matmul --target gpu --matmul generated --precision tf32 --shape "$a" --shape "$b" \

@@ -72,6 +72,32 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
              %bias : memref<2304xf32>, %x : memref<1x768xf32>, %gamma : memref<768xf32>, ...)
     ```
 
+    With row-prologue-rows=N (up to 32; the default, kRowPrologueMaxRows,
+    is 1) a 16-bit row reduction of 2 to N rows whose product takes the
+    few-row tensor-core tiles (a short prompt's layer norm, a batched
+    decode step's) goes into that product the same way: every block's
+    warps compute the rows, a warp a row, into all of A's rows held in
+    shared memory, and the tiles read their split's K of them while B's
+    slices stream in by cp.async:
+
+    ```mlir
+    call @ln_1_row_reduction(%x, %gamma, %beta, %h) : (memref<16x768xbf16>, ...) -> ()
+    call @attn_c_attn_matmul(%h, %w, %bias, %qkv) : (memref<16x768xbf16>, ...) -> ()
+    ```
+    becomes
+    ```mlir
+    gpu.launch_func @attn_c_attn_matmul::@attn_c_attn_matmul blocks in (%c1, %c36, %c3) ...
+        dynamic_shared_memory_size %c... args(%h, %w, %partials, %x, %gamma, %beta)
+    // in the kernel: B's first slices by cp.async, griddepcontrol.wait, then
+    scf.for %pass = %c0 to %c4 step %c1 {       (16 rows, 4 warps: a warp a row)
+      ... gpu.shuffle xor ... (mean, then variance, within the warp)
+      vector.store %normalized, %a_rows[%c0, %row, %k] : memref<1x16x776xbf16, 3>, vector<8xbf16>
+    }
+    gpu.barrier
+    scf.for %step ... { nvgpu.ldmatrix %a_rows[%c0, ..., %k_of_split_and_step] ... nvvm.mma.sync ... }
+    gpu.launch_func @attn_c_attn_matmul_split_sum::@attn_c_attn_matmul_split_sum ...
+    ```
+
     A causally masked softmax (its penalty computed in its prologue, or read
     from a mask that a fusion called before it computes from its indices)
     whose rows fit the registers reads only the chunks of keys up to each
@@ -107,6 +133,10 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     Option<"matmulForm", "matmul-form", "std::string", /*default=*/"\"auto\"",
            "The generated kernel's form for every matmul fusion: auto, tiled, skinny, row_dot, tensor_core or warpgroup (as "
            "mlpipe-generated-matmuls' form)">,
+    Option<"rowPrologueRows", "row-prologue-rows", "int64_t", /*default=*/"-1",
+           "The most rows of a row reduction (a layer norm) read only by the matmul after it, as A, that the "
+           "matmul computes in its blocks: 1 (a decode step's one row, in the skinny GEMV), up to 32 (16-bit "
+           "few-row tensor-core products too), 0 none (-1: kRowPrologueMaxRows, 1)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (f32 matmul fusions computed exactly in f32) or tf32 (opt-in: their A and B rounded to TF32 on "
            "tensor cores where the chip has them; as mlpipe-generated-matmuls' precision)">,

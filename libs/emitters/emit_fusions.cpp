@@ -124,6 +124,12 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       return module.emitError("mlpipe-emit-fusions: precision must be f32 or tf32, not '") << precision << "'",
              signalPassFailure();
     options.matmulTf32 = precision == "tf32";
+    options.rowPrologueMaxRows = rowPrologueRows >= 0 ? rowPrologueRows : kRowPrologueMaxRows;
+    MLPIPE_DEBUG(kDebugEmitters, if (options.rowPrologueMaxRows != kRowPrologueMaxRows) os
+                                     << "row reductions of at most " << options.rowPrologueMaxRows
+                                     << " rows computed in the matmul after them (row-prologue-rows; "
+                                        "kRowPrologueMaxRows is "
+                                     << kRowPrologueMaxRows << ")\n");
     KernelFactory kernels(module);
     mlir::SymbolTable symbols(module);
     symbols_ = &symbols;

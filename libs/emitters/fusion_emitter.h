@@ -55,6 +55,10 @@ struct EmitterOptions {
   // f32 matmul fusions may round A and B to TF32 on tensor cores (the
   // pass's precision=tf32; GeneratedMatmulOptions::tf32).
   bool matmulTf32 = false;
+  // The most rows of a row reduction that the matmul reading them as A
+  // computes in its blocks (the pass's row-prologue-rows;
+  // kRowPrologueMaxRows).
+  int64_t rowPrologueMaxRows = 1;
 };
 
 class FusionEmitter {
@@ -78,6 +82,18 @@ std::unique_ptr<FusionEmitter> makeRowReductionEmitter(const FusionGraph &graph,
 std::unique_ptr<FusionEmitter> makeColumnReductionEmitter(const FusionGraph &graph, const EmitterOptions &options);
 std::unique_ptr<FusionEmitter> makeTransposeEmitter(const FusionGraph &graph, const EmitterOptions &options);
 std::unique_ptr<FusionEmitter> makeMatmulEmitter(const FusionGraph &graph, const EmitterOptions &options);
+// The most rows of a row reduction (a layer norm) whose output only the
+// matmul after it reads, as its A, that the matmul computes in its blocks
+// instead of a kernel of its own (emitMatmulWithRowPrologue). One row: a
+// decode step's layer norm in the skinny GEMV, which measured faster than
+// its own kernel (decoding, BENCHMARKS.md). Up to 32 (kTensorCoreFewRowsMaxRows)
+// would take those of the 16-bit few-row tensor-core products too (a short
+// prompt's, a batched decode step's): every block computes all of A's rows
+// into shared memory, a warp a row; built and checked on the simulator, not
+// yet timed against the kernel boundary it saves, so not the default
+// (mlpipe-emit-fusions' row-prologue-rows=32 turns it on).
+constexpr int64_t kRowPrologueMaxRows = 1;
+
 // The matmul fusion `call` whose A is all of the one-row output of the row
 // reduction fusion `rowCall` just before it (a decode step's layer norm and
 // the GEMV after it): one launch of the skinny kernel in which every block
@@ -97,15 +113,20 @@ std::unique_ptr<FusionEmitter> getFusionEmitter(FusionKind kind, const FusionGra
 // fusions without the attribute, e.g. hand-written IR).
 FusionKind inferFusionKind(const FusionGraph &graph);
 
-// A one-row row reduction (a decode step's layer norm) computed by a whole
-// block of another kernel (the GEMV that reads the row): each lane keeps
+// A row reduction computed by a block of another kernel (the product that
+// reads its rows as A) instead of a kernel of its own. One row (a decode
+// step's layer norm, the GEMV after it): each lane of the whole block keeps
 // its chunks of the row in registers, the block combines each reduction
-// with shuffles and `slots` (rowInBlockSlots elements of workgroup memory),
-// and the row's output goes, W consecutive elements at a time, to `sink`
-// (column, values) instead of to memory. `elemental` is over `graph`, its
-// arguments the host kernel's values for the fusion's arguments. Fails, with
-// `why`, for a fusion that is not one row in, one row out.
-using RowSink = std::function<void(mlir::Value column, llvm::ArrayRef<mlir::Value> values)>;
+// with shuffles and `slots` (rowInBlockSlots elements of workgroup memory).
+// Several rows (a short prompt's or a batched step's layer norm, the
+// few-row product after it): a warp a row, the block's warps taking the
+// rows in turn, each reduction combined by shuffles alone (no slots). The
+// output goes, W consecutive elements at a time, to `sink` (row, column,
+// values; the row 0 for one) instead of to memory. `elemental` is over
+// `graph`, its arguments the host kernel's values for the fusion's
+// arguments. Fails, with `why`, for a fusion that is not rows in, the same
+// rows out (and, for several rows, rows a warp's registers hold).
+using RowSink = std::function<void(mlir::Value row, mlir::Value column, llvm::ArrayRef<mlir::Value> values)>;
 int64_t rowInBlockSlots(const FusionGraph &graph, const EmitterOptions &options, int64_t threads);
 mlir::LogicalResult emitRowInBlock(const FusionGraph &graph, const EmitterOptions &options, ElementalEmitter &elemental,
                                    mlir::Value slots, int64_t threads, const RowSink &sink, std::string &why);

@@ -73,8 +73,7 @@ public:
                     << (e.hasEpilogue ? "epilogue of " + std::to_string(graph_.nodes().size() - 1) + " ops in registers"
                                       : std::string("no epilogue"))
                     << (e.accumulate ? ", accumulating into C" : "")
-                    << (rowCall_ ? ", A's row computed by every block from @" + rowGraph_->function().getName().str() +
-                                       " (one launch: skinnyIsOneLaunch)"
+                    << (rowCall_ ? ", A's rows computed by every block from @" + rowGraph_->function().getName().str()
                                  : std::string())
                     << "\n");
     call.erase();
@@ -199,15 +198,23 @@ private:
     return mlir::success();
   }
 
-  // A's one row computed in the kernel by the row reduction before it: its
-  // output must be all of A, read by nothing else.
+  // A's rows computed in the kernel by the row reduction before it: its
+  // output must be all of A, read by nothing else; one row the skinny form
+  // computes in one launch, or 2 to options_.rowPrologueMaxRows rows of a
+  // 16-bit product (the few-row tensor-core tiles).
   mlir::LogicalResult makeRowPrologue(Emission &e, std::string &why) {
     auto aType = mlir::cast<mlir::MemRefType>(e.operands.a.getType());
     int64_t elementBytes = aType.getElementType().getIntOrFloatBitWidth() / 8;
     mlir::Value rowOutput = rowCall_.getOperand(rowGraph_->outputs().front().argument);
-    if (e.operands.a != rowOutput || aType.getRank() != 2 || e.accumulate ||
-        !skinnyIsOneLaunch(aType.getDimSize(0), aType.getDimSize(1), elementBytes))
-      return giveUp(e, "A is not the whole one-row output of the row reduction before it, or not one launch's", why);
+    if (e.operands.a != rowOutput || aType.getRank() != 2 || e.accumulate)
+      return giveUp(e, "A is not the whole output of the row reduction before it", why);
+    int64_t rows = aType.getDimSize(0);
+    bool sixteenBit = aType.getElementType().isBF16() || aType.getElementType().isF16();
+    if (rows > options_.rowPrologueMaxRows)
+      return giveUp(e, "A has more rows than a matmul computes in its blocks (kRowPrologueMaxRows, row-prologue-rows)",
+                    why);
+    if (rows == 1 ? !skinnyIsOneLaunch(rows, aType.getDimSize(1), elementBytes) : !sixteenBit)
+      return giveUp(e, "A's one row is not one launch's, or its several rows are not 16-bit", why);
     // Every block reads the row reduction's inputs whole: none of them may
     // be C, which the blocks write.
     for (mlir::Value operand : rowCall_.getOperands())
@@ -218,8 +225,7 @@ private:
     // Slots for the largest block the kernel may choose.
     e.prologue.slots = rowInBlockSlots(*rowGraph_, options_, options_.device->maxThreadsPerBlock);
     e.prologue.build = [this, &e](mlir::OpBuilder &builder, mlir::Location loc, mlir::ValueRange kernelOperands,
-                                  mlir::Value slots, int64_t threads,
-                                  const std::function<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> &store) {
+                                  mlir::Value slots, int64_t threads, const RowSink &store) {
       mlir::IRMapping arguments;
       for (auto [argument, kernelValue] : llvm::zip(rowGraph_->function().getArguments(), kernelOperands))
         arguments.map(argument, kernelValue);

@@ -77,13 +77,8 @@ public:
     const DeviceDescription &device = *options_.device;
     int64_t warp = device.warpSize;
 
-    // W: a chunk is one 128-bit access when the innermost reduced extent
-    // allows it (a chunk never straddles two rows).
+    chooseChunks();
     mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
-    width_ = vectorWidthFor(elementType, graph_, options_);
-    while (width_ > 1 && reducedShape_.back() % width_ != 0)
-      width_ /= 2;
-    chunks_ = columns_ / width_;
     // G: the fewest lanes that keep a lane's slice within the registers it
     // may use, a warp at least unless the row is shorter, at most a block.
     if (chunks_ <= warp) {
@@ -157,18 +152,14 @@ public:
     if (mlir::failed(analyze(why)))
       return mlir::failure();
     if (rows_ != 1)
-      return why = "a row reduction of more than one row", mlir::failure();
+      return emitRowsInBlock(elemental, threads, sink, why);
     if (graph_.outputs().size() != 1 ||
         graph_.node(graph_.outputs().front().node).output.shape != llvm::ArrayRef<int64_t>(inputShape_))
       return why = "a row reduction whose output is not its one row", mlir::failure();
     int64_t warp = options_.device->warpSize;
     if (threads % warp != 0 || (threads & (threads - 1)) != 0)
       return why = "a block that is not a power of two of whole warps", mlir::failure();
-    mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
-    width_ = vectorWidthFor(elementType, graph_, options_);
-    while (width_ > 1 && reducedShape_.back() % width_ != 0)
-      width_ /= 2;
-    chunks_ = columns_ / width_;
+    chooseChunks();
     lanes_ = threads;
     perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
     inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
@@ -182,9 +173,57 @@ public:
     return emitBody(elemental, nullptr);
   }
 
+  // W: a chunk is one 128-bit access when the innermost reduced extent
+  // allows it (a chunk never straddles two rows); the row's chunks.
+  void chooseChunks() {
+    mlir::Type elementType = mlir::cast<mlir::ShapedType>(reduced_->get().getType()).getElementType();
+    width_ = vectorWidthFor(elementType, graph_, options_);
+    while (width_ > 1 && reducedShape_.back() % width_ != 0)
+      width_ /= 2;
+    chunks_ = columns_ / width_;
+  }
+
+  // Several rows computed by a block of `threads` lanes inside another
+  // kernel, a warp a row, the warps taking rows w, w + warps, ... in turn
+  // (a loop of passes); each reduction combines its warp's lanes by
+  // shuffles alone (no slots, no barrier). The rows' elements go to `sink`.
+  mlir::LogicalResult emitRowsInBlock(ElementalEmitter &elemental, int64_t threads, const RowSink &sink,
+                                      std::string &why) {
+    int64_t warp = options_.device->warpSize;
+    if (graph_.outputs().size() != 1 ||
+        graph_.node(graph_.outputs().front().node).output.shape != llvm::ArrayRef<int64_t>(inputShape_) ||
+        keptShape_.size() != 1)
+      return why = "a row reduction whose output is not its rows, or rows of more than one index", mlir::failure();
+    if (threads % warp != 0)
+      return why = "a block that is not whole warps", mlir::failure();
+    chooseChunks();
+    lanes_ = std::min(warp, nextPowerOfTwo(chunks_));
+    perLane_ = llvm::divideCeilSigned(chunks_, lanes_);
+    inRegisters_ = perLane_ * width_ <= kMaxRowElementsPerLane;
+    if (!inRegisters_)
+      return why = "a row too long for a warp's registers", mlir::failure();
+    threads_ = threads;
+    rowsPerBlock_ = threads / lanes_;
+    inBlock_ = true;
+    sink_ = &sink;
+    mlir::OpBuilder &b = elemental.builder();
+    mlir::Location loc = elemental.loc();
+    int64_t passes = llvm::divideCeilSigned(rows_, rowsPerBlock_);
+    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(passes), elemental.index(1));
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    elemental.pushScope();
+    firstRow_ = elemental.mul(loop.getInductionVar(), rowsPerBlock_);
+    mlir::LogicalResult body = emitBody(elemental, nullptr);
+    elemental.popScope();
+    return body;
+  }
+
   // Workgroup elements emitInBlock needs for `threads` lanes: one per warp
-  // per reduction.
+  // per reduction (none for several rows, a warp each).
   int64_t slotsInBlock(int64_t threads) const {
+    if (rows_ > 1)
+      return 0;
     int64_t reductions = 0;
     for (const FusionNode &node : graph_.nodes())
       reductions += node.op.getNumReductionLoops() > 0;
@@ -329,11 +368,16 @@ private:
     if (pending.empty() || elemental.failed())
       return;
     if (sink_) {
-      // In another kernel's block: the one output row goes to the sink.
-      auto give = [&] { (*sink_)(c.base.back(), pending.front().values); };
-      if (!c.valid)
+      // In another kernel's block: the output rows go to the sink (one
+      // row: index 0; several: the row's, where it is one).
+      mlir::Value row = firstRow_ ? c.base.front() : elemental.index(0);
+      auto give = [&] { (*sink_)(row, c.base.back(), pending.front().values); };
+      mlir::Value condition = firstRow_ ? rowValid : mlir::Value();
+      if (c.valid)
+        condition = condition ? mlir::arith::AndIOp::create(b, loc, condition, c.valid).getResult() : c.valid;
+      if (!condition)
         return give();
-      auto guard = mlir::scf::IfOp::create(b, loc, c.valid, /*withElseRegion=*/false);
+      auto guard = mlir::scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
       mlir::OpBuilder::InsertionGuard insertion(b);
       b.setInsertionPoint(guard.thenBlock()->getTerminator());
       elemental.pushScope();
@@ -413,8 +457,8 @@ private:
     place.lane = lanes_ == 1 ? elemental.index(0) : mlir::arith::RemUIOp::create(b, loc, tid, elemental.index(lanes_));
     mlir::Value rowInBlock =
         rowsPerBlock_ == 1 ? elemental.index(0) : mlir::arith::DivUIOp::create(b, loc, tid, elemental.index(lanes_));
-    mlir::Value row =
-        inBlock_ ? elemental.index(0) : elemental.add(elemental.mul(blockIdX(b, loc), rowsPerBlock_), rowInBlock);
+    mlir::Value row = inBlock_ ? (firstRow_ ? elemental.add(firstRow_, rowInBlock) : elemental.index(0))
+                               : elemental.add(elemental.mul(blockIdX(b, loc), rowsPerBlock_), rowInBlock);
     mlir::Value rowClamped = row;
     if (rows_ % rowsPerBlock_ != 0) {
       place.rowValid =
@@ -583,6 +627,8 @@ private:
   // are the host kernel's.
   bool inBlock_ = false;
   mlir::Value slots_;
+  // emitRowsInBlock: the first row of the pass (warp w takes this + w).
+  mlir::Value firstRow_;
   const RowSink *sink_ = nullptr;
 };
 

@@ -86,7 +86,11 @@ mlir::LogicalResult emitElementwise(mlir::OpBuilder &host, mlir::Location loc, c
 // that a product gives the same bits run after run and replayed in a graph;
 // C's old value first where accumulating, then the epilogue, rounded to C's
 // type once as it is stored.
-mlir::LogicalResult emitSplitSum(const ProductLaunch &launch, const Problem &p, Value partials, int64_t splits) {
+mlir::LogicalResult emitSplitSum(const ProductLaunch &launch, const Problem &product, Value partials, int64_t splits) {
+  // The sum reads the partial products and the epilogue's operands, never
+  // A's rows (a prologue's operands are the product kernel's).
+  Problem p = product;
+  p.prologue = nullptr;
   int64_t total = p.batch * p.m * p.n;
   KernelSignature signature;
   signature.name = launch.name + "_split_sum";
@@ -210,10 +214,12 @@ mlir::LogicalResult emitWithoutProduct(const ProductLaunch &launch, const Proble
 }
 
 // K may be split across blocks unless every block computes the whole row of
-// A (a prologue). The partial products go to a buffer of their own, so an
+// A (a one-row prologue: the skinny form stages the row whole); the
+// few-row tensor-core tiles hold every row whole and read their split's K
+// of it. The partial products go to a buffer of their own, so an
 // epilogue operand that is C itself (a residual added in place) is read by
 // the split-sum kernel element by element, as the unsplit kernels read it.
-bool splitAllowed(const Problem &p) { return !p.prologue; }
+bool splitAllowed(const Problem &p) { return !p.prologue || p.m > 1; }
 
 } // namespace
 
@@ -259,6 +265,8 @@ mlir::LogicalResult launchProduct(const ProductLaunch &launch, const Problem &p,
     arguments.push_back(operands.c);
     arguments.append(launch.epilogueOperands.begin(), launch.epilogueOperands.end());
   }
+  if (p.prologue) // every split computes A's rows (the few-row tensor-core tiles)
+    arguments.append(p.prologue->hostOperands.begin(), p.prologue->hostOperands.end());
   kernels.launch(host, loc, kernel, dims, arguments, dynamicSharedBytes);
   if (!lastSplitCompletes && mlir::failed(emitSplitSum(launch, p, partials, splits)))
     return mlir::failure();
@@ -350,12 +358,12 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
   // (few rows, B read row by row: bandwidth-bound); every other product goes
   // to tensor cores, on a chip with 16-bit mma.sync.
   bool sixteenBit = p.storage != p.element;
-  bool fewRowTensorCores = sixteenBit && !prologue && options.form == "auto" && options.blockTile[0] == 0 &&
+  bool fewRowTensorCores = sixteenBit && options.form == "auto" && options.blockTile[0] == 0 &&
                            p.m >= kFewRowTensorCoreMinRows && p.m <= kTensorCoreFewRowsMaxRows &&
                            tensorCoresTake(p, device) &&
                            tensorCoresSplitFewRows(p, options, device, launch.splitAllowed);
   if (sixteenBit && (!prefersSkinny(p, options) || fewRowTensorCores)) {
-    if (prologue || options.form == "skinny" || options.form == "tiled")
+    if ((prologue && !fewRowTensorCores) || options.form == "skinny" || options.form == "tiled")
       return mlir::emitError(loc, "generated matmul: of the CUDA-core forms only the skinny and row-dot forms read "
                                   "16-bit operands (at most kSkinnyMaxRows rows with B's rows contiguous, or "
                                   "kRowDotMaxRows with B stored [N, K])");

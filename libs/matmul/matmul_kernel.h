@@ -46,23 +46,27 @@ struct MatmulEpilogue {
       apply;
 };
 
-// A's one row computed inside the kernel instead of read from memory (a
+// A's rows computed inside the kernel instead of read from memory: a
 // decode step's layer norm, computed by every block of the GEMV that reads
-// its output): only for a product the skinny form computes in one launch
-// (skinnyIsOneLaunch), whose block stages A's whole row in shared memory.
+// its output (one row: only for a product the skinny form computes in one
+// launch, skinnyIsOneLaunch, whose block stages A's whole row in shared
+// memory); or, for 16-bit products of 2 to kTensorCoreFewRowsMaxRows rows
+// on the few-row tensor-core tiles, the layer norm of a short prompt or a
+// batched decode step, every block holding all of A's rows in shared
+// memory (kRowPrologueMaxRows says which are taken).
 struct MatmulRowPrologue {
   // Host-side buffers the prologue reads; extra kernel arguments after the
   // epilogue's.
   llvm::SmallVector<mlir::Value> hostOperands;
   // Elements of workgroup memory (A's element type) it needs.
   int64_t slots = 0;
-  // Builds the row inside the kernel, whose block has `threads` threads;
+  // Builds the rows inside the kernel, whose block has `threads` threads;
   // `kernelOperands` are the kernel's values of hostOperands. It hands
-  // `store` the row's elements k, k+1, ... (index-typed k) as it computes
-  // them, each exactly once.
-  std::function<mlir::LogicalResult(mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands,
-                                    mlir::Value slots, int64_t threads,
-                                    const std::function<void(mlir::Value k, llvm::ArrayRef<mlir::Value>)> &store)>
+  // `store` each row's elements k, k+1, ... (index-typed row and k) as it
+  // computes them, each exactly once.
+  std::function<mlir::LogicalResult(
+      mlir::OpBuilder &, mlir::Location, mlir::ValueRange kernelOperands, mlir::Value slots, int64_t threads,
+      const std::function<void(mlir::Value row, mlir::Value k, llvm::ArrayRef<mlir::Value>)> &store)>
       build;
 };
 

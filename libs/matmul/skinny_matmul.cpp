@@ -185,7 +185,7 @@ private:
         mlir::memref::StoreOp::create(b, loc, zeroScalar(ix, storage), sharedA, mlir::ValueRange{k, ix.c(0)});
       });
     }
-    auto store = [&](Value k, llvm::ArrayRef<Value> values) {
+    auto store = [&](Value /*row: the one*/, Value k, llvm::ArrayRef<Value> values) {
       for (auto [u, value] : llvm::enumerate(values))
         mlir::memref::StoreOp::create(b, loc, convertFloat(ix, value, storage), sharedA,
                                       mlir::ValueRange{ix.add(k, static_cast<int64_t>(u)), ix.c(0)});

@@ -203,6 +203,10 @@ struct TensorCoreConfig {
   // K split across blocks (few rows, kFewRowsSplitsK): each split's K rows
   // (a multiple of blockK; 0: all of K) go to a partial product.
   int64_t splitK = 1, kPerSplit = 0;
+  // A's rows computed by every block (a row prologue) are held whole in
+  // shared memory, one stage of this many K (every split's, zero past K);
+  // 0: A is staged slice by slice.
+  int64_t residentK = 0;
 
   int64_t warps() const { return warpsM * warpsN; }
   int64_t threads() const { return warps() * 32; }
@@ -243,6 +247,12 @@ llvm::SmallVector<int64_t> sharedShape(const TensorCoreConfig &c, int64_t stages
     return {stages, blockOuter, sharedRow(c.blockK, elementBytes)};
   return {stages, c.blockK, sharedRow(blockOuter, elementBytes, /*kMajor=*/false)};
 }
+// A's: its stages, or its resident rows ([1][blockM][residentK + pad]).
+llvm::SmallVector<int64_t> sharedShapeA(const TensorCoreConfig &c, int64_t stages, bool kMajor, int64_t elementBytes) {
+  if (c.residentK > 0)
+    return {1, c.blockM, sharedRow(c.residentK, elementBytes)};
+  return sharedShape(c, stages, c.blockM, kMajor, elementBytes);
+}
 // The shared buffers live in dynamic shared memory (beyond the 48 KiB of
 // static shared memory, up to the block's opt-in limit): A's stages from
 // byte 0, B's from sharedOffsetB, both 16-byte aligned.
@@ -252,7 +262,8 @@ int64_t operandSharedBytes(const TensorCoreConfig &c, int64_t stages, int64_t ou
   return shape[0] * shape[1] * shape[2] * elementBytes;
 }
 int64_t sharedOffsetB(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
-  return roundUp(operandSharedBytes(c, staging.stages, c.blockM, staging.kMajorA, elementBytes), kVectorBytes);
+  auto shape = sharedShapeA(c, staging.stages, staging.kMajorA, elementBytes);
+  return roundUp(shape[0] * shape[1] * shape[2] * elementBytes, kVectorBytes);
 }
 int64_t sharedBytesOf(const TensorCoreConfig &c, const Staging &staging, int64_t elementBytes) {
   return sharedOffsetB(c, staging, elementBytes) +
@@ -273,11 +284,13 @@ mlir::FailureOr<Staging> chooseStaging(const TensorCoreConfig &c, const Problem 
   // every thread copies the same number of them (its copies are then one
   // group of tokens, with no thread left out).
   auto whole = [&](const LoadPlan &plan, int64_t outer) { return outer * c.blockK / plan.width % c.threads() == 0; };
-  if (!options.asyncCopy || planA.width < 2 || planB.width < 2 || !whole(planA, c.blockM) || !whole(planB, c.blockN))
+  const bool copiesA = c.residentK == 0;
+  if (!options.asyncCopy || (copiesA && (planA.width < 2 || !whole(planA, c.blockM))) || planB.width < 2 ||
+      !whole(planB, c.blockN))
     return staging;
   Staging async = staging;
   async.async = true;
-  async.kMajorA = planA.alongK;
+  async.kMajorA = copiesA ? planA.alongK : true;
   async.kMajorB = planB.alongK;
   auto fits = [&](int64_t stages, int64_t limit) {
     Staging s = async;
@@ -362,6 +375,8 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
         break;
       c.kPerSplit = llvm::divideCeilSigned(slices, splits) * c.blockK;
       c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
+      if (p.prologue)
+        c.residentK = c.splitK * c.kPerSplit;
       return c;
     }
   }
@@ -383,6 +398,8 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
     error = "no tensor-core tile fits this device";
     return mlir::failure();
   }
+  if (p.prologue)
+    chosen->residentK = roundUp(p.k, chosen->blockK);
   return *chosen;
 }
 
@@ -433,11 +450,13 @@ public:
     // otherwise take a second block's share).
     if (staging.blocksPerSm > 1)
       f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(staging.blocksPerSm)));
+    size_t prologueCount = p.prologue ? p.prologue->hostOperands.size() : 0;
     for (unsigned i = 3; i < f.getNumArguments(); ++i)
-      epilogueOperands.push_back(f.getArgument(i));
+      (i + prologueCount < f.getNumArguments() ? epilogueOperands : prologueOperands).push_back(f.getArgument(i));
     placeShared();
     placeBlock();
-    placeSlots(tileA);
+    if (!resident())
+      placeSlots(tileA);
     placeSlots(tileB);
     mlir::scf::ForOp loop;
     if (staging.async && prefetch) {
@@ -459,7 +478,9 @@ private:
         mlir::MemRefType::get({mlir::ShapedType::kDynamic}, b.getI8Type(), mlir::MemRefLayoutAttrInterface(), space);
     Value dynamic = mlir::gpu::DynamicSharedMemoryOp::create(b, loc, bytes);
     auto view = [&](const OperandTile &tile, int64_t offset) -> Value {
-      auto type = workgroupType(sharedShape(cfg, staging.stages, tile.blockOuter, tile.kMajor, eb), storage);
+      auto shape = tile.isA ? sharedShapeA(cfg, staging.stages, tile.kMajor, eb)
+                            : sharedShape(cfg, staging.stages, tile.blockOuter, tile.kMajor, eb);
+      auto type = workgroupType(shape, storage);
       return mlir::memref::ViewOp::create(b, loc, type, dynamic, ix.c(offset), mlir::ValueRange{});
     };
     tileA.shared = view(tileA, 0);
@@ -584,6 +605,8 @@ private:
   // nothing, into a stage no later step reads (a short split's slices
   // would otherwise be read again for every stage it has beyond them).
   void copySlice(OperandTile &tile, Value slice, Value stage, llvm::SmallVectorImpl<Value> &tokens) {
+    if (tile.isA && resident())
+      return;
     const int64_t width = tile.plan.width;
     const bool kMajor = tile.kMajor;
     const int64_t lastSlice = cfg.steps(p) - 1;
@@ -626,6 +649,20 @@ private:
   // first step waits for), then the wait, then A's.
   Value copyFirstSlices() {
     const int64_t stages = staging.stages;
+    if (resident()) {
+      // Only B is copied (A's rows are computed after the wait): each of
+      // its first slices a group of its own, all before the wait (a group
+      // of no copies would not print back as IR).
+      Value group;
+      for (int64_t s = 0; s + 1 < stages; ++s) {
+        llvm::SmallVector<Value> tokens;
+        copySlice(tileB, ix.c(s), ix.c(s), tokens);
+        group = mlir::nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokens);
+      }
+      if (bBeforeWait)
+        waitForKernelBefore(ix);
+      return group;
+    }
     llvm::SmallVector<Value> early;
     if (bBeforeWait) {
       for (int64_t s = 0; s + 1 < stages; ++s)
@@ -662,6 +699,7 @@ private:
   mlir::scf::ForOp asyncPipeline() {
     const int64_t stages = staging.stages;
     Value group = copyFirstSlices();
+    computeResidentA();
     llvm::SmallVector<Value> init(cfg.tilesM() * cfg.tilesN() * 4, zeroScalar(ix, f32));
     mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> acc) {
       // (wait_group takes no group: the token only orders the ops.)
@@ -669,7 +707,7 @@ private:
       mlir::gpu::BarrierOp::create(b, loc);
       Value ahead = ix.add(step, stages - 1);
       copySlices(ahead, ix.rem(ahead, stages));
-      return compute(ix.rem(step, stages), acc);
+      return compute(step, ix.rem(step, stages), acc);
     });
     // No copy outlives the kernel.
     mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
@@ -688,13 +726,14 @@ private:
     const int64_t stages = staging.stages, kSteps = cfg.blockK / mmaK(p);
     const int64_t accumulators = cfg.accumulators();
     Value group = copyFirstSlices();
+    computeResidentA();
     auto waitForSlice = [&](Value pending) {
       mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, pending, b.getI32IntegerAttr(static_cast<int32_t>(stages - 2)));
       mlir::gpu::BarrierOp::create(b, loc);
     };
     waitForSlice(group);
     llvm::SmallVector<Value> init(accumulators, zeroScalar(ix, f32));
-    llvm::append_range(init, loadFragments(ix.c(0), 0).flat());
+    llvm::append_range(init, loadFragments(ix.c(0), ix.c(0), 0).flat());
     mlir::scf::ForOp loop = buildLoop(ix, steps, init, [&](Value step, llvm::SmallVector<Value> carried) {
       llvm::SmallVector<Value> acc(carried.begin(), carried.begin() + accumulators);
       Fragments current = Fragments::of(cfg, llvm::ArrayRef(carried).drop_front(accumulators));
@@ -704,10 +743,10 @@ private:
       for (int64_t s = 0; s < kSteps; ++s) {
         Fragments next;
         if (s + 1 < kSteps) {
-          next = loadFragments(stage, s + 1);
+          next = loadFragments(step, stage, s + 1);
         } else {
           waitForSlice(issued);
-          next = loadFragments(ix.rem(ix.add(step, 1), stages), 0);
+          next = loadFragments(ix.add(step, 1), ix.rem(ix.add(step, 1), stages), 0);
         }
         multiply(current, acc);
         current = std::move(next);
@@ -880,16 +919,21 @@ private:
     }
   };
 
-  // The fragments of mma K-step `s` of shared stage `stage`.
-  Fragments loadFragments(Value stage, int64_t s) {
+  // The fragments of mma K-step `s` of slice `slice`, in shared stage
+  // `stage` (A resident: at the slice's K of its one stage).
+  Fragments loadFragments(Value slice, Value stage, int64_t s) {
     Fragments f;
     const int64_t kStep = mmaK(p), kHalf = kStep / 2;
+    Value stageA = stage, kA = ix.c(s * kStep);
+    if (resident()) {
+      stageA = ix.c(0);
+      kA = ix.add(ix.add(kStart, ix.mul(slice, cfg.blockK)), s * kStep);
+    }
     // A: one ldmatrix.x4 a m16 tile (TF32 outer-major: four words).
     for (int64_t i = 0; i < cfg.tilesM(); ++i)
-      f.a.push_back(
-          p.tf32 && !tileA.kMajor
-              ? loadWords(tileA, stage, ix.add(warpRow, i * kMmaM), ix.c(s * kStep), {0, 8, 0, 8}, {0, 0, kHalf, kHalf})
-              : loadMatrices(tileA, stage, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, s * kStep), 4));
+      f.a.push_back(p.tf32 && !tileA.kMajor
+                        ? loadWords(tileA, stage, ix.add(warpRow, i * kMmaM), kA, {0, 8, 0, 8}, {0, 0, kHalf, kHalf})
+                        : loadMatrices(tileA, stageA, ix.add(tileA.laneOuter, i * kMmaM), ix.add(tileA.laneK, kA), 4));
     // B: one ldmatrix.x4 a pair of n8 tiles (x2 for a last one alone;
     // TF32 outer-major: two words an n8 tile).
     if (p.tf32 && !tileB.kMajor) {
@@ -916,13 +960,61 @@ private:
         mma(f.a[i], f.b[j], &acc[(i * cfg.tilesN() + j) * 4]);
   }
 
-  // One K-slice's products from shared stage `stage`.
-  llvm::SmallVector<Value> compute(Value stage, llvm::SmallVector<Value> acc) {
+  // K-slice `slice`'s products from shared stage `stage`.
+  llvm::SmallVector<Value> compute(Value slice, Value stage, llvm::SmallVector<Value> acc) {
     for (int64_t s = 0; s < cfg.blockK / mmaK(p); ++s)
-      multiply(loadFragments(stage, s), acc);
+      multiply(loadFragments(slice, stage, s), acc);
     return acc;
   }
 
+  bool resident() const { return cfg.residentK > 0; }
+
+  // A's rows computed by the block (the row prologue) into its resident
+  // stage, after the wait for the kernel before (copyFirstSlices): rows
+  // past M and K past the product's (every split's slices) zero, so that
+  // the rows never stored and the K that B zero-fills add nothing (not
+  // even a NaN of uninitialised memory); then a barrier.
+  void computeResidentA() {
+    if (!resident())
+      return;
+    Value shared = tileA.shared;
+    auto zeroFill = [&](int64_t rowBegin, int64_t rowEnd, int64_t kBegin, int64_t kEnd) {
+      int64_t width = kEnd - kBegin, count = (rowEnd - rowBegin) * width;
+      for (int64_t j = 0; j * cfg.threads() < count; ++j) {
+        Value q = ix.add(tid, j * cfg.threads());
+        Value valid = (j + 1) * cfg.threads() > count ? ix.lt(q, count) : Value();
+        guarded(ix, valid, [&] {
+          mlir::memref::StoreOp::create(
+              b, loc, zeroScalar(ix, storage), shared,
+              mlir::ValueRange{ix.c(0), ix.add(ix.div(q, width), rowBegin), ix.add(ix.rem(q, width), kBegin)});
+        });
+      }
+    };
+    if (p.m < cfg.blockM)
+      zeroFill(p.m, cfg.blockM, 0, cfg.residentK);
+    if (p.k < cfg.residentK)
+      zeroFill(0, p.m, p.k, cfg.residentK);
+    auto store = [&](Value row, Value k, llvm::ArrayRef<Value> values) {
+      llvm::SmallVector<Value> stored;
+      for (Value value : values)
+        stored.push_back(convertFloat(ix, value, storage));
+      if (stored.size() == 1) {
+        mlir::memref::StoreOp::create(b, loc, stored.front(), shared, mlir::ValueRange{ix.c(0), row, k});
+        return;
+      }
+      auto type = mlir::VectorType::get({static_cast<int64_t>(stored.size())}, storage);
+      Value vector = mlir::vector::FromElementsOp::create(b, loc, type, stored);
+      mlir::vector::StoreOp::create(b, loc, vector, shared, mlir::ValueRange{ix.c(0), row, k}, false,
+                                    llvm::MaybeAlign(static_cast<int64_t>(stored.size()) * eb));
+    };
+    prologueFailed = mlir::failed(p.prologue->build(b, loc, prologueOperands, Value(), cfg.threads(), store));
+    mlir::gpu::BarrierOp::create(b, loc);
+  }
+
+public:
+  bool prologueFailed = false;
+
+private:
   void stageFirstSlice() {
     auto [va, vb] = loadBoth(ix.c(0));
     storeTile(tileA, va, ix.c(0));
@@ -939,7 +1031,7 @@ private:
       auto [va, vb] = loadBoth(next);
       Value stage = b.createOrFold<mlir::arith::AndIOp>(loc, step, ix.c(1));
       Value other = b.createOrFold<mlir::arith::XOrIOp>(loc, stage, ix.c(1));
-      acc = compute(stage, acc);
+      acc = compute(step, stage, acc);
       storeTile(tileA, va, other);
       storeTile(tileB, vb, other);
       mlir::gpu::BarrierOp::create(b, loc);
@@ -978,7 +1070,7 @@ private:
   int64_t eb;
   Matrix a, bm, c;
   OperandTile tileA, tileB;
-  llvm::SmallVector<Value> epilogueOperands;
+  llvm::SmallVector<Value> epilogueOperands, prologueOperands;
   // batch: A's and B's; batchOfC: C's (with split K, the partial
   // products' slab); kStart: the block's first K row.
   Value tid, batch, batchOfC, kStart, m0, n0, steps, group, inGroup, warpRow, warpCol;
@@ -1030,6 +1122,9 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
       return mlir::emitError(launch.loc, "generated matmul: tensor-core form: ") << error;
     staging = *chosenStaging;
   }
+  if (p.prologue && (!staging.async || cfg.residentK == 0))
+    return mlir::emitError(launch.loc, "generated matmul: tensor-core form: A's rows computed in the kernel need B's "
+                                       "slices by cp.async and all of A's rows in shared memory beside them");
   Problem q = productProblem(p, cfg.splitK);
   const bool bBeforeWait =
       kTensorCoreCopiesBBeforeWait && staging.async && p.bUnwritten && launch.device.programmaticDependentLaunch;
@@ -1047,36 +1142,40 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
   // C's pairs, or the partial products' (f32, rows contiguous).
   int64_t widthC = cfg.splitK > 1 ? 2 : launch.widthC;
-  MLPIPE_DEBUG(
-      kDebugEmitters,
-      os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
-         << " (batch x M x N x K), tensor cores ("
-         << (p.tf32 ? "mma.sync m16n8k8, tf32: f32 rounded by cvt.rna"
-                    : std::string("mma.sync m16n8k16, ") + (p.storage.isBF16() ? "bf16" : "f16"))
-         << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
-         << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x" << cfg.warpN()
-         << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +
-                                  " rows each, kFewRowsSplitsK)"
-                            : std::string())
-         << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
-         << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
-         << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes << " B shared in "
-         << staging.stages << " stages "
-         << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") + ", B " +
-                                 (staging.kMajorB ? "K-major" : "N-major") + ")"
-                           : std::string("through registers"))
-         << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
-         << " an SM"
-         << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
-                                                               : ", fragments loaded with their K-step")
-                           : "")
-         << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "") << "\n");
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), tensor cores ("
+                  << (p.tf32 ? "mma.sync m16n8k8, tf32: f32 rounded by cvt.rna"
+                             : std::string("mma.sync m16n8k16, ") + (p.storage.isBF16() ? "bf16" : "f16"))
+                  << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", "
+                  << cfg.warps() << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
+                  << cfg.warpN()
+                  << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" +
+                                           std::to_string(cfg.kPerSplit) + " rows each, kFewRowsSplitsK)"
+                                     : std::string())
+                  << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
+                  << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+                  << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes
+                  << " B shared in " << staging.stages << " stages "
+                  << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
+                                          ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
+                                    : std::string("through registers"))
+                  << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
+                  << " an SM"
+                  << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
+                                                                        : ", fragments loaded with their K-step")
+                                    : "")
+                  << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")
+                  << (cfg.residentK > 0 ? ", A's " + std::to_string(p.m) + " rows computed by every block into " +
+                                              std::to_string(cfg.residentK) + " of K in shared memory (a row prologue)"
+                                        : std::string())
+                  << "\n");
   return launchProduct(
       launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-        TensorCoreBody(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait)
-            .build(widthC);
-        return mlir::success();
+        TensorCoreBody body(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait);
+        body.build(widthC);
+        return mlir::failure(body.prologueFailed);
       },
       sharedBytes);
 }
