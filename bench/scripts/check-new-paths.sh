@@ -9,12 +9,15 @@
 #   4. f32 products on the generated kernel's TF32 tensor-core form
 #      (--precision tf32) against cuBLAS's TF32 and the exact f32 kernels;
 #   5. layer norms computed in the few-row products after them
-#      (mlpipe-emit-fusions:row-prologue-rows=32): the T=16 forward, the
-#      prefill of 10 tokens and the batched steps (with 1);
+#      (mlpipe-emit-fusions:row-prologue-rows=32) and the last split of a
+#      few-row tile adding the splits (matmul-last-split-completes=1): the
+#      T=16 forward, the prefill of 10 tokens and the batched steps (with 1);
 # then the GPU tests of those paths (the snake order's error against
-# float64 is in its sweep's lines). Prints as it goes; the summary goes to
-# $OUT/check-new-paths.txt.
-#   source .device/setup.sh && bench/scripts/check-new-paths.sh
+# float64 is in its sweep's lines). Prints as it goes, each part's start
+# time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
+# (default: all, in this order) keep a call within the host's limit:
+#   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
+#   PART: products attention tuning tf32 fewrows tests
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host check-new-paths
@@ -23,71 +26,99 @@ section() { echo "== $* ($SECONDS s)" | tee -a "$report"; }
 step=(--config 124M --weights synthetic --target gpu --modes fused --seq 16 --repeat 10 --warmup 2 --dtype bf16)
 generated=(--pass-option mlpipe-cublas-matmuls:skinny-rows=32)
 
-section "32-row bf16 products: cuBLASLt and generated (few-row tiles)"
-timeout 90 bench matmul --dtype bf16 --repeat 9 \
-  --shapes 32x768x2304,32x768x768,32x768x3072,32x3072x768,24x768x3072 2>&1 | tail -16 | tee -a "$report"
-section "batched steps, products of 32 rows on cuBLASLt (default) and generated, alternated"
-for round in 1 2; do
-  for choice in default generated; do
-    flags=()
-    [[ $choice == generated ]] && flags=("${generated[@]}")
-    echo "-- $choice, round $round" | tee -a "$report"
-    timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32,64 "${flags[@]}" 2>&1 |
-      sed -n '/^Batched/,$p' | tee -a "$report"
-  done
-done
-
-section "causal attention tiles in snake order (tc-snake-order=1) against longest first"
-timeout 150 bench/scripts/sweep-attention.sh bf16 1024 '' 'tc-snake-order=1' '' 'tc-snake-order=1' 2>&1 |
-  tail -5 | tee -a "$report"
-timeout 90 bench/scripts/sweep-attention.sh bf16 512 '' 'tc-snake-order=1' 2>&1 | tail -3 | tee -a "$report"
-
-section "cuBLASLt candidates timed (MLPIPE_GEMM_TUNING=1) against the heuristic's first, alternated"
-MLPIPE_GEMM_TUNING=1 MLPIPE_GEMM_TUNING_DEBUG=1 timeout 90 bench matmul --dtype bf16 --matmul cublas --repeat 5 \
-  --shapes 1024x768x2304,1024x3072x768,1024x768x50257t 2>&1 | tail -12 | tee -a "$report"
-for round in 1 2; do
-  for tuning in 0 1; do
-    echo "-- MLPIPE_GEMM_TUNING=$tuning, round $round" | tee -a "$report"
-    MLPIPE_GEMM_TUNING=$tuning timeout 120 bench --config 124M --weights synthetic --target gpu --modes fused \
-      --seq 1024 --repeat 10 --warmup 2 --dtype bf16 2>&1 | grep -E '^fused' | tee -a "$report"
-  done
-done
-
-section "f32 products under --precision tf32: cuBLAS TF32 and the generated TF32 form; then exact f32"
-timeout 120 bench matmul --precision tf32 --repeat 9 \
-  --shapes 1024x768x2304,1024x768x3072,1024x3072x768,1024x768x768,4096x4096x4096 2>&1 | tail -16 | tee -a "$report"
-timeout 120 bench matmul --repeat 9 --shapes 1024x768x3072,4096x4096x4096 2>&1 | tail -7 | tee -a "$report"
-for precision in f32 tf32; do
-  echo "-- f32 forward, T=1024, generated matmuls, --precision $precision" | tee -a "$report"
-  timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 1024 --repeat 5 --warmup 1 \
-    --matmul generated --precision "$precision" 2>&1 | grep -E '^fused' | tee -a "$report"
-done
-
-section "layer norms in the few-row products (row-prologue-rows=32) against kernels of their own, alternated"
 rows=(--pass-option mlpipe-emit-fusions:row-prologue-rows=32)
-for round in 1 2; do
-  for choice in default rows rows+generated; do
-    flags=()
-    [[ $choice == rows* ]] && flags=("${rows[@]}")
-    [[ $choice == *generated ]] && flags+=("${generated[@]}")
-    echo "-- $choice, round $round" | tee -a "$report"
-    timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32 "${flags[@]}" 2>&1 |
-      grep -E '^(fused|KV-cache|Batched)' | tee -a "$report"
-  done
-done
+splits=(--pass-option mlpipe-emit-fusions:matmul-last-split-completes=1)
 
-section "GPU tests of these paths"
-timeout 120 gemm_gpu_test 2>&1 | tail -1 | sed 's/^/gemm_gpu_test: /' | tee -a "$report"
-for shape in 32x768:768x3072:bias-gelu 25x3072:3072x768:bias-residual 31x768:768x2305:none; do
-  IFS=: read -r a b epilogue <<<"$shape"
-  timeout 60 verify matmul --dtype bf16 --target gpu --matmul generated --shape "$a" --shape "$b" \
-    --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated $a by $b $epilogue: /" | tee -a "$report"
-done
-timeout 300 verify gpt2 --steps 4 --dtype bf16 --mode fused --cache compare --target gpu --config 124M \
-  "${rows[@]}" 2>&1 | tail -1 | sed 's/^/verify gpt2 with row-prologue-rows=32: /' | tee -a "$report"
-for shape in 129x65:65x257:bias-residual 1024x768:768x3072:bias-gelu; do
-  IFS=: read -r a b epilogue <<<"$shape"
-  timeout 60 verify matmul --target gpu --matmul generated --precision tf32 --shape "$a" --shape "$b" \
-    --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated tf32 $a by $b $epilogue: /" | tee -a "$report"
+products() {
+  section "32-row bf16 products: cuBLASLt and generated (few-row tiles)"
+  timeout 90 bench matmul --dtype bf16 --repeat 9 \
+    --shapes 32x768x2304,32x768x768,32x768x3072,32x3072x768,24x768x3072 2>&1 | tail -16 | tee -a "$report"
+  section "batched steps, products of 32 rows on cuBLASLt (default) and generated, alternated"
+  for round in 1 2; do
+    for choice in default generated; do
+      flags=()
+      [[ $choice == generated ]] && flags=("${generated[@]}")
+      echo "-- $choice, round $round" | tee -a "$report"
+      timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32,64 "${flags[@]}" 2>&1 |
+        sed -n '/^Batched/,$p' | tee -a "$report"
+    done
+  done
+}
+
+attention() {
+  section "causal attention tiles in snake order (tc-snake-order=1) against longest first"
+  timeout 150 bench/scripts/sweep-attention.sh bf16 1024 '' 'tc-snake-order=1' '' 'tc-snake-order=1' 2>&1 |
+    tail -5 | tee -a "$report"
+  timeout 90 bench/scripts/sweep-attention.sh bf16 512 '' 'tc-snake-order=1' 2>&1 | tail -3 | tee -a "$report"
+}
+
+tuning() {
+  section "cuBLASLt candidates timed (MLPIPE_GEMM_TUNING=1) against the heuristic's first, alternated"
+  MLPIPE_GEMM_TUNING=1 MLPIPE_GEMM_TUNING_DEBUG=1 timeout 90 bench matmul --dtype bf16 --matmul cublas --repeat 5 \
+    --shapes 1024x768x2304,1024x3072x768,1024x768x50257t 2>&1 | tail -12 | tee -a "$report"
+  for round in 1 2; do
+    for tuning in 0 1; do
+      echo "-- MLPIPE_GEMM_TUNING=$tuning, round $round" | tee -a "$report"
+      MLPIPE_GEMM_TUNING=$tuning timeout 120 bench --config 124M --weights synthetic --target gpu --modes fused \
+        --seq 1024 --repeat 10 --warmup 2 --dtype bf16 2>&1 | grep -E '^fused' | tee -a "$report"
+    done
+  done
+}
+
+tf32() {
+  section "f32 products under --precision tf32: cuBLAS TF32 and the generated TF32 form; then exact f32"
+  timeout 120 bench matmul --precision tf32 --repeat 9 \
+    --shapes 1024x768x2304,1024x768x3072,1024x3072x768,1024x768x768,4096x4096x4096 2>&1 | tail -16 | tee -a "$report"
+  timeout 120 bench matmul --repeat 9 --shapes 1024x768x3072,4096x4096x4096 2>&1 | tail -7 | tee -a "$report"
+  for precision in f32 tf32; do
+    echo "-- f32 forward, T=1024, generated matmuls, --precision $precision" | tee -a "$report"
+    timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 1024 --repeat 5 --warmup 1 \
+      --matmul generated --precision "$precision" 2>&1 | grep -E '^fused' | tee -a "$report"
+  done
+}
+
+fewrows() {
+  section "few-row products: layer norms in them (rows), splits completed in them (splits), alternated"
+  for round in 1 2; do
+    for choice in default rows splits rows+splits rows+splits+generated; do
+      flags=()
+      [[ $choice == *rows* ]] && flags+=("${rows[@]}")
+      [[ $choice == *splits* ]] && flags+=("${splits[@]}")
+      [[ $choice == *generated ]] && flags+=("${generated[@]}")
+      echo "-- $choice, round $round" | tee -a "$report"
+      timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32 "${flags[@]}" 2>&1 |
+        grep -E '^(fused|KV-cache|Batched)' | tee -a "$report"
+    done
+  done
+}
+
+tests() {
+  section "GPU tests of these paths"
+  timeout 120 gemm_gpu_test 2>&1 | tail -1 | sed 's/^/gemm_gpu_test: /' | tee -a "$report"
+  for shape in 32x768:768x3072:bias-gelu 25x3072:3072x768:bias-residual 31x768:768x2305:none; do
+    IFS=: read -r a b epilogue <<<"$shape"
+    timeout 60 verify matmul --dtype bf16 --target gpu --matmul generated --shape "$a" --shape "$b" \
+      --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated $a by $b $epilogue: /" | tee -a "$report"
+  done
+  timeout 300 verify gpt2 --steps 4 --dtype bf16 --mode fused --cache compare --target gpu --config 124M \
+    "${rows[@]}" "${splits[@]}" 2>&1 | tail -1 | sed 's/^/verify gpt2, rows and splits in the products: /' |
+    tee -a "$report"
+  for shape in 129x65:65x257:bias-residual 1024x768:768x3072:bias-gelu; do
+    IFS=: read -r a b epilogue <<<"$shape"
+    timeout 60 verify matmul --target gpu --matmul generated --precision tf32 --shape "$a" --shape "$b" \
+      --epilogue "$epilogue" 2>&1 | tail -1 | sed "s/^/generated tf32 $a by $b $epilogue: /" | tee -a "$report"
+  done
+}
+
+parts=("$@")
+[[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
+for part in "${parts[@]}"; do
+  case $part in
+  products | attention | tuning | tf32 | fewrows | tests) "$part" ;;
+  *)
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests)" >&2
+    exit 2
+    ;;
+  esac
 done
 section finished

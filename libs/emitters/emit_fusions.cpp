@@ -124,6 +124,7 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       return module.emitError("mlpipe-emit-fusions: precision must be f32 or tf32, not '") << precision << "'",
              signalPassFailure();
     options.matmulTf32 = precision == "tf32";
+    options.matmulLastSplitCompletes = matmulLastSplitCompletes;
     options.rowPrologueMaxRows = rowPrologueRows >= 0 ? rowPrologueRows : kRowPrologueMaxRows;
     MLPIPE_DEBUG(kDebugEmitters, if (options.rowPrologueMaxRows != kRowPrologueMaxRows) os
                                      << "row reductions of at most " << options.rowPrologueMaxRows

@@ -55,6 +55,8 @@ struct EmitterOptions {
   // f32 matmul fusions may round A and B to TF32 on tensor cores (the
   // pass's precision=tf32; GeneratedMatmulOptions::tf32).
   bool matmulTf32 = false;
+  // As GeneratedMatmulOptions::lastSplitCompletes, for matmul fusions.
+  int64_t matmulLastSplitCompletes = -1;
   // The most rows of a row reduction that the matmul reading them as A
   // computes in its blocks (the pass's row-prologue-rows;
   // kRowPrologueMaxRows).

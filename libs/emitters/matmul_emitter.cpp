@@ -53,6 +53,7 @@ public:
     forced.prefetchFragments = options_.matmulPrefetchFragments;
     forced.form = options_.matmulForm;
     forced.tf32 = options_.matmulTf32;
+    forced.lastSplitCompletes = options_.matmulLastSplitCompletes;
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), e.operands, e.accumulate,
                                          e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, forced,
                                          rowCall_ ? &e.prologue : nullptr))) {

@@ -198,7 +198,9 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     form otherwise, on chips with mma.sync m16n8k16 (sm_80 and later); there,
     products of 2 to 16 rows take the tensor-core form too, in tiles one m16
     tile high with K split across blocks where the tiles alone would leave
-    SMs idle (the splits summed by a second kernel with the epilogue):
+    SMs idle (the splits summed by a second kernel with the epilogue, or,
+    with last-split-completes=1, by the last split of each tile to finish,
+    in the same launch, as the one-row GEMV's splits are above):
 
     ```mlir
     linalg.matmul ins(%a, %b : memref<1024x768xbf16>, memref<768x3072xbf16>) outs(%c : memref<1024x3072xf32>)
@@ -306,6 +308,9 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
                "rows or more, else 32x32)">,
     Option<"stages", "stages", "int64_t", /*default=*/"0",
            "The tensor-core form's cp.async stages, at least 2 (0: chosen per product and device; staging through registers keeps two)">,
+    Option<"lastSplitCompletes", "last-split-completes", "int64_t", /*default=*/"-1",
+           "Where the few-row tensor-core tiles split K, the last split of a tile adds the splits and applies the "
+           "epilogue in the same launch (1) instead of a second kernel (0) (-1: kFewRowsLastSplitCompletes, off)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (f32 products computed exactly in f32, on CUDA cores) or tf32 (opt-in: A and B rounded to TF32 "
            "by cvt.rna, products on mma.sync m16n8k8 .tf32 with f32 accumulation, sm_80 and later, for those "

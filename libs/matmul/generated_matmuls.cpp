@@ -199,6 +199,7 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
       return module.emitError("mlpipe-generated-matmuls: precision must be f32 or tf32, not '") << precision << "'",
              signalPassFailure();
     options.tf32 = precision == "tf32";
+    options.lastSplitCompletes = lastSplitCompletes;
 
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     module.walk([&](mlir::linalg::LinalgOp op) {

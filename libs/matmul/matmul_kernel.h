@@ -113,6 +113,10 @@ struct GeneratedMatmulOptions {
   // mma.sync m16n8k8 .tf32 (device.tf32Mma), accumulating in f32. Off: f32
   // products stay exact, on CUDA cores.
   bool tf32 = false;
+  // Where the few-row tensor-core tiles split K, the last split of a tile
+  // adds the splits and applies the epilogue in the same launch instead of
+  // a second kernel (1), or not (0); -1: kFewRowsLastSplitCompletes.
+  int64_t lastSplitCompletes = -1;
 };
 
 // Whether the generated kernel computes an unbatched product of `m` rows

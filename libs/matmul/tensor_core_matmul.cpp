@@ -70,6 +70,7 @@
 #include "matmul/matmul_building.h"
 
 #include "codegen/debug.h"
+#include "codegen/split_completion.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -161,6 +162,13 @@ constexpr int64_t kFewRowsBlockK = 128;
 // 14% busy, no eligible warp 49% of cycles); an mma.sync does 16 rows x
 // 8 columns x 16 of K at once.
 constexpr bool kFewRowsSplitsK = true;
+// Where K is split, the last split of a tile to finish adds the splits'
+// partial products and applies the epilogue in the same launch
+// (split_completion.h), as the skinny GEMV's splits do, instead of a
+// second kernel: a short prompt's forward runs 48 such sums (four
+// products a layer), each a link of the kernels' chain. Built and checked
+// on the simulator, not yet timed: off (last-split-completes=1 turns it on).
+constexpr bool kFewRowsLastSplitCompletes = false;
 constexpr int64_t kFewRowsSplitTargetBlocksPerSm = 1;
 constexpr int64_t kFewRowsMinSlicesPerSplit = 1;
 // Shared stages of the cp.async pipeline, at most: with slice t computed,
@@ -203,6 +211,9 @@ struct TensorCoreConfig {
   // K split across blocks (few rows, kFewRowsSplitsK): each split's K rows
   // (a multiple of blockK; 0: all of K) go to a partial product.
   int64_t splitK = 1, kPerSplit = 0;
+  // The last split of a tile adds the splits in the launch
+  // (kFewRowsLastSplitCompletes), no second kernel.
+  bool lastSplitCompletes = false;
   // A's rows computed by every block (a row prologue) are held whole in
   // shared memory, one stage of this many K (every split's, zero past K);
   // 0: A is staged slice by slice.
@@ -375,6 +386,8 @@ mlir::FailureOr<TensorCoreConfig> chooseTensorCore(const Problem &p, const Gener
         break;
       c.kPerSplit = llvm::divideCeilSigned(slices, splits) * c.blockK;
       c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
+      c.lastSplitCompletes = c.splitK > 1 && (options.lastSplitCompletes < 0 ? kFewRowsLastSplitCompletes
+                                                                             : options.lastSplitCompletes > 0);
       if (p.prologue)
         c.residentK = c.splitK * c.kPerSplit;
       return c;
@@ -425,9 +438,10 @@ struct OperandTile {
 
 class TensorCoreBody {
 public:
-  TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const TensorCoreConfig &cfg,
-                 const Staging &staging, const LoadPlan &planA, const LoadPlan &planB, bool prefetch, bool bBeforeWait)
-      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), staging(staging), prefetch(prefetch),
+  TensorCoreBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const Problem &whole,
+                 const TensorCoreConfig &cfg, const Staging &staging, const LoadPlan &planA, const LoadPlan &planB,
+                 bool prefetch, bool bBeforeWait)
+      : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), whole(whole), cfg(cfg), staging(staging), prefetch(prefetch),
         bBeforeWait(bBeforeWait), storage(p.storage), f32(b.getF32Type()), eb(p.elementBytes), a(f.getArgument(0), eb),
         bm(f.getArgument(1), eb), c(f.getArgument(2), bytesOfElement(p.cType)) {
     tileA.matrix = &a;
@@ -450,8 +464,11 @@ public:
     // otherwise take a second block's share).
     if (staging.blocksPerSm > 1)
       f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(staging.blocksPerSm)));
+    // A, B, C (or the partial products); where the last split completes,
+    // C and the epilogue's operands; then the prologue's.
     size_t prologueCount = p.prologue ? p.prologue->hostOperands.size() : 0;
-    for (unsigned i = 3; i < f.getNumArguments(); ++i)
+    unsigned firstOperand = cfg.lastSplitCompletes ? 4 : 3;
+    for (unsigned i = firstOperand; i < f.getNumArguments(); ++i)
       (i + prologueCount < f.getNumArguments() ? epilogueOperands : prologueOperands).push_back(f.getArgument(i));
     placeShared();
     placeBlock();
@@ -468,6 +485,16 @@ public:
       loop = pipeline();
     }
     writeC(loop, widthCAllowed);
+    if (cfg.lastSplitCompletes) {
+      // The tile's group: its place in the grid, whichever split.
+      Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
+      Value blockY = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y);
+      int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
+      int64_t gridX = mFastest ? tilesM : tilesN, gridY = mFastest ? tilesN : tilesM;
+      Value tile = ix.add(ix.mul(ix.add(ix.mul(batchIndex(), gridY), blockY), gridX), blockX);
+      completeInLastBlock(b, loc, f, f.getWorkgroupAttributions()[0], tid, tile, whole.batch * gridX * gridY,
+                          ix.c(cfg.splitK), [&] { addSplitsAndWriteC(widthCAllowed); });
+    }
   }
 
 private:
@@ -969,6 +996,38 @@ private:
 
   bool resident() const { return cfg.residentK > 0; }
 
+  // The batch of A and B (0 for rank 2).
+  Value batchIndex() { return batch ? batch : ix.c(0); }
+
+  // The last split's completion: each element of the block's tile is the
+  // sum of the splits' partial products, in the order of the splits (as
+  // the second kernel adds them), written through the epilogue into C;
+  // `width` columns a thread at a time where C's rows and the tile allow.
+  void addSplitsAndWriteC(int64_t widthCAllowed) {
+    Matrix partials(f.getArgument(2), 4);
+    Matrix wholeC(f.getArgument(3), bytesOfElement(whole.cType));
+    OutputWriter writer{whole, wholeC, epilogueOperands};
+    int64_t width = 1;
+    while (width < 4 && whole.n % (2 * width) == 0 && 2 * width <= widthCAllowed)
+      width *= 2;
+    const int64_t perRow = cfg.blockN / width, outputs = cfg.blockM * perRow, threads = cfg.threads();
+    Value batchOfAB = batchIndex();
+    for (int64_t j = 0; j < llvm::divideCeilSigned(outputs, threads); ++j) {
+      Value q = ix.add(tid, j * threads);
+      Value valid = (j + 1) * threads > outputs ? ix.lt(q, outputs) : Value();
+      Value row = ix.add(m0, ix.div(q, perRow));
+      Value col = ix.add(n0, ix.mul(ix.rem(q, perRow), width));
+      Value inside = ix.both(valid, ix.both(ix.lt(row, whole.m), ix.lt(col, whole.n)));
+      guarded(ix, inside, [&] {
+        Value sum = partials.loadRowVector(ix, batchOfAB, row, col, width);
+        for (int64_t split = 1; split < cfg.splitK; ++split)
+          sum = mlir::arith::AddFOp::create(
+              b, loc, sum, partials.loadRowVector(ix, ix.add(batchOfAB, split * whole.batch), row, col, width));
+        writer.write(ix, sum, batch, row, col, width, /*vectorC=*/width > 1);
+      });
+    }
+  }
+
   // A's rows computed by the block (the row prologue) into its resident
   // stage, after the wait for the kernel before (copyFirstSlices): rows
   // past M and K past the product's (every split's slices) zero, so that
@@ -1062,6 +1121,7 @@ private:
   mlir::Location loc;
   Ix ix;
   const Problem &p;
+  const Problem &whole; // the unsplit product (C and the epilogue where the last split completes)
   const TensorCoreConfig &cfg;
   const Staging &staging;
   bool prefetch;
@@ -1128,7 +1188,18 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
   Problem q = productProblem(p, cfg.splitK);
   const bool bBeforeWait =
       kTensorCoreCopiesBBeforeWait && staging.async && p.bUnwritten && launch.device.programmaticDependentLaunch;
-  signature.arguments = argumentTypes(q, /*withAB=*/true);
+  // A, B, C or the partial products; C and the epilogue's operands where
+  // the last split completes; the prologue's operands.
+  Problem withoutPrologue = q, wholeWithoutPrologue = p;
+  withoutPrologue.prologue = wholeWithoutPrologue.prologue = nullptr;
+  signature.arguments = argumentTypes(withoutPrologue, /*withAB=*/true);
+  if (cfg.lastSplitCompletes) {
+    signature.arguments.append(argumentTypes(wholeWithoutPrologue, /*withAB=*/false));
+    signature.workgroupBuffers.push_back(completionFlagType(launch.host.getContext()));
+  }
+  if (p.prologue)
+    for (Value operand : p.prologue->hostOperands)
+      signature.arguments.push_back(operand.getType());
   int64_t sharedBytes = sharedBytesOf(cfg, staging, p.elementBytes);
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
@@ -1142,42 +1213,44 @@ mlir::LogicalResult emitTensorCoreMatmul(const ProductLaunch &launch, const Prob
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
   // C's pairs, or the partial products' (f32, rows contiguous).
   int64_t widthC = cfg.splitK > 1 ? 2 : launch.widthC;
-  MLPIPE_DEBUG(kDebugEmitters,
-               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
-                  << " (batch x M x N x K), tensor cores ("
-                  << (p.tf32 ? "mma.sync m16n8k8, tf32: f32 rounded by cvt.rna"
-                             : std::string("mma.sync m16n8k16, ") + (p.storage.isBF16() ? "bf16" : "f16"))
-                  << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", "
-                  << cfg.warps() << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x"
-                  << cfg.warpN()
-                  << (cfg.splitK > 1 ? ", split-K " + std::to_string(cfg.splitK) + " (" +
-                                           std::to_string(cfg.kPerSplit) + " rows each, kFewRowsSplitsK)"
-                                     : std::string())
-                  << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
-                  << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
-                  << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes
-                  << " B shared in " << staging.stages << " stages "
-                  << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") +
-                                          ", B " + (staging.kMajorB ? "K-major" : "N-major") + ")"
-                                    : std::string("through registers"))
-                  << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
-                  << " an SM"
-                  << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
-                                                                        : ", fragments loaded with their K-step")
-                                    : "")
-                  << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")
-                  << (cfg.residentK > 0 ? ", A's " + std::to_string(p.m) + " rows computed by every block into " +
-                                              std::to_string(cfg.residentK) + " of K in shared memory (a row prologue)"
-                                        : std::string())
-                  << "\n");
+  MLPIPE_DEBUG(
+      kDebugEmitters,
+      os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+         << " (batch x M x N x K), tensor cores ("
+         << (p.tf32 ? "mma.sync m16n8k8, tf32: f32 rounded by cvt.rna"
+                    : std::string("mma.sync m16n8k16, ") + (p.storage.isBF16() ? "bf16" : "f16"))
+         << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN << "x" << cfg.blockK << ", " << cfg.warps()
+         << " warps " << cfg.warpsM << "x" << cfg.warpsN << " of " << cfg.warpM() << "x" << cfg.warpN()
+         << (cfg.splitK > 1
+                 ? ", split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +
+                       " rows each, kFewRowsSplitsK" +
+                       (cfg.lastSplitCompletes ? "; the last split adds them, kFewRowsLastSplitCompletes" : "") + ")"
+                 : std::string())
+         << ", A vectors " << describe(planA, "M") << ", B vectors " << describe(planB, "N") << ", C vectors "
+         << (p.n % 2 == 0 && widthC >= 2 ? 2 : 1) << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+         << dims.grid[2] << ") with " << (mFastest ? "M" : "N") << " tiles fastest, " << sharedBytes << " B shared in "
+         << staging.stages << " stages "
+         << (staging.async ? std::string("by cp.async (A ") + (staging.kMajorA ? "K-major" : "M-major") + ", B " +
+                                 (staging.kMajorB ? "K-major" : "N-major") + ")"
+                           : std::string("through registers"))
+         << ", dynamic, sized for " << staging.blocksPerSm << (staging.blocksPerSm == 1 ? " block" : " blocks")
+         << " an SM"
+         << (staging.async ? (launch.options.prefetchFragments ? ", fragments loaded a K-step ahead"
+                                                               : ", fragments loaded with their K-step")
+                           : "")
+         << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")
+         << (cfg.residentK > 0 ? ", A's " + std::to_string(p.m) + " rows computed by every block into " +
+                                     std::to_string(cfg.residentK) + " of K in shared memory (a row prologue)"
+                               : std::string())
+         << "\n");
   return launchProduct(
       launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
-        TensorCoreBody body(b, f, q, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait);
+        TensorCoreBody body(b, f, q, p, cfg, staging, planA, planB, launch.options.prefetchFragments, bBeforeWait);
         body.build(widthC);
         return mlir::failure(body.prologueFailed);
       },
-      sharedBytes);
+      sharedBytes, cfg.lastSplitCompletes);
 }
 
 } // namespace mlpipe::emitters::generated_matmul

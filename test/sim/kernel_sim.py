@@ -62,7 +62,7 @@ class SimError(Exception):
 
 
 class Op:
-    __slots__ = ("name", "results", "operands", "attrs", "result_type", "signature", "regions", "line")
+    __slots__ = ("name", "results", "operands", "attrs", "result_type", "signature", "regions", "line", "scope")
 
     def __init__(self, name, results, operands, line):
         self.name = name
@@ -73,6 +73,7 @@ class Op:
         self.signature = ""  # the types, '(operands) -> results'
         self.regions = []
         self.line = line
+        self.scope = ""  # memref.global and memref.get_global: the gpu.module they are in ("": none)
 
 
 class Block:
@@ -460,8 +461,12 @@ GLOBALS = {}
 MUTABLE_GLOBALS = {}
 
 
-def collect_globals(block):
+def collect_globals(block, scope=""):
+    """The memref.global ops, keyed by (gpu.module, name): each kernel
+    module is a module of its own on the GPU, with globals of its own (two
+    may share a name)."""
     for op in block.ops:
+        op.scope = scope
         if op.name == "memref.global":
             name = re.search(r'sym_name = "([\w]+)"', op.attrs).group(1)
             type_ = re.search(r"type = (memref<[^>]*>)", op.attrs).group(1)
@@ -472,10 +477,13 @@ def collect_globals(block):
                 values = [scalar_value(v, element) for v in inner.strip("[]").split(",")]
             else:
                 values = [scalar_value(inner, element)] * math.prod(sizes)
-            GLOBALS[name] = (type_, values, re.search(r"\bconstant\b", op.attrs) is not None)
+            GLOBALS[(scope, name)] = (type_, values, re.search(r"\bconstant\b", op.attrs) is not None)
+        inner_scope = scope
+        if op.name == "gpu.module":
+            inner_scope = re.search(r'sym_name = "([\w]+)"', op.attrs).group(1)
         for region in op.regions:
             for inner_block in region:
-                collect_globals(inner_block)
+                collect_globals(inner_block, inner_scope)
 
 
 CMP = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3: lambda a, b: a <= b,
@@ -1198,18 +1206,19 @@ def execute(op, args, thread):
         raise SimError("line %d: the simulator does not know the intrinsic %s" % (op.line, intrinsic))
     if name == "memref.get_global":
         global_name = re.search(r"name = @([\w]+)", op.attrs).group(1)
-        type_, values, constant = GLOBALS[global_name]
+        key = (op.scope, global_name)
+        type_, values, constant = GLOBALS[key]
         sizes, strides, offset, element_bytes, _ = parse_memref(type_)
         if constant:
             buf = Buffer(len(values), "global")
             buf.data = list(values)
         else:  # one buffer for the whole run, kept from launch to launch
-            buf = MUTABLE_GLOBALS.get((global_name, type_))
+            buf = MUTABLE_GLOBALS.get(key)
             if buf is None:
                 buf = Buffer(len(values), "global " + global_name)
                 buf.data = list(values)
                 buf.device = True
-                MUTABLE_GLOBALS[(global_name, type_)] = buf
+                MUTABLE_GLOBALS[key] = buf
         return MemRef(buf, offset, sizes, strides, element_bytes)
     if name == "affine.apply":
         # affine_map<(d0, ...)[s0, ...] -> (expr)>: the operands are the
