@@ -158,4 +158,13 @@ llvm::SmallVector<mlir::Type> argumentTypes(const Problem &p, bool withAB) {
   return types;
 }
 
+Value sumOfSplits(const Ix &ix, Matrix &partials, Value batch, Value row, Value col, int64_t width, int64_t splits,
+                  int64_t batches) {
+  Value sum = partials.loadRowVector(ix, batch, row, col, width);
+  for (int64_t split = 1; split < splits; ++split)
+    sum = mlir::arith::AddFOp::create(ix.b, ix.loc, sum,
+                                      partials.loadRowVector(ix, ix.add(batch, split * batches), row, col, width));
+  return sum;
+}
+
 } // namespace mlpipe::emitters::generated_matmul

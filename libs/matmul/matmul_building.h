@@ -140,6 +140,11 @@ mlir::scf::ForOp buildLoop(const Ix &ix, Value upper, mlir::ValueRange init,
 // `width` elements of `vector` from `offset`, as a vector of their own.
 Value slice(const Ix &ix, Value vector, int64_t offset, int64_t width);
 Value fma(const Ix &ix, Value a, Value b, Value acc);
+// The sum of a split-K product's `splits` partial products at (row, col),
+// `width` columns, in the order of the splits (as the split-sum kernel
+// adds them): split s of batch b is slab s * batches + b of `partials`.
+Value sumOfSplits(const Ix &ix, Matrix &partials, Value batch, Value row, Value col, int64_t width, int64_t splits,
+                  int64_t batches);
 // `value` (a float or a vector of floats) as elements of `to`: widened
 // (extf) or rounded (truncf), unchanged where it already is.
 Value convertFloat(const Ix &ix, Value value, mlir::Type to);

@@ -312,10 +312,7 @@ private:
       Value outCol = ix.add(ix.mul(blockX, cfg.blockN), ix.mul(l, vn));
       Value inside = ix.both(valid, ix.both(ix.lt(row, p.m), ix.lt(outCol, p.n)));
       guarded(ix, inside, [&] {
-        Value sum = partials.loadRowVector(ix, batch, row, outCol, vn);
-        for (int64_t split = 1; split < cfg.splitK; ++split)
-          sum = mlir::arith::AddFOp::create(
-              b, loc, sum, partials.loadRowVector(ix, ix.add(batch, split * p.batch), row, outCol, vn));
+        Value sum = sumOfSplits(ix, partials, batch, row, outCol, vn, cfg.splitK, p.batch);
         int64_t widthC = cVector ? vn : 1;
         for (int64_t part = 0; part < vn; part += widthC)
           writer.write(ix, slice(ix, sum, part, widthC), batch, row, ix.add(outCol, part), widthC, cVector);

@@ -1019,10 +1019,7 @@ private:
       Value col = ix.add(n0, ix.mul(ix.rem(q, perRow), width));
       Value inside = ix.both(valid, ix.both(ix.lt(row, whole.m), ix.lt(col, whole.n)));
       guarded(ix, inside, [&] {
-        Value sum = partials.loadRowVector(ix, batchOfAB, row, col, width);
-        for (int64_t split = 1; split < cfg.splitK; ++split)
-          sum = mlir::arith::AddFOp::create(
-              b, loc, sum, partials.loadRowVector(ix, ix.add(batchOfAB, split * whole.batch), row, col, width));
+        Value sum = sumOfSplits(ix, partials, batchOfAB, row, col, width, cfg.splitK, whole.batch);
         writer.write(ix, sum, batch, row, col, width, /*vectorC=*/width > 1);
       });
     }
