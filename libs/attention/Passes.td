@@ -183,10 +183,34 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
              %mask : memref<2x2x1x1024xf32>, %o : memref<4x1x32xf32>, %positions : memref<2xi32>,
              %qkv : memref<2x192xf32>)
     ```
+
+    The heads' merge after the attention (a loop fusion reading the output
+    [H, T, D] at (t, c) -> (c floordiv D, t, c mod D) into [T, H * D],
+    rounded to its type or not) reads it and nothing else does: the kernel
+    writes the merged buffer itself, through a view, rounding as the merge
+    did (the same bits), and the merge's kernel and the [H, T, D] buffer
+    go (fold-heads-merge, on by default):
+    ```mlir
+    %o = memref.alloc() : memref<12x16x64xf32>
+    call @attn_values_matmul(%qkv, %probs, %o) : (...) -> ()
+    %merged = memref.alloc() : memref<16x768xbf16>
+    call @attn_merge_heads_loop(%o, %merged) : (memref<12x16x64xf32>, memref<16x768xbf16>) -> ()
+    ```
+    becomes
+    ```mlir
+    %merged = memref.alloc() : memref<16x768xbf16>
+    %e = memref.expand_shape %merged [[0], [1, 2]] output_shape [16, 12, 64] : ...
+    %view = memref.transpose %e (d0, d1, d2) -> (d1, d0, d2)
+        : memref<16x12x64xbf16> to memref<12x16x64xbf16, strided<[64, 768, 1]>>
+    gpu.launch_func @attn_attention::@attn_attention ... args(..., %view : memref<12x16x64xbf16, strided<[64, 768, 1]>>)
+    ```
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "The GPU the launch heuristics read the device description of">,
+    Option<"foldHeadsMerge", "fold-heads-merge", "bool", /*default=*/"true",
+           "The fused kernel writes its output [H, T, D] straight into the heads' merge [T, H * D] after it "
+           "(as it is or rounded to its type), through a view, and the merge's kernel goes (false: kept)">,
     Option<"maxKeys", "max-keys", "int64_t", /*default=*/"-1",
            "Fuse attentions whose queries and keys both number more than this only when 0 (-1: the heuristic's limit, kFusedAttentionMaxKeys); few queries against many keys (decode) always fuse">,
     Option<"allowTensorCores", "tensor-cores", "bool", /*default=*/"true",

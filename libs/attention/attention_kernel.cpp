@@ -693,7 +693,10 @@ mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why)
   auto qType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[0].getType());
   auto ktType = mlir::dyn_cast<mlir::MemRefType>(scoresOp.getDpsInputs()[1].getType());
   auto vType = mlir::dyn_cast<mlir::MemRefType>(valuesOp.getDpsInputs()[1].getType());
-  auto oType = mlir::dyn_cast<mlir::MemRefType>(valuesCall.getOperand(match.valuesOut).getType());
+  // The values call's output, or the view of the merged heads it is
+  // written through (matchHeadsMerge).
+  auto oType = match.mergeCall ? match.mergedOutType
+                               : mlir::dyn_cast<mlir::MemRefType>(valuesCall.getOperand(match.valuesOut).getType());
   if (!qType || !ktType || !vType || !oType || !qType.hasStaticShape() || !ktType.hasStaticShape() ||
       !vType.hasStaticShape() || !oType.hasStaticShape())
     return why = "operands of dynamic shape", mlir::failure();
@@ -723,7 +726,7 @@ mlir::FailureOr<Config> configFor(const AttentionMatch &match, std::string &why)
     return why = "Q, K, V and the output do not have matching head shapes", mlir::failure();
   if (cfg.causal && cfg.keys != cfg.length)
     return why = "a causal mask over more keys than queries", mlir::failure();
-  if (!oType.getLayout().isIdentity())
+  if (!oType.getLayout().isIdentity() && !match.mergeCall)
     return why = "an output that is a view", mlir::failure();
   return cfg;
 }

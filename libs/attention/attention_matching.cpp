@@ -452,4 +452,90 @@ std::optional<BatchedCacheWrite> matchBatchedCacheWrite(mlir::func::CallOp score
   return write;
 }
 
+namespace {
+
+// Whether `map` is the heads' merge (t, c) -> (c floordiv D, t, c mod D).
+bool isHeadsMergeMap(mlir::AffineMap map, int64_t headSize) {
+  if (map.getNumDims() != 2 || map.getNumSymbols() != 0 || map.getNumResults() != 3)
+    return false;
+  mlir::MLIRContext *context = map.getContext();
+  mlir::AffineExpr t = mlir::getAffineDimExpr(0, context), c = mlir::getAffineDimExpr(1, context);
+  return map.getResult(0) == c.floorDiv(headSize) && map.getResult(1) == t && map.getResult(2) == c % headSize;
+}
+
+} // namespace
+
+void matchHeadsMerge(AttentionMatch &match, mlir::SymbolTable &symbols) {
+  Value out = match.valuesCall.getOperand(match.valuesOut);
+  auto outType = mlir::dyn_cast<mlir::MemRefType>(out.getType());
+  auto outAlloc = out.getDefiningOp<mlir::memref::AllocOp>();
+  if (!outType || !outAlloc || outType.getRank() != 3 || !outType.getLayout().isIdentity())
+    return;
+  // The output's one reader besides the values call.
+  mlir::func::CallOp merge;
+  for (mlir::Operation *user : out.getUsers()) {
+    if (user == match.valuesCall.getOperation() || mlir::isa<mlir::memref::DeallocOp>(user))
+      continue;
+    auto call = mlir::dyn_cast<mlir::func::CallOp>(user);
+    if (!call || merge)
+      return;
+    merge = call;
+  }
+  if (!merge || merge->getBlock() != match.valuesCall->getBlock() || merge.getNumOperands() != 2 ||
+      merge.getOperand(0) != out || !match.valuesCall->isBeforeInBlock(merge))
+    return;
+  auto fn = symbols.lookup<mlir::func::FuncOp>(merge.getCallee());
+  if (!fn || fn.getBody().empty() || !fn.getBody().hasOneBlock())
+    return;
+  // One linalg.generic, then the return.
+  mlir::Block &body = fn.getBody().front();
+  if (body.getOperations().size() != 2)
+    return;
+  auto generic = mlir::dyn_cast<mlir::linalg::GenericOp>(body.front());
+  if (!generic || generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic.getDpsInputs()[0] != fn.getArgument(0) || generic.getDpsInits()[0] != fn.getArgument(1) ||
+      generic.getNumReductionLoops() != 0)
+    return;
+  int64_t heads = outType.getDimSize(0), rows = outType.getDimSize(1), headSize = outType.getDimSize(2);
+  Value merged = merge.getOperand(1);
+  auto mergedType = mlir::dyn_cast<mlir::MemRefType>(merged.getType());
+  // A fresh allocation (of static shape, in the block), or the host
+  // function's own argument (the program's output).
+  auto mergedAlloc = merged.getDefiningOp<mlir::memref::AllocOp>();
+  auto mergedArgument = mlir::dyn_cast<mlir::BlockArgument>(merged);
+  bool fresh = mergedAlloc && mergedAlloc.getOperands().empty() && mergedAlloc->getBlock() == merge->getBlock();
+  bool argument = mergedArgument && mergedArgument.getOwner() == merge->getBlock();
+  if (!mergedType || !(fresh || argument) || mergedType.getRank() != 2 || !mergedType.getLayout().isIdentity() ||
+      mergedType.getDimSize(0) != rows || mergedType.getDimSize(1) != heads * headSize)
+    return;
+  auto maps = generic.getIndexingMapsArray();
+  if (!isHeadsMergeMap(maps[0], headSize) || !maps[1].isIdentity())
+    return;
+  // The body yields the element, or its truncf to the merged type.
+  mlir::Block &inner = generic.getRegion().front();
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(inner.getTerminator());
+  Value yielded = yield.getOperand(0);
+  if (auto truncf = yielded.getDefiningOp<mlir::arith::TruncFOp>())
+    yielded = truncf.getIn();
+  if (yielded != inner.getArgument(0) || inner.getOperations().size() > 2)
+    return;
+  // Nothing uses the merged buffer between the values call (where the
+  // kernel will write it) and the merge; a fresh one, nothing before.
+  for (mlir::Operation *user : merged.getUsers()) {
+    if (user == merge.getOperation())
+      continue;
+    if (user->getBlock() != merge->getBlock())
+      return;
+    if (!merge->isBeforeInBlock(user) && (fresh || match.valuesCall->isBeforeInBlock(user)))
+      return;
+  }
+  // [T, H * D] -> [T, H, D] -> [H, T, D]: strides (D, H * D, 1).
+  mlir::MLIRContext *context = out.getContext();
+  auto layout = mlir::StridedLayoutAttr::get(context, 0, {headSize, heads * headSize, 1});
+  match.mergedOutType = mlir::MemRefType::get({heads, rows, headSize}, mergedType.getElementType(), layout);
+  match.mergeCall = merge;
+  if (fresh && !mergedAlloc->isBeforeInBlock(match.valuesCall))
+    mergedAlloc->moveBefore(match.valuesCall);
+}
+
 } // namespace mlpipe::emitters::fused_attention

@@ -57,7 +57,24 @@ struct AttentionMatch {
   // argument.
   mlir::linalg::LinalgOp scoresOp, valuesOp;
   unsigned valuesOut = 0;
+  // The heads' merge that alone reads the values call's output [H, T, D]
+  // and writes it, as it is or rounded to its type, as [T, H * D] (a loop
+  // fusion call; matchHeadsMerge): the kernel writes the merged buffer
+  // through `mergedOutType`, a view [H, T, D] of it, and the call goes.
+  // Null where there is none (or it is not folded).
+  mlir::func::CallOp mergeCall;
+  mlir::MemRefType mergedOutType;
 };
+
+// The heads' merge after the attention in `match` (see mergeCall), set in
+// `match` where there is one the kernel can write through a view: a loop
+// fusion whose one op reads the values call's output [H, T, D] at
+// (t, c) -> (c / D, t, c % D) into a buffer [T, H * D], yielding it or its
+// truncf; nothing else reads the output. The buffer is a fresh one
+// (allocated with no use before the merge), whose allocation moves up to
+// the values call so that the kernel's launch may take it, or the host
+// function's argument, unused between the values call and the merge.
+void matchHeadsMerge(AttentionMatch &match, mlir::SymbolTable &symbols);
 
 // Whether `softmaxCall` (a call of a row_reduction fusion from host code)
 // is the softmax of an attention, with the scores matmul call before it and

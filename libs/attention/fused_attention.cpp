@@ -143,6 +143,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       masks_.insert(match.mask);
     if (mlir::failed(matched))
       return mlir::failure();
+    if (foldHeadsMerge)
+      matchHeadsMerge(match, symbols);
     mlir::FailureOr<Config> cfg = configFor(match, why);
     if (mlir::failed(cfg))
       return mlir::failure();
@@ -201,6 +203,9 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       return why = "the kernel could not be built", mlir::failure();
     }
     describe(*cfg, launch, host.getContext());
+    if (match.mergeCall)
+      MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": writes the heads merged, through a view of @"
+                                      << match.mergeCall.getCallee() << "'s output, which goes (fold-heads-merge)\n");
     launchAndReplace(match, *cfg, host, operands, launch, kernels, *kernel);
     return mlir::success();
   }
@@ -244,6 +249,21 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         mlir::memref::TransposeOp::create(host, match.softmaxCall.getLoc(), ktHost, mlir::AffineMapAttr::get(swap));
     operands.v = vHost;
     operands.out = match.valuesCall.getOperand(match.valuesOut);
+    if (match.mergeCall) {
+      // The merged buffer [T, H * D] seen as [H, T, D].
+      mlir::Location loc = match.mergeCall.getLoc();
+      Value merged = match.mergeCall.getOperand(1);
+      auto mergedType = mlir::cast<mlir::MemRefType>(merged.getType());
+      int64_t heads = match.mergedOutType.getDimSize(0), headSize = match.mergedOutType.getDimSize(2);
+      llvm::SmallVector<mlir::ReassociationIndices> groups{{0}, {1, 2}};
+      auto expanded = mlir::memref::ExpandShapeOp::create(
+          host, loc, llvm::ArrayRef<int64_t>{mergedType.getDimSize(0), heads, headSize}, merged, groups);
+      auto headsFirst = mlir::AffineMap::getPermutationMap(llvm::ArrayRef<unsigned>{1, 0, 2}, host.getContext());
+      auto view = mlir::memref::TransposeOp::create(host, loc, expanded, mlir::AffineMapAttr::get(headsFirst));
+      operands.cloned.push_back(expanded);
+      operands.cloned.push_back(view);
+      operands.out = view;
+    }
     return mlir::success();
   }
 
@@ -476,9 +496,17 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       for (mlir::linalg::CopyOp copy : launch.batchedCacheWrite->copies)
         copy.erase();
     mlir::func::CallOp valuesCall = match.valuesCall, softmaxCall = match.softmaxCall, scoresCall = match.scoresCall;
+    Value unmerged = valuesCall.getOperand(match.valuesOut);
     valuesCall.erase();
     softmaxCall.erase();
     scoresCall.erase();
+    if (match.mergeCall) {
+      // The kernel wrote the merged heads: the merge and the buffer it read go.
+      match.mergeCall.erase();
+      for (mlir::Operation *user : llvm::make_early_inc_range(unmerged.getUsers()))
+        user->erase();
+      unmerged.getDefiningOp()->erase();
+    }
     for (Value buffer : {match.scores, match.probs}) {
       for (mlir::Operation *user : llvm::make_early_inc_range(buffer.getUsers()))
         user->erase();
