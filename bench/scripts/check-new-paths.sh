@@ -4,7 +4,9 @@
 #   1. bf16 products of 17 to 32 rows on the generated few-row tensor-core
 #      tiles (--pass-option mlpipe-cublas-matmuls:skinny-rows=32) against
 #      cuBLASLt: the products alone, then the batched steps of 32;
-#   2. causal attention tiles in snake order (tc-snake-order=1);
+#   2. causal attention tiles in snake order (tc-snake-order=1), and the
+#      heads' merge written by the attention kernel (on by default) against
+#      its own kernel (fold-heads-merge=false);
 #   3. cuBLASLt's candidates timed per problem (MLPIPE_GEMM_TUNING=1);
 #   4. f32 products on the generated kernel's TF32 tensor-core form
 #      (--precision tf32) against cuBLAS's TF32 and the exact f32 kernels;
@@ -50,6 +52,15 @@ attention() {
   timeout 150 bench/scripts/sweep-attention.sh bf16 1024 '' 'tc-snake-order=1' '' 'tc-snake-order=1' 2>&1 |
     tail -5 | tee -a "$report"
   timeout 90 bench/scripts/sweep-attention.sh bf16 512 '' 'tc-snake-order=1' 2>&1 | tail -3 | tee -a "$report"
+  section "the heads' merge written by the attention kernel (default) against its own kernel, alternated"
+  for round in 1 2; do
+    for fold in true false; do
+      echo "-- fold-heads-merge=$fold, round $round" | tee -a "$report"
+      timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 \
+        --warmup 2 --dtype bf16 --pass-option "mlpipe-fused-attention:fold-heads-merge=$fold" 2>&1 |
+        grep -E '^fused' | tee -a "$report"
+    done
+  done
 }
 
 tuning() {
