@@ -520,10 +520,14 @@ void matchHeadsMerge(AttentionMatch &match, mlir::SymbolTable &symbols) {
   if (yielded != inner.getArgument(0) || inner.getOperations().size() > 2)
     return;
   // Nothing uses the merged buffer between the values call (where the
-  // kernel will write it) and the merge; a fresh one, nothing before.
+  // kernel will write it) and the merge; a fresh one, nothing before; and
+  // the attention's calls do not read it.
   for (mlir::Operation *user : merged.getUsers()) {
     if (user == merge.getOperation())
       continue;
+    if (user == match.scoresCall.getOperation() || user == match.softmaxCall.getOperation() ||
+        user == match.valuesCall.getOperation())
+      return;
     if (user->getBlock() != merge->getBlock())
       return;
     if (!merge->isBeforeInBlock(user) && (fresh || match.valuesCall->isBeforeInBlock(user)))

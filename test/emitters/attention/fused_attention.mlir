@@ -633,3 +633,216 @@ module {
     return
   }
 }
+
+// -----
+
+// The heads' merge after the attention ([2, 7, 32] to [7, 64], a fresh
+// buffer allocated after the values call) reads its output and nothing
+// else does: the merged buffer's allocation moves up, the kernel writes it
+// through a view [2, 7, 32] (strides 32, 64, 1), and the merge and the
+// [2, 7, 32] buffer go.
+// CHECK-LABEL: func.func @merged(
+// CHECK: %[[M:.*]] = memref.alloc() : memref<7x64xf32>
+// CHECK: %[[E:.*]] = memref.expand_shape %[[M]] {{\[}}[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+// CHECK: %[[VIEW:.*]] = memref.transpose %[[E]] (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention {{.*}}, %[[VIEW]] : memref<2x7x32xf32, strided<[32, 64, 1]>>)
+// CHECK-NOT: call @attention_merge_heads_loop
+// CHECK-NOT: memref<2x7x32xf32>)
+// CHECK: memref.copy %[[M]]
+// DEBUG: attention_attention: writes the heads merged, through a view of @attention_merge_heads_loop's output, which goes (fold-heads-merge)
+
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#merge = affine_map<(d0, d1) -> (d1 floordiv 32, d0, d1 mod 32)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+module {
+  func.func private @attention_scores_matmul(%q: memref<7x64xf32>, %k: memref<7x64xf32>, %s: memref<2x7x7xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %qe = memref.expand_shape %q [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %qh = memref.transpose %qe (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+    %ke = memref.expand_shape %k [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %kt = memref.transpose %ke (d0, d1, d2) -> (d1, d2, d0) : memref<7x2x32xf32> to memref<2x32x7xf32, strided<[32, 1, 64]>>
+    linalg.fill ins(%zero : f32) outs(%s : memref<2x7x7xf32>)
+    linalg.batch_matmul ins(%qh, %kt : memref<2x7x32xf32, strided<[32, 64, 1]>>, memref<2x32x7xf32, strided<[32, 1, 64]>>) outs(%s : memref<2x7x7xf32>)
+    return
+  }
+  func.func private @attention_softmax_row_reduction(%s: memref<2x7x7xf32>, %p: memref<2x7x7xf32>) attributes {mlpipe.fusion = "row_reduction"} {
+    %ninf = arith.constant 0xFF800000 : f32
+    %c1 = arith.constant 1 : index
+    %one = arith.constant 1.000000e+00 : f32
+    %zero = arith.constant 0.000000e+00 : f32
+    %big = arith.constant -1.000000e+10 : f32
+    %scale = arith.constant 0.176776692 : f32
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<2x7x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %i = linalg.index 1 : index
+      %j = linalg.index 2 : index
+      %d = arith.subi %j, %i : index
+      %after = arith.cmpi sge, %d, %c1 : index
+      %m = arith.select %after, %one, %zero : f32
+      %pen = arith.mulf %m, %big : f32
+      %x = arith.mulf %in, %scale : f32
+      %y = arith.addf %x, %pen : f32
+      linalg.yield %y : f32
+    }
+    %r = memref.alloc() : memref<2x7xf32>
+    linalg.fill ins(%ninf : f32) outs(%r : memref<2x7xf32>)
+    linalg.reduce ins(%p : memref<2x7x7xf32>) outs(%r : memref<2x7xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.maximumf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x7x7xf32>, memref<2x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %mx: f32, %out: f32):
+      %0 = arith.subf %in, %mx : f32
+      %1 = math.exp %0 : f32
+      linalg.yield %1 : f32
+    }
+    linalg.fill ins(%zero : f32) outs(%r : memref<2x7xf32>)
+    linalg.reduce ins(%p : memref<2x7x7xf32>) outs(%r : memref<2x7xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.addf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x7x7xf32>, memref<2x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %sum: f32, %out: f32):
+      %0 = arith.divf %in, %sum : f32
+      linalg.yield %0 : f32
+    }
+    memref.dealloc %r : memref<2x7xf32>
+    return
+  }
+  func.func private @attention_values_matmul(%v: memref<7x64xf32>, %p: memref<2x7x7xf32>, %o: memref<2x7x32xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %ve = memref.expand_shape %v [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %vh = memref.transpose %ve (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+    linalg.fill ins(%zero : f32) outs(%o : memref<2x7x32xf32>)
+    linalg.batch_matmul ins(%p, %vh : memref<2x7x7xf32>, memref<2x7x32xf32, strided<[32, 64, 1]>>) outs(%o : memref<2x7x32xf32>)
+    return
+  }
+  func.func private @attention_merge_heads_loop(%o: memref<2x7x32xf32>, %y: memref<7x64xf32>) attributes {mlpipe.fusion = "loop"} {
+    linalg.generic {indexing_maps = [#merge, #id2], iterator_types = ["parallel", "parallel"]} ins(%o : memref<2x7x32xf32>) outs(%y : memref<7x64xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    }
+    return
+  }
+  func.func @merged(%q: memref<7x64xf32>, %k: memref<7x64xf32>, %v: memref<7x64xf32>, %y: memref<7x64xf32>) {
+    %s = memref.alloc() : memref<2x7x7xf32>
+    call @attention_scores_matmul(%q, %k, %s) : (memref<7x64xf32>, memref<7x64xf32>, memref<2x7x7xf32>) -> ()
+    %p = memref.alloc() : memref<2x7x7xf32>
+    call @attention_softmax_row_reduction(%s, %p) : (memref<2x7x7xf32>, memref<2x7x7xf32>) -> ()
+    %o = memref.alloc() : memref<2x7x32xf32>
+    call @attention_values_matmul(%v, %p, %o) : (memref<7x64xf32>, memref<2x7x7xf32>, memref<2x7x32xf32>) -> ()
+    %m = memref.alloc() : memref<7x64xf32>
+    call @attention_merge_heads_loop(%o, %m) : (memref<2x7x32xf32>, memref<7x64xf32>) -> ()
+    memref.copy %m, %y : memref<7x64xf32> to memref<7x64xf32>
+    memref.dealloc %s : memref<2x7x7xf32>
+    memref.dealloc %p : memref<2x7x7xf32>
+    memref.dealloc %o : memref<2x7x32xf32>
+    memref.dealloc %m : memref<7x64xf32>
+    return
+  }
+}
+
+// -----
+
+// Where the merged buffer (the function's argument) is read between the
+// values call and the merge, the kernel writes [2, 7, 32] and the merge
+// stays.
+// CHECK-LABEL: func.func @merged_read_between(
+// CHECK: gpu.launch_func{{ +}}@attention_attention_module::@attention_attention {{.*}}, %{{.*}} : memref<2x7x32xf32>)
+// CHECK: memref.copy %arg3, %arg4
+// CHECK: call @attention_merge_heads_loop(
+
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#merge = affine_map<(d0, d1) -> (d1 floordiv 32, d0, d1 mod 32)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+module {
+  func.func private @attention_scores_matmul(%q: memref<7x64xf32>, %k: memref<7x64xf32>, %s: memref<2x7x7xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %qe = memref.expand_shape %q [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %qh = memref.transpose %qe (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+    %ke = memref.expand_shape %k [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %kt = memref.transpose %ke (d0, d1, d2) -> (d1, d2, d0) : memref<7x2x32xf32> to memref<2x32x7xf32, strided<[32, 1, 64]>>
+    linalg.fill ins(%zero : f32) outs(%s : memref<2x7x7xf32>)
+    linalg.batch_matmul ins(%qh, %kt : memref<2x7x32xf32, strided<[32, 64, 1]>>, memref<2x32x7xf32, strided<[32, 1, 64]>>) outs(%s : memref<2x7x7xf32>)
+    return
+  }
+  func.func private @attention_softmax_row_reduction(%s: memref<2x7x7xf32>, %p: memref<2x7x7xf32>) attributes {mlpipe.fusion = "row_reduction"} {
+    %ninf = arith.constant 0xFF800000 : f32
+    %c1 = arith.constant 1 : index
+    %one = arith.constant 1.000000e+00 : f32
+    %zero = arith.constant 0.000000e+00 : f32
+    %big = arith.constant -1.000000e+10 : f32
+    %scale = arith.constant 0.176776692 : f32
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<2x7x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %i = linalg.index 1 : index
+      %j = linalg.index 2 : index
+      %d = arith.subi %j, %i : index
+      %after = arith.cmpi sge, %d, %c1 : index
+      %m = arith.select %after, %one, %zero : f32
+      %pen = arith.mulf %m, %big : f32
+      %x = arith.mulf %in, %scale : f32
+      %y = arith.addf %x, %pen : f32
+      linalg.yield %y : f32
+    }
+    %r = memref.alloc() : memref<2x7xf32>
+    linalg.fill ins(%ninf : f32) outs(%r : memref<2x7xf32>)
+    linalg.reduce ins(%p : memref<2x7x7xf32>) outs(%r : memref<2x7xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.maximumf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x7x7xf32>, memref<2x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %mx: f32, %out: f32):
+      %0 = arith.subf %in, %mx : f32
+      %1 = math.exp %0 : f32
+      linalg.yield %1 : f32
+    }
+    linalg.fill ins(%zero : f32) outs(%r : memref<2x7xf32>)
+    linalg.reduce ins(%p : memref<2x7x7xf32>) outs(%r : memref<2x7xf32>) dimensions = [2]
+      (%in: f32, %acc: f32) {
+        %0 = arith.addf %in, %acc : f32
+        linalg.yield %0 : f32
+      }
+    linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel"]} ins(%p, %r : memref<2x7x7xf32>, memref<2x7xf32>) outs(%p : memref<2x7x7xf32>) {
+    ^bb0(%in: f32, %sum: f32, %out: f32):
+      %0 = arith.divf %in, %sum : f32
+      linalg.yield %0 : f32
+    }
+    memref.dealloc %r : memref<2x7xf32>
+    return
+  }
+  func.func private @attention_values_matmul(%v: memref<7x64xf32>, %p: memref<2x7x7xf32>, %o: memref<2x7x32xf32>) attributes {mlpipe.fusion = "matmul"} {
+    %zero = arith.constant 0.000000e+00 : f32
+    %ve = memref.expand_shape %v [[0], [1, 2]] output_shape [7, 2, 32] : memref<7x64xf32> into memref<7x2x32xf32>
+    %vh = memref.transpose %ve (d0, d1, d2) -> (d1, d0, d2) : memref<7x2x32xf32> to memref<2x7x32xf32, strided<[32, 64, 1]>>
+    linalg.fill ins(%zero : f32) outs(%o : memref<2x7x32xf32>)
+    linalg.batch_matmul ins(%p, %vh : memref<2x7x7xf32>, memref<2x7x32xf32, strided<[32, 64, 1]>>) outs(%o : memref<2x7x32xf32>)
+    return
+  }
+  func.func private @attention_merge_heads_loop(%o: memref<2x7x32xf32>, %y: memref<7x64xf32>) attributes {mlpipe.fusion = "loop"} {
+    linalg.generic {indexing_maps = [#merge, #id2], iterator_types = ["parallel", "parallel"]} ins(%o : memref<2x7x32xf32>) outs(%y : memref<7x64xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
+    }
+    return
+  }
+  func.func @merged_read_between(%q: memref<7x64xf32>, %k: memref<7x64xf32>, %v: memref<7x64xf32>, %y: memref<7x64xf32>, %before: memref<7x64xf32>) {
+    %s = memref.alloc() : memref<2x7x7xf32>
+    call @attention_scores_matmul(%q, %k, %s) : (memref<7x64xf32>, memref<7x64xf32>, memref<2x7x7xf32>) -> ()
+    %p = memref.alloc() : memref<2x7x7xf32>
+    call @attention_softmax_row_reduction(%s, %p) : (memref<2x7x7xf32>, memref<2x7x7xf32>) -> ()
+    %o = memref.alloc() : memref<2x7x32xf32>
+    call @attention_values_matmul(%v, %p, %o) : (memref<7x64xf32>, memref<2x7x7xf32>, memref<2x7x32xf32>) -> ()
+    memref.copy %y, %before : memref<7x64xf32> to memref<7x64xf32>
+    call @attention_merge_heads_loop(%o, %y) : (memref<2x7x32xf32>, memref<7x64xf32>) -> ()
+    memref.dealloc %s : memref<2x7x7xf32>
+    memref.dealloc %p : memref<2x7x7xf32>
+    memref.dealloc %o : memref<2x7x32xf32>
+    return
+  }
+}
