@@ -80,8 +80,14 @@ bool mayBeWritten(mlir::Value value, int depth) {
 
 bool isUnwrittenArgument(mlir::Value memref) {
   mlir::Value root = memref;
-  while (auto view = root.getDefiningOp<mlir::ViewLikeOpInterface>())
-    root = view.getViewSource();
+  while (true) {
+    if (auto view = root.getDefiningOp<mlir::ViewLikeOpInterface>())
+      root = view.getViewSource();
+    else if (auto transpose = root.getDefiningOp<mlir::memref::TransposeOp>()) // a view, not ViewLike
+      root = transpose.getIn();
+    else
+      break;
+  }
   auto argument = mlir::dyn_cast<mlir::BlockArgument>(root);
   if (!argument || !mlir::isa<mlir::BaseMemRefType>(argument.getType()))
     return false;

@@ -59,7 +59,10 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     after it reads, where that product is one launch of the skinny kernel
     (a decode step's layer norm and its GEMV), is
     not a kernel of its own: every block of the GEMV computes the row
-    itself, into the slice of A it stages in shared memory.
+    itself, into the slice of A it stages in shared memory. The row-dot
+    kernel (B stored [N, K]: a decode step's final layer norm and its tied
+    logits) does the same, its blocks computing A's rows into shared memory
+    after their wait and reading their vectors of A there.
 
     ```mlir
     call @ln_1_row_reduction(%x, %gamma, %beta, %h) : (memref<1x768xf32>, ...) -> ()

@@ -291,16 +291,17 @@ bool prefersRowDot(const Problem &p, const GeneratedMatmulOptions &options) {
   if (options.form == "row_dot")
     return true;
   bool bStoredByColumns = hasUnitStride(p.bType, p.rowDim()) && !hasUnitStride(p.bType, p.colDim());
-  return options.form == "auto" && options.blockTile[0] == 0 && !p.prologue && p.batch == 1 && p.m <= kRowDotMaxRows &&
+  return options.form == "auto" && options.blockTile[0] == 0 && p.batch == 1 && p.m <= kRowDotMaxRows &&
          bStoredByColumns && p.n >= kGeneratedRowDotMinColumns;
 }
 
-RowDotConfig chooseRowDot(const Problem &p) {
+RowDotConfig chooseRowDot(const Problem &p, const DeviceDescription &device) {
   RowDotConfig cfg;
   cfg.columns = std::clamp<int64_t>(kRowDotSums / std::max<int64_t>(1, p.m), 1, kRowDotMaxColumns);
   cfg.vectorK =
       std::min(vectorWidthAlong(p.aType, p.colDim(), p.maxVector), vectorWidthAlong(p.bType, p.rowDim(), p.maxVector));
   cfg.stepsInFlight = std::min(kRowDotStepsInFlight, cfg.steps(p.k));
+  cfg.loadsBBeforeWait = kRowDotLoadsBBeforeWait && device.programmaticDependentLaunch && p.bUnwritten;
   return cfg;
 }
 

@@ -96,6 +96,13 @@ constexpr int64_t kRowDotStepsInFlight = 2;
 // bf16 at 8 rows 2.91x against 3.60x: `bench matmul --shapes
 // 16x768x50257t`, H200, 2026-12-03).
 constexpr int64_t kRowDotBlocksPerSm = 2;
+// On chips with programmatic dependent launch, where B is a buffer no
+// kernel writes (a weight: the tied logits' wte), a lane loads its first
+// round of B's vectors into registers before the kernel waits for the one
+// before it (as the skinny form holds its B, kSkinnyLoadsBBeforeWait): a
+// decode step's logits, whose blocks are resident during the last layer,
+// then start streaming wte while that layer ends.
+constexpr bool kRowDotLoadsBBeforeWait = true;
 // The generated kernel's own choice (form "auto") takes the row-dot form
 // for at most this many rows (two columns a group at 32).
 constexpr int64_t kRowDotMaxRows = 32;
@@ -205,6 +212,9 @@ struct RowDotConfig {
   int64_t columns = 1;                          // per group of kRowDotLanes lanes
   int64_t vectorK = 1;                          // elements of a vector along K
   int64_t stepsInFlight = kRowDotStepsInFlight; // steps loaded before any is used
+  // The first round's vectors of B loaded before the kernel's wait
+  // (kRowDotLoadsBBeforeWait).
+  bool loadsBBeforeWait = false;
 
   int64_t columnsPerBlock() const { return kRowDotThreads / kRowDotLanes * columns; }
   // Steps over K: each reads kRowDotLanes vectors of a row of B's storage.
@@ -231,7 +241,7 @@ bool prefersRowDot(const Problem &p, const GeneratedMatmulOptions &options);
 
 // The row-dot configuration: columns a group from the rows of A (its sums
 // in registers), vectors of 128 bits along K where A and B allow.
-RowDotConfig chooseRowDot(const Problem &p);
+RowDotConfig chooseRowDot(const Problem &p, const DeviceDescription &device);
 
 // The tiled configuration of least estimated cost among the candidates (or
 // the one the options force); split-K only where `splitAllowed`. Fails with

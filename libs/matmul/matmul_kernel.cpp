@@ -329,12 +329,14 @@ mlir::LogicalResult emitGeneratedMatmul(mlir::OpBuilder &host, mlir::Location lo
 
   // B stored [N, K] and few rows: the row-dot form streams B's storage row
   // by row (16-bit operands too).
+  // A row prologue there: every block computes A's rows into shared memory.
   if (prefersRowDot(p, options)) {
-    if (prologue)
-      return mlir::emitError(loc, "generated matmul: a row computed in the kernel needs the one-launch skinny form");
+    if (prologue && (p.batch != 1 || accumulate))
+      return mlir::emitError(loc, "generated matmul: a row computed in the row-dot form needs one product, C not "
+                                  "accumulated");
     if (!hasUnitStride(p.bType, p.rowDim()))
       return mlir::emitError(loc, "generated matmul: the row-dot form needs B stored [N, K] (K contiguous)");
-    return emitRowDotMatmul(launch, p, chooseRowDot(p));
+    return emitRowDotMatmul(launch, p, chooseRowDot(p, device));
   }
 
   // f32 under precision=tf32: every product the skinny form does not take

@@ -13,6 +13,12 @@
 // shuffles, and lane l writes C's rows l, l + kRowDotLanes, ... of its
 // columns through the epilogue, rounded once to C's type.
 //
+// With a row prologue (MatmulRowPrologue: a decode step's final layer norm
+// before its logits), A is not read: every block computes A's rows into
+// shared memory after its wait, and the lanes read their vectors of A
+// there. Where B is a weight, each lane's first round of B is loaded before
+// the wait (kRowDotLoadsBBeforeWait).
+//
 // The skinny form (skinny_matmul.cpp) reads B along N instead, where B's
 // rows are contiguous.
 #include "matmul/matmul_building.h"
@@ -33,8 +39,13 @@ public:
 
   mlir::LogicalResult build() {
     f->setAttr("nvvm.minctasm", b.getI32IntegerAttr(static_cast<int32_t>(kRowDotBlocksPerSm)));
+    size_t prologueCount = p.prologue ? p.prologue->hostOperands.size() : 0;
     for (unsigned i = 3; i < f.getNumArguments(); ++i)
-      epilogueOperands.push_back(f.getArgument(i));
+      (i + prologueCount < f.getNumArguments() ? epilogueOperands : prologueOperands).push_back(f.getArgument(i));
+    if (p.prologue) {
+      alignWorkgroupBuffers(b, f);
+      a = Matrix(f.getWorkgroupAttributions()[0], p.elementBytes);
+    }
     Value tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
     Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
     batch = p.rank == 3 ? Value(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z)) : ix.c(0);
@@ -49,14 +60,26 @@ public:
     }
 
     // One sum per row of A and column, a vector of one f32.
-    llvm::SmallVector<Value> init(static_cast<size_t>(p.m * cfg.columns), zeroVector(ix, p.element, 1));
+    llvm::SmallVector<Value> sums(static_cast<size_t>(p.m * cfg.columns), zeroVector(ix, p.element, 1));
     int64_t rounds = llvm::divideCeilSigned(cfg.steps(p.k), cfg.stepsInFlight);
-    auto loop = buildLoop(ix, ix.c(rounds), init, [&](Value round, llvm::SmallVector<Value> sums) {
-      accumulateRound(round, sums);
-      return sums;
+    // The first round's B before the wait: that round is peeled off the loop.
+    int64_t firstLooped = 0;
+    std::optional<RoundOfB> first;
+    if (cfg.loadsBBeforeWait) {
+      first = loadRound(ix.c(0));
+      waitForKernelBefore(ix);
+      firstLooped = 1;
+    }
+    if (p.prologue && mlir::failed(computeRowsOfA()))
+      return mlir::failure();
+    if (first)
+      useRound(*first, sums);
+    auto loop = buildLoop(ix, ix.c(rounds - firstLooped), sums, [&](Value round, llvm::SmallVector<Value> carried) {
+      useRound(loadRound(ix.add(round, firstLooped)), carried);
+      return carried;
     });
     keepRolled(loop);
-    llvm::SmallVector<Value> sums(loop.getResults().begin(), loop.getResults().end());
+    sums.assign(loop.getResults().begin(), loop.getResults().end());
     for (Value &sum : sums)
       sum = addAcrossGroup(extract(ix, sum, 0));
     writeC(sums);
@@ -78,12 +101,33 @@ private:
   // Sums index: row of A, then column.
   size_t at(int64_t row, int64_t j) const { return static_cast<size_t>(row * cfg.columns + j); }
 
-  // The lane's vectors of `stepsInFlight` steps, all loaded before any is
-  // used, then multiplied by A's rows.
-  void accumulateRound(Value round, llvm::SmallVector<Value> &sums) {
-    int64_t width = cfg.vectorK;
+  // A's rows computed by the block's `threads` into its shared stage, each
+  // element rounded to A's type as the product would have read it.
+  mlir::LogicalResult computeRowsOfA() {
+    Value stage = f.getWorkgroupAttributions()[0];
+    auto store = [&](Value row, Value k, llvm::ArrayRef<Value> values) {
+      for (auto [u, value] : llvm::enumerate(values))
+        mlir::memref::StoreOp::create(b, loc, convertFloat(ix, value, p.storage), stage,
+                                      mlir::ValueRange{row, ix.add(k, static_cast<int64_t>(u))});
+    };
+    if (mlir::failed(
+            p.prologue->build(b, loc, prologueOperands, f.getWorkgroupAttributions()[1], kRowDotThreads, store)))
+      return mlir::failure();
+    mlir::gpu::BarrierOp::create(b, loc);
+    return mlir::success();
+  }
+
+  // A round of `stepsInFlight` steps: each step's K, whether it is inside
+  // K, and the lane's vector of each of its columns' rows of B.
+  struct RoundOfB {
     llvm::SmallVector<Value> ks, inside;
     llvm::SmallVector<llvm::SmallVector<Value>> rowsOfB; // per step, per column
+  };
+
+  // The lane's vectors of a round's steps, all loaded before any is used.
+  RoundOfB loadRound(Value round) {
+    int64_t width = cfg.vectorK;
+    RoundOfB r;
     for (int64_t s = 0; s < cfg.stepsInFlight; ++s) {
       Value step = ix.add(ix.mul(round, cfg.stepsInFlight), s);
       Value k = ix.mul(ix.add(ix.mul(step, kRowDotLanes), laneInGroup), width);
@@ -93,10 +137,19 @@ private:
       llvm::SmallVector<Value> vectors;
       for (int64_t j = 0; j < cfg.columns; ++j)
         vectors.push_back(bm.load(ix, batch, kLoaded, clamped[static_cast<size_t>(j)], /*alongRows=*/true, width));
-      ks.push_back(kLoaded);
-      inside.push_back(within);
-      rowsOfB.push_back(vectors);
+      r.ks.push_back(kLoaded);
+      r.inside.push_back(within);
+      r.rowsOfB.push_back(vectors);
     }
+    return r;
+  }
+
+  // A round's vectors of B multiplied by A's rows, into the sums.
+  void useRound(const RoundOfB &r, llvm::SmallVector<Value> &sums) {
+    int64_t width = cfg.vectorK;
+    const auto &ks = r.ks;
+    const auto &inside = r.inside;
+    const auto &rowsOfB = r.rowsOfB;
     for (int64_t s = 0; s < cfg.stepsInFlight; ++s) {
       llvm::SmallVector<Value> widened;
       for (Value vector : rowsOfB[static_cast<size_t>(s)]) {
@@ -152,7 +205,7 @@ private:
   const Problem &p;
   const RowDotConfig &cfg;
   Matrix a, bm, c;
-  llvm::SmallVector<Value> epilogueOperands;
+  llvm::SmallVector<Value> epilogueOperands, prologueOperands;
   Value batch, laneInGroup;
   llvm::SmallVector<Value> columns, clamped;
 };
@@ -167,18 +220,31 @@ mlir::LogicalResult emitRowDotMatmul(const ProductLaunch &launch, const Problem 
   signature.bytesMoved = launch.bytes;
   signature.flops = launch.flops;
   signature.blockSize = {static_cast<int32_t>(kRowDotThreads), 1, 1};
+  if (p.prologue) {
+    // A's rows, as the product reads them, and the prologue's slots.
+    int64_t stageBytes = p.m * p.k * p.elementBytes + std::max<int64_t>(1, p.prologue->slots) * p.accumulatorBytes;
+    if (stageBytes > launch.device.sharedMemoryPerBlock)
+      return mlir::emitError(loc, "generated matmul: the row-dot form's rows of A need ")
+             << stageBytes << " bytes of shared memory; a block has " << launch.device.sharedMemoryPerBlock;
+    signature.workgroupBuffers = {workgroupType({p.m, p.k}, p.storage),
+                                  workgroupType({std::max<int64_t>(1, p.prologue->slots)}, p.element)};
+  }
   LaunchDims dims;
   dims.grid = {llvm::divideCeilSigned(p.n, cfg.columnsPerBlock()), 1, p.batch};
   dims.block = {kRowDotThreads, 1, 1};
   if (dims.grid[2] > 65535)
     return mlir::emitError(loc, "generated matmul: the grid is too large for this product");
-  MLPIPE_DEBUG(kDebugEmitters, os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x"
-                                  << p.k << " (batch x M x N x K), row-dot form (B stored [N, K]): " << cfg.columns
-                                  << " columns per group of " << kRowDotLanes << " lanes (" << p.m * cfg.columns
-                                  << " sums a lane, kRowDotSums), " << cfg.columnsPerBlock()
-                                  << " columns per block, vectors of " << cfg.vectorK << " along K, " << cfg.steps(p.k)
-                                  << " steps, " << cfg.stepsInFlight << " in flight, grid (" << dims.grid[0] << ", 1, "
-                                  << dims.grid[2] << ")\n");
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), row-dot form (B stored [N, K]): " << cfg.columns << " columns per group of "
+                  << kRowDotLanes << " lanes (" << p.m * cfg.columns << " sums a lane, kRowDotSums), "
+                  << cfg.columnsPerBlock() << " columns per block, vectors of " << cfg.vectorK << " along K, "
+                  << cfg.steps(p.k) << " steps, " << cfg.stepsInFlight << " in flight, grid (" << dims.grid[0]
+                  << ", 1, " << dims.grid[2] << ")"
+                  << (cfg.loadsBBeforeWait ? ", the first round of B into registers before the wait "
+                                             "(kRowDotLoadsBBeforeWait)"
+                                           : "")
+                  << (p.prologue ? ", A's rows computed by every block (a row reduction before it)" : "") << "\n");
   return launchProduct(launch, p, /*splits=*/1, signature, dims,
                        [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) { return RowDotBody(b, f, p, cfg).build(); });
 }
