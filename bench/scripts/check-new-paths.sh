@@ -14,12 +14,17 @@
 #      (mlpipe-emit-fusions:row-prologue-rows=32) and the last split of a
 #      few-row tile adding the splits (matmul-last-split-completes=1): the
 #      T=16 forward, the prefill of 10 tokens and the batched steps (with 1);
+#   6. the decode step without its mask kernel (the attention computes the
+#      mask from the position) and without ln_f's (the row-dot logits
+#      compute it, wte's first round loaded before their wait), this build
+#      against the build before it (packed as .device/builds/before by
+#      compare-builds.sh --pack), with the GPU checks of that step;
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
-# (default: all, in this order) keep a call within the host's limit:
+# (default: all but step, in this order) keep a call within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests
+#   PART: products attention tuning tf32 fewrows tests step
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host check-new-paths
@@ -121,13 +126,25 @@ tests() {
   done
 }
 
+step() {
+  section "decode steps: this build (no mask kernel, ln_f in the logits) against the build before, alternated"
+  timeout 420 bench/scripts/compare-builds.sh 2 --prompts 10,1000 -- --modes fused --batches 1 --dtype bf16 2>&1 |
+    grep -E '^(== |fused|KV-cache|Batched|  *[0-9])' | tee -a "$report"
+  section "GPU checks of the step"
+  for dtype in bf16 f32; do
+    timeout 240 verify gpt2 --steps 4 --dtype "$dtype" --mode fused --cache compare --target gpu --config 124M 2>&1 |
+      tail -1 | sed "s/^/verify gpt2 124M $dtype fused, cache compare: /" | tee -a "$report"
+  done
+  timeout 120 gpt2_runner_gpu_test 2>&1 | tail -1 | sed 's/^/gpt2_runner_gpu_test: /' | tee -a "$report"
+}
+
 parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step)" >&2
     exit 2
     ;;
   esac

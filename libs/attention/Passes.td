@@ -115,6 +115,19 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
     %tiles = arith.minsi %split_end, %tiles_up_to_p : index
     scf.for %t = %split_begin to %tiles step %c1 iter_args(...) { ... }
     ```
+    A mask a fusion writes so (one for every layer) is not read either: the
+    kernel computes its elements from p as that fusion's op does, and the
+    fusion's call goes with its buffer once no other call reads the mask:
+    ```mlir
+    // before
+    call @attn_scores_loop(%position, %mask) : (memref<i32>, memref<1024xf32>) -> ()
+    ... the three calls, the softmax reading %mask ...
+    // after: no mask, no call writing it
+    gpu.launch_func @attn_attention::@attn_attention ... args(..., %o : ..., %position : memref<i32>)
+    // in the kernel, at each key:
+    %masked = arith.cmpi sgt, %key, %p_index : index
+    %penalty = arith.select %masked, %cst_minus_1e10, %cst_0 : f32
+    ```
 
     A decode step's keys and values reach the cache through a host copy
     just before the attention (at a key computed from the position). Where

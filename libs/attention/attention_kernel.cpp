@@ -202,8 +202,12 @@ private:
       extras.map(graph.function().getArgument(argument), f.getArgument(4 + position));
     elemental.emplace(graph, b, entry, extras);
     // The mask's own fusion, when the prologue reads one from memory.
-    if (maskGraph)
-      mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
+    if (maskGraph) {
+      mlir::IRMapping read;
+      for (auto [maskArgument, kernelArgument] : cfg.maskArguments)
+        read.map(maskGraph->function().getArgument(maskArgument), f.getArgument(kernelArgument));
+      mask.emplace(*maskGraph, b, entry, read);
+    }
   }
 
   // The block's split, head and query tile; the thread's lane and query

@@ -71,6 +71,10 @@ struct Config {
   // rowsPerPosition (0: one position, rank 0).
   int64_t positionArgument = -1;
   int64_t rowsPerPosition = 0;
+  // The kernel arguments holding what the mask's fusion reads besides its
+  // output (a decode step's position), by that fusion's argument number:
+  // the kernel computes the mask's elements as that fusion does.
+  llvm::SmallVector<std::pair<unsigned, int64_t>> maskArguments;
   // A decode step's kernel, launched while the kernel before it runs
   // (programmatic dependent launch), prefetches the cache's lines of its
   // split's first prefetchedTiles tiles (those up to the position's) into

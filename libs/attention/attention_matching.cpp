@@ -116,8 +116,9 @@ mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::Symbo
   match.probs = probs;
   // A mask read from memory, added to the scaled scores at [query, key].
   mlir::func::FuncOp maskWriter;
-  if (!match.softmax.causal && (maskWriter = matchCausalMaskWriter(match.softmax, graph, softmaxCall, symbols)))
+  if (!match.softmax.causal && (maskWriter = matchCausalMaskWriter(match.softmax, graph, softmaxCall, symbols))) {
     match.mask = softmaxCall.getOperand(match.softmax.maskArgument);
+  }
   // A decode step's mask past a run-time position (positionMaskSource)
   // makes those keys' weights exact zeros: tiles of keys wholly after it
   // are not read, and a split holding none neither writes partials nor
@@ -126,6 +127,16 @@ mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::Symbo
   match.position = !match.softmax.causal
                        ? maskingPosition(match.softmax, graph, softmaxCall, symbols, &match.rowsPerPosition)
                        : Value();
+  // One position's mask read from memory (fused mode): the kernel computes
+  // its elements from the position, as the mask's fusion does, and that
+  // fusion's kernel goes once no call reads the mask.
+  if (match.position && match.rowsPerPosition == 0 && !maskWriter) {
+    if (mlir::func::CallOp writer = matchPositionMaskInput(match.softmax, graph, softmaxCall, symbols)) {
+      match.mask = softmaxCall.getOperand(match.softmax.maskArgument);
+      match.maskWriterCall = writer;
+      maskWriter = symbols.lookup<mlir::func::FuncOp>(writer.getCallee());
+    }
+  }
   if (maskWriter) {
     auto analyzed = FusionGraph::analyze(maskWriter, why);
     if (mlir::failed(analyzed))

@@ -38,11 +38,14 @@ struct AttentionMatch {
   FusionGraph softmaxGraph;
   Softmax softmax;
   Value scores, probs; // the host temporaries between the calls
-  // A causal mask in memory that the softmax's prologue reads, whose
-  // elements the kernel computes instead (with its writer's graph); null
-  // if none.
+  // A causal mask in memory that the softmax's prologue reads, or a decode
+  // step's mask past its position, whose elements the kernel computes
+  // instead (with its writer's graph); null if none.
   Value mask;
   std::optional<FusionGraph> maskGraph;
+  // The call writing `mask`: the kernel reads what that call reads besides
+  // (a decode step's position) as arguments of its own.
+  mlir::func::CallOp maskWriterCall;
   // A decode step's run-time position, keys past which are masked; null if
   // none. In batched decoding, the positions ([batch] i32), row r's keys
   // masked past positions[r / rowsPerPosition] (0: one position).

@@ -103,7 +103,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         MLPIPE_DEBUG(kDebugEmitters, os << call.getCallee() << ": not fused attention: " << why << "\n");
     }
     // Masks every reader of which now computes its elements itself: their
-    // fusion (which writes nothing else) goes.
+    // fusion (which writes nothing else, and reads at most what the kernels
+    // read too: a decode step's position) goes.
     for (Value mask : masks_) {
       llvm::SmallVector<mlir::Operation *> users(mask.getUsers().begin(), mask.getUsers().end());
       int writers = 0;
@@ -116,7 +117,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
         auto graph = callee ? FusionGraph::analyze(callee, ignored) : mlir::FailureOr<FusionGraph>(mlir::failure());
         ++writers;
         return mlir::succeeded(graph) && graph->outputs().size() == 1 &&
-               call.getOperand(graph->outputs().front().argument) == mask && call.getNumOperands() == 1;
+               call.getOperand(graph->outputs().front().argument) == mask && llvm::count(call.getOperands(), mask) == 1;
       });
       if (!onlyWritten || writers != 1)
         continue;
@@ -346,6 +347,20 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       if (known == launchOperands.end()) {
         signature.arguments.push_back(position.getType());
         launchOperands.push_back(position);
+      }
+    }
+    // What the mask's fusion reads (a decode step's position): arguments
+    // of the kernel too, so that it computes the mask's elements itself.
+    if (mlir::func::CallOp writer = match.maskWriterCall) {
+      for (auto [index, operand] : llvm::enumerate(writer.getOperands())) {
+        if (operand == match.mask)
+          continue;
+        auto known = llvm::find(launchOperands, operand);
+        cfg.maskArguments.push_back({static_cast<unsigned>(index), known - launchOperands.begin()});
+        if (known == launchOperands.end()) {
+          signature.arguments.push_back(operand.getType());
+          launchOperands.push_back(operand);
+        }
       }
     }
     prepareCacheWrite(match, cfg, operands, launch);

@@ -164,8 +164,12 @@ private:
     for (auto [position, argument] : llvm::enumerate(softmax.extraArguments))
       extras.map(graph.function().getArgument(argument), f.getArgument(4 + position));
     elemental.emplace(graph, b, entry, extras);
-    if (maskGraph)
-      mask.emplace(*maskGraph, b, entry, mlir::IRMapping{});
+    if (maskGraph) {
+      mlir::IRMapping read;
+      for (auto [maskArgument, kernelArgument] : cfg.maskArguments)
+        read.map(maskGraph->function().getArgument(maskArgument), f.getArgument(kernelArgument));
+      mask.emplace(*maskGraph, b, entry, read);
+    }
   }
 
   // The place in the longest-first order of the block dealt `block`-th:

@@ -574,6 +574,32 @@ int matchCausalMaskInput(Softmax &softmax, const FusionGraph &graph,
   return -1;
 }
 
+mlir::func::CallOp matchPositionMaskInput(Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                                          mlir::SymbolTable &symbols) {
+  if (softmax.causal || softmax.maskInput >= 0)
+    return {};
+  mlir::linalg::LinalgOp prologue = graph.node(softmax.prologue).op;
+  mlir::MLIRContext *context = prologue.getContext();
+  mlir::AffineMap keyOnly = mlir::AffineMap::get(3, 0, {mlir::getAffineDimExpr(2, context)}, context);
+  llvm::SmallVector<Value, 2> terms = addedTerms(prologue);
+  for (mlir::OpOperand *input : prologue.getDpsInputOperands()) {
+    auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
+    if (!argument || argument.getOwner() != &graph.function().front() ||
+        prologue.getMatchingIndexingMap(input) != keyOnly ||
+        !llvm::is_contained(terms, prologue.getMatchingBlockArgument(input)) ||
+        !llvm::is_contained(softmax.extraArguments, argument.getArgNumber()))
+      continue;
+    Value mask = call.getOperand(argument.getArgNumber());
+    if (!positionMaskSource(mask, call, symbols))
+      continue;
+    softmax.maskInput = static_cast<int>(input->getOperandNumber());
+    softmax.maskArgument = static_cast<int>(argument.getArgNumber());
+    llvm::erase(softmax.extraArguments, argument.getArgNumber());
+    return soleWriterBefore(mask, call, symbols).call;
+  }
+  return {};
+}
+
 mlir::func::FuncOp matchCausalMaskWriter(Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
                                          mlir::SymbolTable &symbols) {
   mlir::func::FuncOp writer;

@@ -89,6 +89,16 @@ mlir::Value hostInput(mlir::Value value, mlir::func::CallOp call);
 mlir::Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
                             mlir::SymbolTable &symbols, int64_t *rowsPerPosition = nullptr);
 
+// A decode step's mask past a run-time position (maskingPosition's fused
+// mode: a mask over the keys that a fusion computes as select(key > p,
+// big, 0) from the position, before `call`) that the softmax's prologue
+// reads from memory: marks that input the softmax's maskInput and
+// maskArgument (no longer an extra argument, so that a kernel computes its
+// elements from the writer's own op) and returns the writer's call. Null
+// where the prologue reads no such mask.
+mlir::func::CallOp matchPositionMaskInput(Softmax &softmax, const FusionGraph &graph, mlir::func::CallOp call,
+                                          mlir::SymbolTable &symbols);
+
 // For a softmax whose prologue does not compute the penalty itself: the
 // fusion argument that the prologue adds at [query, key] and that
 // `holdsCausalMask` says holds the causal penalty (causalMaskWriter, asked
