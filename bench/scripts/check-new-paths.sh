@@ -19,12 +19,14 @@
 #      compute it, wte's first round loaded before their wait), this build
 #      against the build before it (packed as .device/builds/before by
 #      compare-builds.sh --pack), with the GPU checks of that step;
+#   7. the bf16 column sum's threads reading 16 bytes (eight columns) at
+#      once (mlpipe-emit-fusions:column-read-bytes=16) against 8;
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
 # (default: all but step, in this order) keep a call within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests step
+#   PART: products attention tuning tf32 fewrows tests step colsum
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host check-new-paths
@@ -138,13 +140,24 @@ step() {
   timeout 120 gpt2_runner_gpu_test 2>&1 | tail -1 | sed 's/^/gpt2_runner_gpu_test: /' | tee -a "$report"
 }
 
+colsum() {
+  section "bf16 column sum: 16 bytes a thread's read (column-read-bytes=16) against 8 (the default), alternated"
+  for round in 1 2; do
+    for bytes in 0 16; do
+      echo "-- column-read-bytes=$bytes, round $round" | tee -a "$report"
+      timeout 90 bench --pass-option "mlpipe-emit-fusions:column-read-bytes=$bytes" kernels colsum --dtype bf16 2>&1 |
+        grep -E '^(colsum|pass option)' | tee -a "$report"
+    done
+  done
+}
+
 parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests | step) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step | colsum) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum)" >&2
     exit 2
     ;;
   esac

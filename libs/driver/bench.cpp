@@ -525,6 +525,7 @@ double timeProgram(const fe::Program &program, const KernelBenchRequest &request
   CompileOptions compile;
   compile.target = Target::Gpu;
   compile.chip = request.chip;
+  compile.passOptions = request.passOptions;
   Executable executable = Executable::load(compileProgram(program, name + ".mlir", compile));
   const EntrySignature &entry = executable.entry(name);
   gpu::Stream stream;
@@ -621,6 +622,8 @@ void benchKernels(const KernelBenchRequest &request) {
                            "copy or mlpipe's vectorised copy kernel)\n",
                            gpu::deviceName(), request.chip, dtypeName(request.options.dtype), request.repeat,
                            request.warmup, request.graphs ? "in a CUDA graph" : "launched directly", double(l2) / kMiB);
+  for (const std::string &entry : request.passOptions)
+    std::cout << "pass option: " << entry << "\n";
   std::cout << fmt::format("{:<10} {:<24} {:>10} {:>9} {:>10} {:>7} {:>9}  {}\n", "kernel", "shape", "us", "GB/s",
                            "floor us", "ratio", "TFLOP/s", "floor by");
   for (const std::string &name : kernels) {

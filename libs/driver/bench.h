@@ -46,6 +46,8 @@ struct KernelBenchRequest {
   int repeat = 200; // launches per timing, back to back
   bool graphs = true;
   uint64_t seed = 1;
+  // --pass-option entries, "PASS:OPTIONS", for every kernel's compile.
+  std::vector<std::string> passOptions;
 };
 
 // The reference shape of each kernel `bench kernels` times by default.

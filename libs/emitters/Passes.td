@@ -142,6 +142,9 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
            "The most rows of a row reduction (a layer norm) read only by the matmul after it, as A, that the "
            "matmul computes in its blocks: 1 (a decode step's one row, in the skinny GEMV), up to 32 (16-bit "
            "few-row tensor-core products too), 0 none (-1: kRowPrologueMaxRows, 1)">,
+    Option<"columnReadBytes", "column-read-bytes", "int64_t", /*default=*/"0",
+           "Bytes of its input a column reduction's thread reads at once, 4, 8 or 16 (0: kBytesPerThreadRead, "
+           "4, or for 16-bit inputs kSixteenBitBytesPerThreadRead, 8)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (f32 matmul fusions computed exactly in f32) or tf32 (opt-in: their A and B rounded to TF32 on "
            "tensor cores where the chip has them; as mlpipe-generated-matmuls' precision)">,

@@ -161,7 +161,9 @@ private:
       if (bits % 8 == 0 && bits >= 16)
         bytes = std::min<int64_t>(bytes, bits / 8);
     }
-    int64_t perRead = bytes == 2 ? kSixteenBitBytesPerThreadRead : kBytesPerThreadRead;
+    int64_t perRead = options_.columnReadBytes > 0 ? options_.columnReadBytes
+                      : bytes == 2                 ? kSixteenBitBytesPerThreadRead
+                                                   : kBytesPerThreadRead;
     columnsPerThread_ = std::max<int64_t>(1, perRead / bytes);
     int64_t innermost = innerShape_.empty() ? 1 : innerShape_.back();
     while (columnsPerThread_ > 1 && innermost % columnsPerThread_ != 0)

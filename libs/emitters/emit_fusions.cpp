@@ -126,6 +126,11 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
     options.matmulTf32 = precision == "tf32";
     options.matmulLastSplitCompletes = matmulLastSplitCompletes;
     options.rowPrologueMaxRows = rowPrologueRows >= 0 ? rowPrologueRows : kRowPrologueMaxRows;
+    if (columnReadBytes != 0 && columnReadBytes != 4 && columnReadBytes != 8 && columnReadBytes != 16)
+      return module.emitError("mlpipe-emit-fusions: column-read-bytes must be 4, 8 or 16, not ")
+                 << static_cast<int64_t>(columnReadBytes),
+             signalPassFailure();
+    options.columnReadBytes = columnReadBytes;
     MLPIPE_DEBUG(kDebugEmitters, if (options.rowPrologueMaxRows != kRowPrologueMaxRows) os
                                      << "row reductions of at most " << options.rowPrologueMaxRows
                                      << " rows computed in the matmul after them (row-prologue-rows; "

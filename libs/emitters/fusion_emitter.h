@@ -61,6 +61,9 @@ struct EmitterOptions {
   // computes in its blocks (the pass's row-prologue-rows;
   // kRowPrologueMaxRows).
   int64_t rowPrologueMaxRows = 1;
+  // Bytes a column reduction's thread reads at once (the pass's
+  // column-read-bytes); 0: the emitter's named defaults.
+  int64_t columnReadBytes = 0;
 };
 
 class FusionEmitter {

@@ -113,6 +113,7 @@ int main(int argc, char **argv) {
         kernels.options.shapes.push_back(mlpipe::parseShape(shape));
       kernels.options.dtype = *mlpipe::parseDType(dtype);
       kernels.graphs = !noGraphs;
+      kernels.passOptions = request.model.run.compile.passOptions; // bench --pass-option ... kernels
       mlpipe::benchKernels(kernels);
       return;
     }
