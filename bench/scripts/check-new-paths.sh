@@ -138,6 +138,8 @@ step() {
       tail -1 | sed "s/^/verify gpt2 124M $dtype fused, cache compare: /" | tee -a "$report"
   done
   timeout 120 gpt2_runner_gpu_test 2>&1 | tail -1 | sed 's/^/gpt2_runner_gpu_test: /' | tee -a "$report"
+  section "the chained bf16 step's kernels as it runs (step-timeline.sh fused 49 --dtype bf16)"
+  timeout 150 bench/scripts/step-timeline.sh fused 49 --dtype bf16 2>&1 | tail -30 | tee -a "$report"
 }
 
 colsum() {

@@ -118,7 +118,7 @@ public:
       // between reductions to reuse it.
       auto space = mlir::gpu::AddressSpaceAttr::get(graph_.function().getContext(), mlir::gpu::AddressSpace::Workgroup);
       signature.workgroupBuffers.push_back(
-          mlir::MemRefType::get({static_cast<int64_t>(reductions_.size()) * warpsPerRow}, elementType,
+          mlir::MemRefType::get({static_cast<int64_t>(reductions_.size()) * warpsPerRow}, slotType(elementType),
                                 mlir::MemRefLayoutAttrInterface{}, space));
     }
     auto kernel = buildFusionKernel(
@@ -221,6 +221,40 @@ public:
 
   // Workgroup elements emitInBlock needs for `threads` lanes: one per warp
   // per reduction (none for several rows, a warp each).
+  // The element type of the warps' slots: the reduced elements' type, or
+  // where the reductions' values differ in type (a greedy token's f32
+  // maximum and i32 index), an integer as wide as the widest, each value
+  // kept there as its bits (intoSlot, outOfSlot).
+  mlir::Type slotType(mlir::Type elementType) const {
+    unsigned widest = 0;
+    bool alike = true;
+    for (int node : reductions_) {
+      mlir::Type type = mlir::getElementTypeOrSelf(graph_.node(node).op.getDpsInits()[0].getType());
+      alike = alike && type == elementType;
+      widest = std::max(widest, type.getIntOrFloatBitWidth());
+    }
+    if (alike)
+      return elementType;
+    return mlir::IntegerType::get(elementType.getContext(), widest <= 32 ? 32 : 64);
+  }
+  static mlir::Value intoSlot(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value, mlir::Value slots) {
+    mlir::Type slot = mlir::cast<mlir::MemRefType>(slots.getType()).getElementType();
+    if (value.getType() == slot)
+      return value;
+    unsigned bits = value.getType().getIntOrFloatBitWidth();
+    if (mlir::isa<mlir::FloatType>(value.getType()))
+      value = mlir::arith::BitcastOp::create(b, loc, b.getIntegerType(bits), value);
+    return bits == slot.getIntOrFloatBitWidth() ? value : mlir::arith::ExtUIOp::create(b, loc, slot, value).getResult();
+  }
+  static mlir::Value outOfSlot(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value, mlir::Type type) {
+    if (value.getType() == type)
+      return value;
+    unsigned bits = type.getIntOrFloatBitWidth();
+    if (value.getType().getIntOrFloatBitWidth() != bits)
+      value = mlir::arith::TruncIOp::create(b, loc, b.getIntegerType(bits), value);
+    return mlir::isa<mlir::FloatType>(type) ? mlir::arith::BitcastOp::create(b, loc, type, value).getResult() : value;
+  }
+
   int64_t slotsInBlock(int64_t threads) const {
     if (rows_ > 1)
       return 0;
@@ -550,14 +584,15 @@ private:
         mlir::OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
         mlir::Value slot = elemental.add(elemental.index(position * warpsPerRow), warpOfRow);
-        mlir::memref::StoreOp::create(b, loc, total, slots, mlir::ValueRange{slot});
+        mlir::memref::StoreOp::create(b, loc, intoSlot(b, loc, total, slots), slots, mlir::ValueRange{slot});
       }
       mlir::gpu::BarrierOp::create(b, loc);
+      mlir::Type totalType = total.getType();
       total = elemental.neutral(node);
       for (int64_t w = 0; w < warpsPerRow; ++w) {
         mlir::Value value =
             mlir::memref::LoadOp::create(b, loc, slots, mlir::ValueRange{elemental.index(position * warpsPerRow + w)});
-        total = elemental.combine(node, total, value);
+        total = elemental.combine(node, total, outOfSlot(b, loc, value, totalType));
       }
     }
     // The reduction's value for this row: its init combined with the rest.

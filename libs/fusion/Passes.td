@@ -31,7 +31,8 @@ def PartitionFusionsPass : Pass<"mlpipe-partition-fusions", "mlir::ModuleOp"> {
     are copied into every fusion that reads them. Elementwise producers join
     any fusion but a matmul's; reductions over the same rows share one
     row_reduction fusion (softmax: max, sum of exp, divide; layer norm: mean,
-    variance, scale and shift); a matmul takes an elementwise epilogue that
+    variance, scale and shift; an argmax, a greedy token: the maximum in
+    f32, then the least position holding it in i32); a matmul takes an elementwise epilogue that
     reads its product element by element (bias add, GELU, residual add) and
     transposes of its operands, which the matmul emitters read as views.
 

@@ -206,6 +206,13 @@ private:
   static mlir::Value reducedShapeOf(mlir::Operation *reduction) {
     return emitters::reducedOperand(mlir::cast<mlir::linalg::LinalgOp>(reduction))->get();
   }
+  // Two reduced operands of one shape, whatever their element types (a
+  // greedy token's index reduction over the positions holding the logits'
+  // maximum reduces i32 over the rows the maximum reduced in f32): the row
+  // reduction emitter keeps their warps' totals as bits (slotType).
+  static bool sameShape(mlir::Value a, mlir::Value b) {
+    return mlir::cast<mlir::ShapedType>(a.getType()).getShape() == mlir::cast<mlir::ShapedType>(b.getType()).getShape();
+  }
 
   bool canJoin(mlir::Operation *op, HeroRole role, llvm::ArrayRef<Use> uses, Fusion &fusion, std::string &why) {
     if (fusion.closed)
@@ -235,7 +242,9 @@ private:
       }
       if (fusion.kind == FusionKind::Loop)
         return true;
-      if (fusion.kind == kind && reducedShapeOf(fusion.hero).getType() == reducedShapeOf(op).getType() &&
+      mlir::Value joined = reducedShapeOf(fusion.hero), joining = reducedShapeOf(op);
+      bool alike = role == HeroRole::RowReduction ? sameShape(joined, joining) : joined.getType() == joining.getType();
+      if (fusion.kind == kind && alike &&
           mlir::cast<mlir::linalg::LinalgOp>(fusion.hero).getIteratorTypesArray() ==
               mlir::cast<mlir::linalg::LinalgOp>(op).getIteratorTypesArray())
         return true;

@@ -194,6 +194,16 @@ def parse(text):
 # Types and memory.
 # ----------------------------------------------------------------------------
 
+
+class FloatBits(int):
+    """The i32 bits of an f32 value the simulator holds in float64 (an
+    arith.bitcast), with that value, which a bitcast back returns."""
+
+    def __new__(cls, bits, value):
+        self = super().__new__(cls, bits)
+        self.value = value
+        return self
+
 MEMREF = re.compile(r"memref<((?:\d+x)*)(f32|f64|bf16|f16|index|i\d+)(?:, strided<\[([-\d, ]*)\](?:, offset: (\d+|\?))?>)?(, #gpu\.address_space<workgroup>)?>")
 
 
@@ -1011,6 +1021,11 @@ def exp2(x):
     return 0.0 if x < -1100 else (math.inf if x > 1100 else 2.0**x)
 
 
+def floorf(x):
+    """math.floor of a float: NaN and the infinities as they are."""
+    return float(math.floor(x)) if math.isfinite(x) else x
+
+
 def flush_subnormal(x):
     """An f32 below the smallest normal (2^-126) as ftz instructions take it: a zero of its sign."""
     return math.copysign(0.0, x) if x == x and abs(x) < 2.0**-126 else x
@@ -1160,8 +1175,12 @@ def execute(op, args, thread):
         if op.result_type == "f64":
             return struct.unpack("<d", struct.pack("<Q", args[0] & (2**64 - 1)))[0]
         if op.result_type == "i32":
-            return struct.unpack("<I", struct.pack("<f", args[0]))[0]
+            # f32 values are held in float64 here: the bits keep the value,
+            # so that a bitcast back gives it exactly (as on the GPU).
+            return FloatBits(struct.unpack("<I", struct.pack("<f", args[0]))[0], args[0])
         if op.result_type == "f32":
+            if isinstance(args[0], FloatBits):
+                return args[0].value
             return struct.unpack("<f", struct.pack("<I", args[0] & (2**32 - 1)))[0]
         raise SimError("line %d: bitcast to %s" % (op.line, op.result_type))
     if name == "arith.trunci":
@@ -1193,6 +1212,8 @@ def execute(op, args, thread):
         return math.log(args[0])
     if name == "math.absf":
         return abs(args[0])
+    if name == "math.floor":
+        return floorf(args[0])
     if name == "arith.negf":
         return -args[0]
     if name == "math.exp":
@@ -1414,7 +1435,7 @@ INTEGER_BINARY = {"arith.divui": "//", "arith.divsi": "//", "arith.remui": "%", 
 SAME_VALUE = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "memref.cast")
 CALLS = {"arith.maximumf": "maximumf", "arith.maxnumf": "maxnumf", "arith.minimumf": "minimumf",
          "arith.minnumf": "minnumf", "math.exp": "exp", "math.exp2": "exp2", "math.sqrt": "math.sqrt",
-         "math.log": "math.log", "math.absf": "abs", "math.tanh": "math.tanh"}
+         "math.log": "math.log", "math.absf": "abs", "math.tanh": "math.tanh", "math.floor": "floorf"}
 
 
 class KernelCompiler:
@@ -1423,7 +1444,7 @@ class KernelCompiler:
         self.locals = 0  # the locals named so far: v0, v1, ...
         self.free = []  # locals whose values are dead, for the next values
         self.namespace = {"execute": execute, "SimError": SimError, "math": math, "maximumf": maximumf,
-                          "maxnumf": maxnumf, "minimumf": minimumf, "minnumf": minnumf, "exp": exp, "exp2": exp2,
+                          "maxnumf": maxnumf, "minimumf": minimumf, "minnumf": minnumf, "exp": exp, "exp2": exp2, "floorf": floorf,
                           "memref_load": memref_load, "memref_store": memref_store,
                           "vector_access": vector_access, "MemRef": MemRef, "insert_value": insert_value}
         self.lines = []
