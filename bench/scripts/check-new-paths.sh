@@ -20,7 +20,8 @@
 #      against the build before it (packed as .device/builds/before by
 #      compare-builds.sh --pack), with the GPU checks of that step;
 #   7. the bf16 column sum's threads reading 16 bytes (eight columns) at
-#      once (mlpipe-emit-fusions:column-read-bytes=16) against 8;
+#      once (mlpipe-emit-fusions:column-read-bytes=16) against 8, and its
+#      row split aiming at 4 or 16 blocks an SM (column-blocks-per-sm);
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
@@ -143,11 +144,12 @@ step() {
 }
 
 colsum() {
-  section "bf16 column sum: 16 bytes a thread's read (column-read-bytes=16) against 8 (the default), alternated"
+  section "bf16 column sum: 16 bytes a thread's read (column-read-bytes=16) against 8 (the default), and blocks an SM, alternated"
   for round in 1 2; do
-    for bytes in 0 16; do
-      echo "-- column-read-bytes=$bytes, round $round" | tee -a "$report"
-      timeout 90 bench --pass-option "mlpipe-emit-fusions:column-read-bytes=$bytes" kernels colsum --dtype bf16 2>&1 |
+    for choice in "column-read-bytes=0" "column-read-bytes=16" "column-read-bytes=16 column-blocks-per-sm=4" \
+      "column-read-bytes=16 column-blocks-per-sm=16" "column-read-bytes=0 column-blocks-per-sm=16"; do
+      echo "-- $choice, round $round" | tee -a "$report"
+      timeout 90 bench --pass-option "mlpipe-emit-fusions:$choice" kernels colsum --dtype bf16 2>&1 |
         grep -E '^(colsum|pass option)' | tee -a "$report"
     done
   done

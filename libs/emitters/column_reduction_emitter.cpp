@@ -69,7 +69,8 @@ public:
     chooseColumnsPerThread();
     int64_t columnTiles = llvm::divideCeilSigned(columns_, kColumns * columnsPerThread_);
     int64_t base = outer_ * columnTiles;
-    int64_t wanted = llvm::divideCeilSigned(device.smCount * kBlocksPerSm, base);
+    int64_t blocksPerSm = options_.columnBlocksPerSm > 0 ? options_.columnBlocksPerSm : kBlocksPerSm;
+    int64_t wanted = llvm::divideCeilSigned(device.smCount * blocksPerSm, base);
     int64_t mostChunks = std::max<int64_t>(1, rows_ / (kRowsAtOnce * kMinRowsPerThread));
     chunks_ = std::clamp<int64_t>(wanted, 1, mostChunks);
     rowsPerChunk_ = llvm::divideCeilSigned(rows_, chunks_);

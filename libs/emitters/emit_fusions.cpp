@@ -131,6 +131,11 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
                  << static_cast<int64_t>(columnReadBytes),
              signalPassFailure();
     options.columnReadBytes = columnReadBytes;
+    if (columnBlocksPerSm < 0)
+      return module.emitError("mlpipe-emit-fusions: column-blocks-per-sm must be 0 or more, not ")
+                 << static_cast<int64_t>(columnBlocksPerSm),
+             signalPassFailure();
+    options.columnBlocksPerSm = columnBlocksPerSm;
     MLPIPE_DEBUG(kDebugEmitters, if (options.rowPrologueMaxRows != kRowPrologueMaxRows) os
                                      << "row reductions of at most " << options.rowPrologueMaxRows
                                      << " rows computed in the matmul after them (row-prologue-rows; "

@@ -64,6 +64,9 @@ struct EmitterOptions {
   // Bytes a column reduction's thread reads at once (the pass's
   // column-read-bytes); 0: the emitter's named defaults.
   int64_t columnReadBytes = 0;
+  // Blocks an SM a column reduction's row split aims for (the pass's
+  // column-blocks-per-sm); 0: the emitter's kBlocksPerSm.
+  int64_t columnBlocksPerSm = 0;
 };
 
 class FusionEmitter {
