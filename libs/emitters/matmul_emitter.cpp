@@ -303,6 +303,14 @@ private:
         for (mlir::OpOperand &init : node.op.getDpsInitsMutable())
           if (!node.op.getMatchingBlockArgument(&init).use_empty())
             note(init.get());
+      // What its body loads itself (a gather's table: an embedding the
+      // fusion computes for its residual add).
+      node.op->walk([&](mlir::Operation *nested) {
+        if (nested != node.op.getOperation())
+          for (mlir::Value operand : nested->getOperands())
+            if (mlir::isa<mlir::BaseMemRefType>(operand.getType()))
+              note(operand);
+      });
     }
     if (!startsFromZero)
       note(product.op.getDpsInits()[0]);

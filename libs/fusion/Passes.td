@@ -57,6 +57,20 @@ def PartitionFusionsPass : Pass<"mlpipe-partition-fusions", "mlir::ModuleOp"> {
     }
     ```
 
+    One exception computes an element twice: a small elementwise op of the
+    function's inputs alone (at most kDuplicatedProducerMaxElements, 4096:
+    a decode step's embedding, a gather of one row) read by a matmul
+    fusion's epilogue and by other row reduction or matmul fusions goes
+    into each of them, instead of being a kernel (a link in a decode
+    step's chain of kernels) of its own:
+    ```mlir
+    %x = linalg.generic ins(%ids) { tensor.extract %wte[%id, %c] }    // the embedding
+    %ln = ... layer norm of %x ...                                     // row_reduction
+    %y = ... %x + matmul(%ln, %w) ...                                  // matmul + residual add
+    ```
+    becomes `@ln_row_reduction(%wte, %ids, ...)` and
+    `@proj_matmul(%wte, %ids, %ln, %w, ...)`, each gathering the row itself.
+
     A loop (`scf.while`, an HLO `while` run at run time) stays: each of its
     regions' blocks is partitioned on its own, inner loops first, so the
     fusion calls land inside the loop and no fusion spans a region's

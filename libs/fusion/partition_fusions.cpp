@@ -26,6 +26,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <memory>
@@ -59,6 +60,15 @@ bool isView(mlir::Operation *op) {
 }
 
 bool isCompute(mlir::Operation *op) { return mlir::isa<mlir::linalg::LinalgOp>(op) && !isFree(op); }
+
+// An elementwise op that reads only the function's inputs (no value computed
+// in the block) and computes at most this many elements, read by row
+// reduction and matmul fusions (a decode step's embedding: one row of 768,
+// read by the first layer norm and the first residual add), is computed in
+// each of them instead of in a kernel of its own: its elements cost a load
+// or two each, a kernel a launch and a link in the step's chain of kernels
+// (about 2.5 us on the H200).
+constexpr int64_t kDuplicatedProducerMaxElements = 4096;
 
 // One use of a compute op's result by another compute op, seen through any
 // views in between.
@@ -279,6 +289,8 @@ private:
 
     std::string why;
     Fusion *target = nullptr;
+    if (!escapes && role == HeroRole::Elementwise && placeInEachUser(op, uses))
+      return;
     if (escapes || uses.empty()) {
       why = "its value leaves the function";
     } else {
@@ -312,6 +324,56 @@ private:
                                        << " starts a " << emitters::fusionKindName(fusion->kind) << " fusion: " << why
                                        << "\n");
     fusions_.push_back(std::move(fusion));
+  }
+
+  // Puts `op` into every fusion that reads it, where it is a small
+  // elementwise op of the function's inputs (kDuplicatedProducerMaxElements)
+  // read by a matmul fusion's epilogue and by other row reduction or matmul
+  // fusions, each reading it through one indexing.
+  bool placeInEachUser(mlir::Operation *op, llvm::ArrayRef<Use> uses) {
+    auto type =
+        op->getNumResults() == 1 ? mlir::dyn_cast<mlir::ShapedType>(op->getResult(0).getType()) : mlir::ShapedType();
+    if (!type || !type.hasStaticShape() || type.getNumElements() > kDuplicatedProducerMaxElements)
+      return false;
+    bool readsComputed = false;
+    op->walk([&](mlir::Operation *nested) {
+      for (mlir::Value operand : nested->getOperands())
+        if (mlir::Operation *definer = operand.getDefiningOp())
+          if (!op->isAncestor(definer)) {
+            mlir::Operation *top = block_.findAncestorOpInBlock(*definer);
+            readsComputed = readsComputed || (top && !isFree(top));
+          }
+    });
+    if (readsComputed)
+      return false;
+    llvm::MapVector<Fusion *, llvm::SmallVector<Use>> byFusion;
+    for (const Use &use : uses) {
+      Fusion *fusion = fusionOf_.lookup(use.consumer);
+      if (!fusion)
+        return false;
+      byFusion[fusion].push_back(use);
+    }
+    // (A mask over the keys that every layer's softmax reads stays one
+    // fusion: the fused attention reads it, or computes it, as it is.)
+    if (byFusion.size() < 2 ||
+        llvm::none_of(byFusion, [](const auto &entry) { return entry.first->kind == FusionKind::Matmul; }))
+      return false;
+    for (auto &[fusion, fusionUses] : byFusion) {
+      if (fusion->closed || !readAlike(fusionUses) ||
+          (fusion->kind != FusionKind::RowReduction && fusion->kind != FusionKind::Matmul))
+        return false;
+      if (fusion->kind == FusionKind::Matmul &&
+          llvm::any_of(fusionUses, [&](const Use &use) { return use.consumer == fusion->hero; }))
+        return false;
+    }
+    for (auto &[fusion, fusionUses] : byFusion)
+      fusion->members.insert(op);
+    fusionOf_[op] = byFusion.front().first;
+    fusionsHolding_[op] = static_cast<int>(byFusion.size());
+    MLPIPE_DEBUG(kDebugPartitioner, os << "@" << function_.getName() << ": " << op->getName() << " at " << op->getLoc()
+                                       << " is computed in each of the " << byFusion.size()
+                                       << " fusions reading it (kDuplicatedProducerMaxElements)\n");
+    return true;
   }
 
   std::string uniqueName(const Fusion &fusion) {
@@ -401,8 +463,12 @@ private:
           eraseWithViews(user);
       op->erase();
     };
-    for (mlir::Operation *member : llvm::reverse(members))
+    for (mlir::Operation *member : llvm::reverse(members)) {
+      // A member other fusions hold too goes with the last of them.
+      if (auto shared = fusionsHolding_.find(member); shared != fusionsHolding_.end() && --shared->second > 0)
+        continue;
       eraseWithViews(member);
+    }
     MLPIPE_DEBUG(kDebugPartitioner, os << "@" << function_.getName() << ": fusion @" << name << " (" << members.size()
                                        << " ops, hero " << fusion.hero->getName() << ")\n");
   }
@@ -411,6 +477,9 @@ private:
   mlir::Block &block_; // the block whose ops are partitioned: the function's, or a loop region's
   mlir::SymbolTable &symbols_;
   llvm::DenseMap<mlir::Operation *, Fusion *> fusionOf_;
+  // Ops computed in several fusions (placeInEachUser): how many of them are
+  // still to be outlined.
+  llvm::DenseMap<mlir::Operation *, int> fusionsHolding_;
   std::vector<std::unique_ptr<Fusion>> fusions_;
 };
 

@@ -243,3 +243,110 @@ func.func @halve_loop(%x: tensor<4xf32>, %s: tensor<f32>) -> tensor<4xf32> {
   }
   return %w#0 : tensor<4xf32>
 }
+
+// -----
+
+// A decode step's embedding (one row, a gather of the function's inputs)
+// read by the layer norm before c_attn and by c_proj's residual add: it is
+// computed in both fusions (kDuplicatedProducerMaxElements), not in a
+// kernel of its own.
+// CHECK-LABEL: func.func private @ln_row_reduction(
+// CHECK-SAME: %arg0: tensor<4x8xf32>, %arg1: tensor<1xi32>
+// CHECK: tensor.extract %arg0
+// CHECK: linalg.reduce
+// CHECK-LABEL: func.func private @proj_matmul(
+// CHECK: tensor.extract
+// CHECK: linalg.matmul
+// CHECK: arith.addf
+// CHECK-LABEL: func.func @embed_twice
+// CHECK-NOT: embed
+// CHECK: %[[LN:.*]] = call @ln_row_reduction(%arg0, %arg1)
+// CHECK: call @proj_matmul(%arg0, %arg1, %[[LN]], %arg2)
+// CHECK-NOT: linalg.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#first = affine_map<(d0, d1) -> (0)>
+func.func @embed_twice(%table: tensor<4x8xf32>, %ids: tensor<1xi32>, %w: tensor<8x8xf32>) -> tensor<1x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x8xf32>
+  %x = linalg.generic {indexing_maps = [#first, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ids : tensor<1xi32>) outs(%e : tensor<1x8xf32>) {
+  ^bb0(%id: i32, %o: f32):
+    %c = linalg.index 1 : index
+    %r = arith.index_cast %id : i32 to index
+    %v = tensor.extract %table[%r, %c] : tensor<4x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<1x8xf32> loc("embed")
+  %e1 = tensor.empty() : tensor<1xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1xf32>) -> tensor<1xf32>
+  %sum = linalg.reduce ins(%x : tensor<1x8xf32>) outs(%f1 : tensor<1xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    } loc("ln")
+  %centered = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum : tensor<1x8xf32>, tensor<1xf32>) outs(%e : tensor<1x8xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    linalg.yield %d : f32
+  } -> tensor<1x8xf32> loc("ln")
+  %f2 = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8xf32>) -> tensor<1x8xf32>
+  %p = linalg.matmul ins(%centered, %w : tensor<1x8xf32>, tensor<8x8xf32>) outs(%f2 : tensor<1x8xf32>) -> tensor<1x8xf32> loc("proj")
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p, %x : tensor<1x8xf32>, tensor<1x8xf32>) outs(%e : tensor<1x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8xf32> loc("proj")
+  return %y : tensor<1x8xf32>
+}
+
+// -----
+
+// The same for 600 rows (4800 elements, more than
+// kDuplicatedProducerMaxElements): the embedding is a fusion of its own,
+// computed once.
+// CHECK-LABEL: func.func private @embed_loop(
+// CHECK-LABEL: func.func private @ln_row_reduction(
+// CHECK-NOT: tensor.extract
+// CHECK-LABEL: func.func private @proj_matmul(
+// CHECK-NOT: tensor.extract
+// CHECK-LABEL: func.func @embed_once
+// CHECK: %[[X:.*]] = call @embed_loop(
+// CHECK: call @ln_row_reduction(%[[X]])
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @embed_once(%table: tensor<4x8xf32>, %ids: tensor<600xi32>, %w: tensor<8x8xf32>) -> tensor<600x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<600x8xf32>
+  %x = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ids : tensor<600xi32>) outs(%e : tensor<600x8xf32>) {
+  ^bb0(%id: i32, %o: f32):
+    %c = linalg.index 1 : index
+    %r = arith.index_cast %id : i32 to index
+    %v = tensor.extract %table[%r, %c] : tensor<4x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<600x8xf32> loc("embed")
+  %e1 = tensor.empty() : tensor<600xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<600xf32>) -> tensor<600xf32>
+  %sum = linalg.reduce ins(%x : tensor<600x8xf32>) outs(%f1 : tensor<600xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    } loc("ln")
+  %centered = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum : tensor<600x8xf32>, tensor<600xf32>) outs(%e : tensor<600x8xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    linalg.yield %d : f32
+  } -> tensor<600x8xf32> loc("ln")
+  %f2 = linalg.fill ins(%zero : f32) outs(%e : tensor<600x8xf32>) -> tensor<600x8xf32>
+  %p = linalg.matmul ins(%centered, %w : tensor<600x8xf32>, tensor<8x8xf32>) outs(%f2 : tensor<600x8xf32>) -> tensor<600x8xf32> loc("proj")
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p, %x : tensor<600x8xf32>, tensor<600x8xf32>) outs(%e : tensor<600x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<600x8xf32> loc("proj")
+  return %y : tensor<600x8xf32>
+}

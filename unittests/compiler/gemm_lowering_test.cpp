@@ -285,10 +285,12 @@ BOOST_AUTO_TEST_CASE(gpt2_through_gemm_calls_matches_the_blas_lowering) {
         } else {
           // Per block as attend and feedforward, then the logits; but the
           // last block's residual add is partitioned with ln_f, not with its
-          // matmul.
-          BOOST_TEST(epilogues.size() == size_t(4 * config.nLayer + 2 * config.nLayer + 1));
+          // matmul, and the first block's c_proj computes the embedding (8
+          // rows of 64: kDuplicatedProducerMaxElements) in its residual add,
+          // an epilogue no GEMM call folds (the generated kernel's).
+          BOOST_TEST(epilogues.size() == size_t(4 * config.nLayer + 2 * config.nLayer));
           BOOST_TEST(std::count(epilogues.begin(), epilogues.end(), gemm_abi::kBiasGelu) == config.nLayer);
-          BOOST_TEST(std::count(epilogues.begin(), epilogues.end(), gemm_abi::kBias) == 3 * config.nLayer - 1);
+          BOOST_TEST(std::count(epilogues.begin(), epilogues.end(), gemm_abi::kBias) == 3 * config.nLayer - 2);
         }
       }
     }
