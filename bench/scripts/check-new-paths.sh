@@ -27,7 +27,8 @@
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
 # (default: all but step, in this order) keep a call within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests step colsum
+#   PART: products attention tuning tf32 fewrows tests step colsum timeline
+# (STEP_ROUNDS and COLSUM_ROUNDS: rounds of those parts' alternations, 2)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host check-new-paths
@@ -131,7 +132,8 @@ tests() {
 
 step() {
   section "decode steps: this build (no mask kernel, ln_f in the logits) against the build before, alternated"
-  timeout 420 bench/scripts/compare-builds.sh 2 --prompts 10,1000 -- --modes fused --batches 1 --dtype bf16 2>&1 |
+  timeout 300 bench/scripts/compare-builds.sh "${STEP_ROUNDS:-2}" --prompts 10,1000 -- --modes fused --batches 1 \
+    --dtype bf16 2>&1 |
     grep -E '^(== |fused|KV-cache|Batched|  *[0-9])' | tee -a "$report"
   section "GPU checks of the step"
   for dtype in bf16 f32; do
@@ -139,13 +141,16 @@ step() {
       tail -1 | sed "s/^/verify gpt2 124M $dtype fused, cache compare: /" | tee -a "$report"
   done
   timeout 120 gpt2_runner_gpu_test 2>&1 | tail -1 | sed 's/^/gpt2_runner_gpu_test: /' | tee -a "$report"
+}
+
+timeline() {
   section "the chained bf16 step's kernels as it runs (step-timeline.sh fused 49 --dtype bf16)"
   timeout 150 bench/scripts/step-timeline.sh fused 49 --dtype bf16 2>&1 | tail -30 | tee -a "$report"
 }
 
 colsum() {
   section "bf16 column sum: 16 bytes a thread's read (column-read-bytes=16) against 8 (the default), and blocks an SM, alternated"
-  for round in 1 2; do
+  for round in $(seq "${COLSUM_ROUNDS:-2}"); do
     for choice in "column-read-bytes=0" "column-read-bytes=16" "column-read-bytes=16 column-blocks-per-sm=4" \
       "column-read-bytes=16 column-blocks-per-sm=16" "column-read-bytes=0 column-blocks-per-sm=16"; do
       echo "-- $choice, round $round" | tee -a "$report"
@@ -159,9 +164,9 @@ parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests | step | colsum) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline)" >&2
     exit 2
     ;;
   esac
