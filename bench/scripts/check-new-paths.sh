@@ -27,7 +27,7 @@
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
 # (default: all but step, in this order) keep a call within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests step colsum timeline
+#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults
 # (STEP_ROUNDS and COLSUM_ROUNDS: rounds of those parts' alternations, 2)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -160,13 +160,33 @@ colsum() {
   done
 }
 
+# The defaults as they now are: the GPU tests of decoding, verify gpt2 on
+# the GPU, the figures BENCHMARKS.md reports, the bf16 column sum, and the
+# chained step's kernels as it runs.
+defaults() {
+  section "GPU tests of decoding (gpt2_runner_gpu_test)"
+  timeout 150 gpt2_runner_gpu_test 2>&1 | grep -v '^$' | tail -4 | tee -a "$report"
+  section "verify gpt2 124M bf16, fused, the cache compared"
+  timeout 200 verify gpt2 --steps 4 --dtype bf16 --mode fused --cache compare --target gpu --config 124M 2>&1 |
+    tail -4 | tee -a "$report"
+  section "GPT-2 124M bf16: forward at T=16 and 1024, decode steps, batches"
+  timeout 200 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 --warmup 2 \
+    --dtype bf16 --decode-prompt 10 --batches 1,8,32,64 2>&1 | grep -E '^(fused|KV-cache|Batched|mode)' |
+    tee -a "$report"
+  section "bf16 column sum (bench kernels colsum)"
+  timeout 60 bench kernels colsum --dtype bf16 2>&1 | grep -E '^colsum' | tee -a "$report"
+  section "verify gpt2 124M f32, fused, the cache compared"
+  timeout 150 verify gpt2 --steps 4 --mode fused --cache compare --target gpu --config 124M 2>&1 | tail -4 |
+    tee -a "$report"
+}
+
 parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults)" >&2
     exit 2
     ;;
   esac

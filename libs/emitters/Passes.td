@@ -146,7 +146,7 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
            "Bytes of its input a column reduction's thread reads at once, 4, 8 or 16 (0: kBytesPerThreadRead, "
            "4, or for 16-bit inputs kSixteenBitBytesPerThreadRead, 8)">,
     Option<"columnBlocksPerSm", "column-blocks-per-sm", "int64_t", /*default=*/"0",
-           "Blocks an SM a column reduction's row split aims for (0: kBlocksPerSm, 8)">,
+           "Blocks an SM a column reduction's row split aims for (0: kBlocksPerSm, 8, or for 16-bit inputs kSixteenBitBlocksPerSm, 16)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (f32 matmul fusions computed exactly in f32) or tf32 (opt-in: their A and B rounded to TF32 on "
            "tensor cores where the chip has them; as mlpipe-generated-matmuls' precision)">,

@@ -51,9 +51,11 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     place): a transposed view becomes a transpose flag, a slice a leading
     dimension, a batch a batch stride; nothing is copied. The zero fill
     before a matmul becomes beta = 0; without one, beta = 1 adds C.
-    Products of at most skinny-rows rows (kGeneratedSkinnyMaxRows, 32; 16
-    for 16-bit operands), B read row by row and unbatched, are left to the
-    generated skinny kernel, which streams B faster; those of at most
+    Products of at most skinny-rows rows (kGeneratedSkinnyMaxRows, 32; for
+    16-bit operands kGeneratedSkinnyMaxRowsSixteenBit, 32), B read row by
+    row and unbatched, are left to the generated kernel (the skinny kernel,
+    or for 16-bit operands from 2 rows its few-row tensor-core tiles),
+    which streams B faster; those of at most
     row-dot-rows rows (kGeneratedRowDotMaxRows, 16) with B stored [N, K]
     (the tied logits), to the row-dot kernel.
 
@@ -118,7 +120,7 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (computed in f32, no TF32) or tf32 (opt-in: A and B rounded to TF32)">,
     Option<"skinnyRows", "skinny-rows", "int64_t", /*default=*/"-1",
-           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel (-1: kGeneratedSkinnyMaxRows, 32, or for 16-bit operands kGeneratedSkinnyMaxRowsSixteenBit, 16; 0: none)">,
+           "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel (-1: kGeneratedSkinnyMaxRows, 32, or for 16-bit operands kGeneratedSkinnyMaxRowsSixteenBit, 32; 0: none)">,
     Option<"rowDotRows", "row-dot-rows", "int64_t", /*default=*/"-1",
            "Leave products of at most this many rows, B stored [N, K], unbatched and at least kGeneratedRowDotMinColumns wide, to the generated row-dot kernel (-1: kGeneratedRowDotMaxRows, 16; 0: none)">,
   ];

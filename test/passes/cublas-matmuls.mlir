@@ -1,7 +1,7 @@
 // skinny-rows=0 keeps every product with cuBLAS; by default a product of
-// at most 32 rows (16 of 16-bit operands), B read row by row, is left to
-// the generated skinny kernel (the DEFAULT run: the first case, and the
-// first 16-bit one of at most 16 rows); with
+// at most 32 rows (of f32 or 16-bit operands), B read row by row, is left
+// to the generated kernel (the DEFAULT run: the first case, and the first
+// 16-bit one, of 17 rows); with
 // skinny-rows=1 only the one-row case is (SKINNY).
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=skinny-rows=0 --canonicalize --cse | FileCheck %s
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls="skinny-rows=0 precision=tf32" --canonicalize --cse | FileCheck %s --check-prefix=TF32
@@ -11,7 +11,8 @@
 // SKINNY-NOT: is left to the generated kernel: {{[0-9]+}} rows, at most
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls --debug-only=mlpipe-emitters 2>&1 >/dev/null | FileCheck %s --check-prefix=DEFAULT
 // DEFAULT: is left to the generated kernel: 17 rows, at most 32: the skinny kernel streams B faster (kGeneratedSkinnyMaxRows, option skinny-rows)
-// DEFAULT: is left to the generated kernel: 9 rows, at most 16 of 16-bit operands: the generated kernels stream B faster (kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)
+// DEFAULT: is left to the generated kernel: 17 rows, at most 32 of 16-bit operands: the generated kernels stream B faster (kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)
+// DEFAULT: is left to the generated kernel: 9 rows, at most 32 of 16-bit operands: the generated kernels stream B faster (kGeneratedSkinnyMaxRowsSixteenBit, option skinny-rows)
 // RUN: mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=enabled=false | FileCheck %s --check-prefix=DISABLED
 // RUN: not mlpipe-opt %s -split-input-file --mlpipe-cublas-matmuls=precision=f16 2>&1 | FileCheck %s --check-prefix=BAD-PRECISION
 
