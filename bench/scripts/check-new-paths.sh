@@ -165,16 +165,16 @@ colsum() {
 # chained step's kernels as it runs.
 defaults() {
   section "GPU tests of decoding (gpt2_runner_gpu_test)"
-  timeout 150 gpt2_runner_gpu_test 2>&1 | grep -v '^$' | tail -4 | tee -a "$report"
+  timeout 120 gpt2_runner_gpu_test 2>&1 | grep -v '^$' | tail -4 | tee -a "$report"
   section "verify gpt2 124M bf16, fused, the cache compared"
-  timeout 200 verify gpt2 --steps 4 --dtype bf16 --mode fused --cache compare --target gpu --config 124M 2>&1 |
+  timeout 150 verify gpt2 --steps 3 --dtype bf16 --mode fused --cache compare --target gpu --config 124M 2>&1 |
     tail -4 | tee -a "$report"
   section "GPT-2 124M bf16: forward at T=16 and 1024, decode steps, batches"
-  timeout 200 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 --warmup 2 \
-    --dtype bf16 --decode-prompt 10 --batches 1,8,32,64 2>&1 | grep -E '^(fused|KV-cache|Batched|mode)' |
+  timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 --warmup 2 \
+    --dtype bf16 --decode-prompt 10 --batches 1,32 2>&1 | grep -E '^(fused|KV-cache|Batched|mode)' |
     tee -a "$report"
   section "bf16 column sum (bench kernels colsum)"
-  timeout 60 bench kernels colsum --dtype bf16 2>&1 | grep -E '^colsum' | tee -a "$report"
+  timeout 40 bench kernels colsum --dtype bf16 2>&1 | grep -E '^colsum' | tee -a "$report"
   section "verify gpt2 124M f32, fused, the cache compared"
   timeout 150 verify gpt2 --steps 4 --mode fused --cache compare --target gpu --config 124M 2>&1 | tail -4 |
     tee -a "$report"
