@@ -18,7 +18,9 @@ int main(int argc, char **argv) {
                "Kernels pass when ||out - ref|| / ||ref|| is under the tolerance: 1e-5 for f32, 1e-12 for f64;\n"
                "for bf16 and f16 the reference runs on the same 16-bit inputs, rounding only where the\n"
                "program converts, and the bound is 4 u + K 2^-24 (u = 2^-8 bf16, 2^-11 f16; K the longest\n"
-               "reduction), printed with each run.\n"
+               "reduction), printed with each run. Without --tolerance, an output past its bound still\n"
+               "passes within 4 times the error of the reference evaluated in the program's own types\n"
+               "(every op rounded once): an ill-conditioned output (a sum that cancels), noted under its row.\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
   app.footer(
       "Examples:\n"
