@@ -73,6 +73,14 @@ constexpr int64_t kHeadElementsPerLane = 16;
 // kMinKeyTilesPerSplit tiles of keys in each.
 constexpr int64_t kSplitBlocksPerSm = 4;
 constexpr int64_t kMinKeyTilesPerSplit = 1;
+// A batched decode step (rows masked at their own sequences' positions)
+// keeps at least this many splits a row even where its rows alone fill
+// kSplitBlocksPerSm blocks an SM (GPT-2 124M from 44 sequences on the
+// H200): its rows stop at different positions, so a split short of a
+// row's position finishes early and frees its SM for another row's, and
+// the kernel stays the one measured up to 43 sequences (one split a row
+// ran far slower there, fused_attention.cpp's batchedStepKeysSplit).
+constexpr int64_t kBatchedStepMinSplits = 2;
 // A lone query row's block (a decode step) whose split is one tile of keys
 // computes the tile's keys in groups of this many, an online-softmax step
 // each, in a loop that stops at the run-time position: a whole tile of
@@ -959,6 +967,8 @@ mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, b
     int64_t blocks = cfg.heads * cfg.queryTiles;
     int64_t wanted = llvm::divideCeilSigned(kSplitBlocksPerSm * device.smCount, blocks);
     int64_t most = std::max<int64_t>(1, cfg.keyTiles / kMinKeyTilesPerSplit);
+    if (cfg.rowsPerPosition > 0)
+      wanted = std::max(wanted, kBatchedStepMinSplits);
     cfg.splits = std::clamp<int64_t>(wanted, 1, most);
     cfg.tilesPerSplit = llvm::divideCeilSigned(cfg.keyTiles, cfg.splits);
     cfg.splits = llvm::divideCeilSigned(cfg.keyTiles, cfg.tilesPerSplit);

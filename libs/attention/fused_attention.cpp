@@ -42,12 +42,14 @@ namespace mlpipe {
 namespace {
 
 // The batched decode step (a run-time position per sequence) is fused only
-// while each row's keys split over several blocks. Measured on the H200
-// (GPT-2 124M, f32): with one split a row, from batch 44 on (44 x 12 rows
-// fill kSplitBlocksPerSm blocks an SM), the step took 10.2 ms at batch 44
-// and 18.1 ms at batch 64, against 5.7 ms at 64 on the generic kernels,
-// while the fused attention kernel itself took 10 us a layer; until the
-// rest of such a step is profiled, those batches keep the generic path.
+// while each row's keys split over blocks: chooseLaunch keeps at least
+// kBatchedStepMinSplits splits a row there, so this fails only for a cache
+// of a single tile of keys. With one split a row (before that minimum),
+// GPT-2 124M's f32 step took 10.2 ms at batch 44 and 18.1 ms at batch 64
+// on the H200, its attention kernel 10 us a layer (not profiled further).
+// The generic path is no better at those batches: it copies each
+// sequence's keys and values into the cache with a kernel of its own (768
+// kernels a step at batch 64) and reads the whole cache every layer.
 bool batchedStepKeysSplit(const emitters::fused_attention::Config &cfg) { return cfg.splits > 1; }
 
 using namespace emitters;
@@ -159,6 +161,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
     TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile,   tcBlocksPerSm,
                                   tcStages,       asyncCopy,   tcDynamicShared, tcSnakeOrder};
+    cfg->rowsPerPosition = match.rowsPerPosition;
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
     if (match.rowsPerPosition > 0 && !batchedStepKeysSplit(*cfg))
@@ -172,7 +175,6 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       return mlir::failure();
     auto qType = mlir::cast<mlir::MemRefType>(operands.q.getType());
     cfg->queryHeads = qType.getRank() == 4 ? qType.getDimSize(1) : 0;
-    cfg->rowsPerPosition = match.rowsPerPosition;
     int64_t maxWidth = kVectorBytes / cfg->storageBytes; // 128-bit accesses of the stored type
     cfg->widthQ = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.q.getType()), maxWidth);
     cfg->widthK = vectorWidthAlongLast(mlir::cast<mlir::MemRefType>(operands.k.getType()), maxWidth);
@@ -445,9 +447,11 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
 
   static void describe(const Config &cfg, const PreparedLaunch &launch, mlir::MLIRContext *context) {
     std::string splitText =
-        cfg.splits > 1 ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
-                             " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit), the last to finish combining"
-                       : "";
+        cfg.splits > 1
+            ? ", keys split " + std::to_string(cfg.splits) + " ways (" + std::to_string(cfg.tilesPerSplit) +
+                  " tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit" +
+                  (cfg.rowsPerPosition > 0 ? ", kBatchedStepMinSplits" : "") + "), the last to finish combining"
+            : "";
     MLPIPE_DEBUG(
         kDebugEmitters,
         os << launch.name << ": fused attention, " << cfg.heads << " heads of " << cfg.length << " queries x "
