@@ -22,12 +22,15 @@
 #   7. the bf16 column sum's threads reading 16 bytes (eight columns) at
 #      once (mlpipe-emit-fusions:column-read-bytes=16) against 8, and its
 #      row split aiming at 4 or 16 blocks an SM (column-blocks-per-sm);
+#   8. batched decode steps of 48 and 64 sequences keeping two key splits
+#      a row (the default since kBatchedStepMinSplits) against one
+#      (batched-min-splits=1: the generic attention there), alternated;
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
 # (default: all but step, in this order) keep a call within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults
+#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults wide
 # (STEP_ROUNDS and COLSUM_ROUNDS: rounds of those parts' alternations, 2)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -52,6 +55,17 @@ products() {
       echo "-- $choice, round $round" | tee -a "$report"
       timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,8,32,64 "${flags[@]}" 2>&1 |
         sed -n '/^Batched/,$p' | tee -a "$report"
+    done
+  done
+}
+
+wide() {
+  section "batched steps of 48 and 64: two key splits a row (default) against one (generic attention), alternated"
+  for round in 1 2; do
+    for splits in 0 1; do
+      echo "-- batched-min-splits=$splits, round $round" | tee -a "$report"
+      timeout 150 bench "${step[@]}" --decode-prompt 10 --batches 1,48,64 \
+        --pass-option "mlpipe-fused-attention:batched-min-splits=$splits" 2>&1 | sed -n '/^Batched/,$p' | tee -a "$report"
     done
   done
 }
@@ -184,9 +198,9 @@ parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults | wide) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults wide)" >&2
     exit 2
     ;;
   esac

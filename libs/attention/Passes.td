@@ -244,6 +244,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores, causal: 1 deals the query tiles, longest first, in rounds of the SM count with every other round reversed; 0 longest first throughout (-1: kSnakeCausalTiles, off)">,
     Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
            "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
+    Option<"batchedMinSplits", "batched-min-splits", "int64_t", /*default=*/"0",
+           "A batched decode step: the fewest key splits a row, where the keys hold that many tiles (0: the heuristic's, kBatchedStepMinSplits; 1: as the blocks alone ask, the step falling back to the generic attention where that is one)">,
     Option<"prefetchedTiles", "prefetched-tiles", "int64_t", /*default=*/"0",
            "A decode step's kernel on a chip with programmatic launch: tiles of its split's cache prefetched into L2 before its wait, and that many ahead of the tile it reads (0: the heuristic's, a split of one tile only unless kPrefetchSeveralTileSplits; -1: none)">,
   ];

@@ -769,7 +769,7 @@ bool asyncCopiesFit(Config &cfg, int64_t globalWidth, int64_t warpSize) {
 namespace {
 
 mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription &device, std::string &why,
-                                           const TensorCoreOverrides &overrides) {
+                                           const LaunchOverrides &overrides) {
   cfg.tensorCores = true;
   cfg.lanes = 4; // a C fragment's row is held by four lanes, two elements each
   cfg.width = 2;
@@ -840,7 +840,7 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
       cfg.keyGroups /= 2;
     fits = sharedBytes() <= budget && asyncCopiesFit(cfg, kVectorBytes / cfg.storageBytes, device.warpSize);
     if (!fits) {
-      TensorCoreOverrides throughRegisters = overrides;
+      LaunchOverrides throughRegisters = overrides;
       throughRegisters.asyncCopy = false;
       return chooseTensorCoreLaunch(cfg, device, why, throughRegisters);
     }
@@ -919,7 +919,7 @@ int64_t dynamicSharedBytes(const Config &cfg, mlir::MLIRContext *context) {
 }
 
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,
-                                 const TensorCoreOverrides &overrides) {
+                                 const LaunchOverrides &overrides) {
   if (tensorCores)
     return chooseTensorCoreLaunch(cfg, device, why, overrides);
   cfg.lanes = 1;
@@ -968,7 +968,7 @@ mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, b
     int64_t wanted = llvm::divideCeilSigned(kSplitBlocksPerSm * device.smCount, blocks);
     int64_t most = std::max<int64_t>(1, cfg.keyTiles / kMinKeyTilesPerSplit);
     if (cfg.rowsPerPosition > 0)
-      wanted = std::max(wanted, kBatchedStepMinSplits);
+      wanted = std::max(wanted, overrides.batchedMinSplits > 0 ? overrides.batchedMinSplits : kBatchedStepMinSplits);
     cfg.splits = std::clamp<int64_t>(wanted, 1, most);
     cfg.tilesPerSplit = llvm::divideCeilSigned(cfg.keyTiles, cfg.splits);
     cfg.splits = llvm::divideCeilSigned(cfg.keyTiles, cfg.tilesPerSplit);

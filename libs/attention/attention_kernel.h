@@ -130,11 +130,12 @@ struct Config {
   bool dynamicShared = false;
 };
 
-// Choices of the tensor-core launch that the pass's options may fix
-// instead of the heuristics (0: the heuristic's): query rows per block,
-// key groups, keys per tile, blocks per SM, cp.async stages; and whether
-// tiles may be copied by cp.async at all.
-struct TensorCoreOverrides {
+// Choices of the launch that the pass's options may fix instead of the
+// heuristics (0: the heuristic's). On tensor cores: query rows per block,
+// key groups, keys per tile, blocks per SM, cp.async stages, and whether
+// tiles may be copied by cp.async at all; a batched decode step's fewest
+// key splits a row.
+struct LaunchOverrides {
   int64_t rowsPerBlock = 0, keyGroups = 0, keysPerTile = 0, blocksPerSm = 0, stages = 0;
   bool asyncCopy = true;
   // cp.async stages in dynamic shared memory, up to the opt-in limit.
@@ -142,6 +143,8 @@ struct TensorCoreOverrides {
   // Causal tiles dealt in snake order: 1, or 0 longest first throughout
   // (< 0: kSnakeCausalTiles).
   int64_t snakeOrder = -1;
+  // A batched decode step's fewest splits a row (0: kBatchedStepMinSplits).
+  int64_t batchedMinSplits = 0;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],
@@ -164,7 +167,7 @@ bool tensorCoresFit(const Config &cfg, const DeviceDescription &device, std::str
 // `overrides` fix what they give on tensor cores (checked: a multiple of
 // 16 rows, a power of two of groups, a multiple of 16 keys).
 mlir::LogicalResult chooseLaunch(Config &cfg, const DeviceDescription &device, bool tensorCores, std::string &why,
-                                 const TensorCoreOverrides &overrides = {});
+                                 const LaunchOverrides &overrides = {});
 
 // Config::prefetchedTiles for a launch whose position argument is known:
 // `fixed` tiles where it is not 0 (-1: none), else the heuristic's.

@@ -159,8 +159,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    TensorCoreOverrides overrides{tcRowsPerBlock, tcKeyGroups, tcKeysPerTile,   tcBlocksPerSm,
-                                  tcStages,       asyncCopy,   tcDynamicShared, tcSnakeOrder};
+    LaunchOverrides overrides{tcRowsPerBlock, tcKeyGroups,     tcKeysPerTile, tcBlocksPerSm,   tcStages,
+                              asyncCopy,      tcDynamicShared, tcSnakeOrder,  batchedMinSplits};
     cfg->rowsPerPosition = match.rowsPerPosition;
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();

@@ -1,5 +1,6 @@
 // RUN: mlpipe-opt %s --mlpipe-fused-attention="chip=sm_53" --cse --debug-only=mlpipe-emitters 2>%t.debug | FileCheck %s
 // RUN: FileCheck %s --check-prefix=DEBUG < %t.debug
+// RUN: mlpipe-opt %s --mlpipe-fused-attention="chip=sm_53 batched-min-splits=1" --debug-only=mlpipe-emitters -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
 
 // batched_decode.mlir's step with 4 sequences of 2 heads, compiled for a
 // chip of 2 SMs: its 8 rows alone fill kSplitBlocksPerSm (4) blocks an SM,
@@ -21,6 +22,10 @@
 // DEBUG-SAME: keys split 2 ways (2 tiles each; kSplitBlocksPerSm, kMinKeyTilesPerSplit, kBatchedStepMinSplits)
 // DEBUG-SAME: writing every sequence's keys and values into the cache at its position first
 // DEBUG-NOT: not fused attention
+
+// batched-min-splits=1: one split a row, which the pass leaves to the
+// generic kernels.
+// ONE: not fused attention: a batched decode step whose rows' keys would not split over blocks (batchedStepKeysSplit)
 
 #map_pos = affine_map<(d0, d1, d2, d3) -> (d0)>
 #map_id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
