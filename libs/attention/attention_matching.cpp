@@ -127,10 +127,11 @@ mlir::LogicalResult matchSoftmaxCall(mlir::func::CallOp softmaxCall, mlir::Symbo
   match.position = !match.softmax.causal
                        ? maskingPosition(match.softmax, graph, softmaxCall, symbols, &match.rowsPerPosition)
                        : Value();
-  // One position's mask read from memory (fused mode): the kernel computes
-  // its elements from the position, as the mask's fusion does, and that
+  // A position's mask read from memory (fused mode; batched decoding's
+  // too, a row's position read at its sequence): the kernel computes its
+  // elements from the positions, as the mask's fusion does, and that
   // fusion's kernel goes once no call reads the mask.
-  if (match.position && match.rowsPerPosition == 0 && !maskWriter) {
+  if (match.position && !maskWriter) {
     if (mlir::func::CallOp writer = matchPositionMaskInput(match.softmax, graph, softmaxCall, symbols)) {
       match.mask = softmaxCall.getOperand(match.softmax.maskArgument);
       match.maskWriterCall = writer;

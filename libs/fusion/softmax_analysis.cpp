@@ -521,7 +521,8 @@ Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, mlir::fu
       if (Value position = positionMaskSource(call.getOperand(argument.getArgNumber()), call, symbols))
         return position;
     // Batched decoding: a per-row mask over [rows, 1, keys] read as it is
-    // (fused mode: one mask fusion serves every layer).
+    // (fused mode: one mask fusion serves every layer, until the fused
+    // attention kernels compute its elements: matchPositionMaskInput).
     if (rowsPerPosition && argument && argument.getOwner() == &graph.function().getBody().front() &&
         prologue.getMatchingIndexingMap(input).isIdentity())
       if (auto [positions, rows] = rowPositionsMaskSource(call.getOperand(argument.getArgNumber()), call, symbols);
@@ -584,13 +585,15 @@ mlir::func::CallOp matchPositionMaskInput(Softmax &softmax, const FusionGraph &g
   llvm::SmallVector<Value, 2> terms = addedTerms(prologue);
   for (mlir::OpOperand *input : prologue.getDpsInputOperands()) {
     auto argument = mlir::dyn_cast<mlir::BlockArgument>(input->get());
-    if (!argument || argument.getOwner() != &graph.function().front() ||
-        prologue.getMatchingIndexingMap(input) != keyOnly ||
+    mlir::AffineMap map = prologue.getMatchingIndexingMap(input);
+    if (!argument || argument.getOwner() != &graph.function().front() || (map != keyOnly && !map.isIdentity()) ||
         !llvm::is_contained(terms, prologue.getMatchingBlockArgument(input)) ||
         !llvm::is_contained(softmax.extraArguments, argument.getArgNumber()))
       continue;
+    // One position's mask over the keys, or batched decoding's over [rows,
+    // 1, keys], each row's keys masked past its sequence's position.
     Value mask = call.getOperand(argument.getArgNumber());
-    if (!positionMaskSource(mask, call, symbols))
+    if (map == keyOnly ? !positionMaskSource(mask, call, symbols) : !rowPositionsMaskSource(mask, call, symbols).first)
       continue;
     softmax.maskInput = static_cast<int>(input->getOperandNumber());
     softmax.maskArgument = static_cast<int>(argument.getArgNumber());

@@ -91,8 +91,9 @@ mlir::Value maskingPosition(const Softmax &softmax, const FusionGraph &graph, ml
 
 // A decode step's mask past a run-time position (maskingPosition's fused
 // mode: a mask over the keys that a fusion computes as select(key > p,
-// big, 0) from the position, before `call`) that the softmax's prologue
-// reads from memory: marks that input the softmax's maskInput and
+// big, 0) from the position, before `call`; or batched decoding's over
+// [rows, 1, keys] from the positions, read as it is) that the softmax's
+// prologue reads from memory: marks that input the softmax's maskInput and
 // maskArgument (no longer an extra argument, so that a kernel computes its
 // elements from the writer's own op) and returns the writer's call. Null
 // where the prologue reads no such mask.
