@@ -49,4 +49,25 @@ chmod +x "$tools/lit"
 if [[ -d .cache/gpt2-tokenizer ]]; then
   rm -rf "$device/tokenizer" && cp -r .cache/gpt2-tokenizer "$device/tokenizer"
 fi
+# The work tree and .device travel together, at most 64 MiB: the libraries
+# and binaries go xz-compressed (a third of their size), and setup.sh
+# unpacks them where it is first sourced.
+for f in "$device"/lib/*.so* "$device"/bin/*; do
+  [[ -L $f || $f == *.xz ]] || xz -T0 -6 -f "$f"
+done
+{
+  head -n 2 "$device/setup.sh"
+  cat <<'UNPACK'
+for _f in "$(dirname "${BASH_SOURCE[0]}")"/lib/*.xz "$(dirname "${BASH_SOURCE[0]}")"/bin/*.xz; do
+  [ -e "$_f" ] && xz -d -f "$_f" && case $_f in */bin/*) chmod +x "${_f%.xz}" ;; esac
+done
+UNPACK
+  tail -n +3 "$device/setup.sh"
+} > "$device/setup.sh.new" && mv "$device/setup.sh.new" "$device/setup.sh"
 du -sh "$device" | awk '{print "packed .device with extras: " $1}'
+tree=$(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1)
+packed=$(du -sb "$device" | cut -f1)
+if (( tree + packed > 64 * 1024 * 1024 )); then
+  echo "pack-device: the work tree ($tree bytes) and .device ($packed) exceed 64 MiB" >&2
+  exit 1
+fi
