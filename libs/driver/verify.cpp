@@ -114,15 +114,15 @@ constexpr double kF32Tolerance = 1e-5;
 constexpr double kF64Tolerance = 1e-12;
 
 // An output past its default bound (no --tolerance) still passes within
-// this many times the error of the float64 reference evaluated in the
-// program's own types (every op's result rounded once:
-// ref::Rounding::OwnTypes). That error is how far rounding alone moves the
-// output: large for an ill-conditioned one, such as a long sequential sum
-// that cancels to near zero (a scan's last carry), and about the unit
-// roundoff elsewhere. The factor leaves room for an order of operations
-// other than the reference's (a tree for a chain, a fused multiply-add for
-// two roundings).
-constexpr double kOwnTypesErrorFactor = 4;
+// this many times the error of the float64 reference evaluated in f32
+// arithmetic (every f32 op's result rounded once, 16-bit values only where
+// the program converts: ref::Rounding::F32Arithmetic). That error is how
+// far f32 rounding alone moves the output: large for an ill-conditioned
+// one, such as a long sequential sum that cancels to near zero (a scan's
+// last carry), and about f32's unit roundoff elsewhere. The factor leaves
+// room for an order of operations other than the reference's (a tree for a
+// chain, a fused multiply-add for two roundings).
+constexpr double kF32ArithmeticErrorFactor = 4;
 
 // The longest reduction or matmul contraction of the graph: the number of
 // terms one f32 accumulator sums.
@@ -148,8 +148,8 @@ struct OutputCheck {
   int64_t unwritten; // elements still holding the NaN poison
   bool pass;
   // Where the output missed the bound: the relative error of the reference
-  // in the program's own types (kOwnTypesErrorFactor); else negative.
-  double ownTypesError = -1;
+  // in f32 arithmetic (kF32ArithmeticErrorFactor); else negative.
+  double f32ArithmeticError = -1;
 };
 
 std::string describeInputs(const fe::Graph &graph) {
@@ -320,7 +320,7 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
   }
   std::vector<OutputCheck> checks;
   std::vector<std::pair<HostTensor, HostTensor>> results; // actual, reference
-  std::optional<ref::Values> inOwnTypes;                  // evaluated once an output misses the bound
+  std::optional<ref::Values> inF32Arithmetic;             // evaluated once an output misses the bound
   for (size_t i = 0; i < entry.outputs.size(); ++i) {
     const TensorSpec &spec = entry.outputs[i];
     HostTensor actual(spec.dtype, spec.shape);
@@ -336,15 +336,16 @@ std::vector<OutputCheck> checkKernel(const std::string &what, const fe::Program 
     Comparison comparison = compareTensors(actual, reference, 0.0, 0.0, /*equalNan=*/true);
     int64_t unwritten = countPoisoned(actual) - poisonValuesExpected(actual, reference);
     bool pass = unwritten == 0 && std::isfinite(comparison.relativeL2) && comparison.relativeL2 < tolerance;
-    double ownTypesError = -1;
+    double f32ArithmeticError = -1;
     if (!pass && !request.tolerance && unwritten == 0 && std::isfinite(comparison.relativeL2)) {
-      if (!inOwnTypes)
-        inOwnTypes = ref::evaluate(graph, referenceInputs, ref::Rounding::OwnTypes);
-      HostTensor rounded = ref::toHost(*inOwnTypes->at(spec.name), DType::f64);
-      ownTypesError = compareTensors(rounded, reference, 0.0, 0.0, /*equalNan=*/true).relativeL2;
-      pass = std::isfinite(ownTypesError) && comparison.relativeL2 < tolerance + kOwnTypesErrorFactor * ownTypesError;
+      if (!inF32Arithmetic)
+        inF32Arithmetic = ref::evaluate(graph, referenceInputs, ref::Rounding::F32Arithmetic);
+      HostTensor rounded = ref::toHost(*inF32Arithmetic->at(spec.name), DType::f64);
+      f32ArithmeticError = compareTensors(rounded, reference, 0.0, 0.0, /*equalNan=*/true).relativeL2;
+      pass = std::isfinite(f32ArithmeticError) &&
+             comparison.relativeL2 < tolerance + kF32ArithmeticErrorFactor * f32ArithmeticError;
     }
-    checks.push_back({spec.name, comparison.relativeL2, comparison.maxAbsError, unwritten, pass, ownTypesError});
+    checks.push_back({spec.name, comparison.relativeL2, comparison.maxAbsError, unwritten, pass, f32ArithmeticError});
   }
   // The given outputs, compared after the reference's rows: the program must
   // agree with them as closely as with the float64 reference.
@@ -474,11 +475,11 @@ bool verifyKernels(const KernelVerifyRequest &request) {
                                check.output, check.relativeError, check.maxAbsError, check.unwritten,
                                oneBound ? "" : fmt::format("{:<11.3g}", bounds[k].tolerance),
                                check.pass ? "PASS" : "FAIL");
-      if (check.ownTypesError >= 0)
-        std::cout << fmt::format("  {} {}: past the bound; the reference in the program's own types is {:.3e} off "
+      if (check.f32ArithmeticError >= 0)
+        std::cout << fmt::format("  {} {}: past the bound; the reference in f32 arithmetic is {:.3e} off "
                                  "(an ill-conditioned output), so the bound is {:.3g} + {:g} x that\n",
-                                 labelFor(kernel), check.output, check.ownTypesError, bounds[k].tolerance,
-                                 kOwnTypesErrorFactor);
+                                 labelFor(kernel), check.output, check.f32ArithmeticError, bounds[k].tolerance,
+                                 kF32ArithmeticErrorFactor);
     }
   }
   saved.commit();

@@ -744,16 +744,16 @@ ArrayPtr evaluateNode(const fe::Graph &graph, const Node &node, const std::vecto
 // What the compiled code stores: f16, bf16 and integer results of
 // arithmetic are rounded or wrapped to their type after every op (f32
 // results are kept in float64, the reference's own precision, but under
-// OwnTypes; ops that only move elements cannot leave the type). Under
-// ConvertsOnly a 16-bit float is rounded only where the program converts
-// to it.
+// F32Arithmetic; ops that only move elements cannot leave the type). Under
+// ConvertsOnly and F32Arithmetic a 16-bit float is rounded only where the
+// program converts to it.
 ArrayPtr asStored(const Node &node, ArrayPtr value, Rounding rounding) {
   bool computes = node.kind == OpKind::Unary || node.kind == OpKind::Binary || node.kind == OpKind::Convert ||
                   node.kind == OpKind::Reduce || node.kind == OpKind::ReduceWindow || node.kind == OpKind::MatMul ||
                   node.kind == OpKind::Convolution || node.kind == OpKind::Iota || node.kind == OpKind::Scatter;
-  if (rounding == Rounding::ConvertsOnly && isFloat(node.dtype) && node.kind != OpKind::Convert)
+  bool roundsF32 = rounding == Rounding::F32Arithmetic && node.dtype == DType::f32;
+  if (rounding != Rounding::EveryOp && isFloat(node.dtype) && node.kind != OpKind::Convert && !roundsF32)
     computes = false;
-  bool roundsF32 = rounding == Rounding::OwnTypes && node.dtype == DType::f32;
   if (computes && node.dtype != DType::f64 && (node.dtype != DType::f32 || roundsF32)) {
     auto rounded = std::make_shared<Array>(*value);
     for (double &v : rounded->data)

@@ -34,11 +34,11 @@ HostTensor toHost(const Array &array, DType dtype);
 // each op's, as the program's text says (HLO's semantics). ConvertsOnly:
 // only the converts the program asks for; other results stay in float64,
 // the exact answer that verify's bounds for reduced precision are measured
-// from. OwnTypes: every float result rounded to its type, f32 included: the
-// program evaluated in the precision its text declares, one rounding an op
-// (verify's measure of how far rounding alone moves an output). Integer
-// results wrap to their type in every mode.
-enum class Rounding { EveryOp, ConvertsOnly, OwnTypes };
+// from. F32Arithmetic: as ConvertsOnly, and every f32 result rounded to
+// f32, one rounding an op, as compiled code computes (verify's measure of
+// how far f32 rounding alone moves an output). Integer results wrap to
+// their type in every mode.
+enum class Rounding { EveryOp, ConvertsOnly, F32Arithmetic };
 
 // Evaluates `graph` on inputs given by name (every input must be given, with
 // its declared shape). Returns every output and probe by name.

@@ -19,8 +19,8 @@ int main(int argc, char **argv) {
                "for bf16 and f16 the reference runs on the same 16-bit inputs, rounding only where the\n"
                "program converts, and the bound is 4 u + K 2^-24 (u = 2^-8 bf16, 2^-11 f16; K the longest\n"
                "reduction), printed with each run. Without --tolerance, an output past its bound still\n"
-               "passes within 4 times the error of the reference evaluated in the program's own types\n"
-               "(every op rounded once): an ill-conditioned output (a sum that cancels), noted under its row.\n"
+               "passes within 4 times the error of the reference evaluated in f32 arithmetic (every f32\n"
+               "op rounded once): an ill-conditioned output (a sum that cancels), noted under its row.\n"
                "Exit status: 0 PASS, 1 FAIL, 2 unusable input."};
   app.footer(
       "Examples:\n"

@@ -380,17 +380,28 @@ BOOST_AUTO_TEST_CASE(a_positions_mask_masks_each_row_past_its_sequences_position
              "positionsMask: the positions must be a rank-1 i32 tensor");
 }
 
-BOOST_AUTO_TEST_CASE(own_types_rounds_every_f32_result_the_others_keep_float64) {
+BOOST_AUTO_TEST_CASE(f32_arithmetic_rounds_every_f32_result_the_others_keep_float64) {
   Graph g("cancel", DType::f32);
   Tensor x = g.input("x", {2});
   g.output("y", (x + 4096.0) - 4096.0);
   ref::Values inputs{{"x", array({2}, {0.1, -0.3})}};
   std::vector<double> exact = ref::evaluate(g, inputs, ref::Rounding::ConvertsOnly).at("y")->data;
-  std::vector<double> ownTypes = ref::evaluate(g, inputs, ref::Rounding::OwnTypes).at("y")->data;
+  std::vector<double> inF32 = ref::evaluate(g, inputs, ref::Rounding::F32Arithmetic).at("y")->data;
   BOOST_TEST(exact == (std::vector<double>{0.1, -0.3}), boost::test_tools::tolerance(1e-9)
                                                             << boost::test_tools::per_element());
   // f32 holds 4096 + x to 2^-11: the sum is rounded there before 4096 goes.
   std::vector<double> rounded{double(float(4096.0 + 0.1)) - 4096.0, double(float(4096.0 - 0.3)) - 4096.0};
-  BOOST_TEST(ownTypes == rounded, boost::test_tools::per_element());
-  BOOST_TEST(std::abs(ownTypes[0] - 0.1) > 1e-6);
+  BOOST_TEST(inF32 == rounded, boost::test_tools::per_element());
+  BOOST_TEST(std::abs(inF32[0] - 0.1) > 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(f32_arithmetic_leaves_sixteen_bit_results_to_the_converts) {
+  Graph g("scale", DType::bf16);
+  Tensor x = g.input("x", {1});
+  g.output("y", x * 3.0);
+  ref::Values inputs{{"x", array({1}, {0.1})}};
+  double everyOp = ref::evaluate(g, inputs, ref::Rounding::EveryOp).at("y")->data[0];
+  double inF32 = ref::evaluate(g, inputs, ref::Rounding::F32Arithmetic).at("y")->data[0];
+  BOOST_TEST(everyOp == storedValue(DType::bf16, 0.1 * 3.0));
+  BOOST_TEST(inF32 == 0.1 * 3.0);
 }
