@@ -28,7 +28,8 @@
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
-# (default: all but step, in this order) keep a call within the host's limit:
+# (default: products attention tuning tf32 fewrows tests wide) keep a call
+# within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
 #   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults wide
 # (STEP_ROUNDS and COLSUM_ROUNDS: rounds of those parts' alternations, 2)
@@ -195,7 +196,7 @@ defaults() {
 }
 
 parts=("$@")
-[[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests)
+[[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests wide)
 for part in "${parts[@]}"; do
   case $part in
   products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults | wide) "$part" ;;
