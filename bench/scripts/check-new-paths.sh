@@ -19,9 +19,10 @@
 #      compute it, wte's first round loaded before their wait), this build
 #      against the build before it (packed as .device/builds/before by
 #      compare-builds.sh --pack), with the GPU checks of that step;
-#   7. the bf16 column sum's threads reading 16 bytes (eight columns) at
-#      once (mlpipe-emit-fusions:column-read-bytes=16) against 8, and its
-#      row split aiming at 4 or 16 blocks an SM (column-blocks-per-sm);
+#   7. the column sum's combining kernel loading a thread's partials at
+#      once (kCombineLoadsAtOnce) against its loop (column-combine-at-once
+#      =0, the build before), with 16 or 32 threads a column
+#      (column-combine-rows) and 12 or 24 blocks an SM (column-blocks-per-sm);
 #   8. batched decode steps of 48 and 64 sequences keeping two key splits
 #      a row (the default since kBatchedStepMinSplits) against one
 #      (batched-min-splits=1: the generic attention there), alternated;
@@ -164,12 +165,18 @@ timeline() {
 }
 
 colsum() {
-  section "bf16 column sum: 16 bytes a thread's read (column-read-bytes=16) against 8 (the default), and blocks an SM, alternated"
+  section "bf16 column sum: the combining kernel's loads at once (default) against its loop (the build before), threads a column, blocks an SM, alternated"
   for round in $(seq "${COLSUM_ROUNDS:-2}"); do
-    for choice in "column-read-bytes=0" "column-read-bytes=16" "column-read-bytes=16 column-blocks-per-sm=4" \
-      "column-read-bytes=16 column-blocks-per-sm=16" "column-read-bytes=0 column-blocks-per-sm=16"; do
+    for choice in "column-combine-at-once=-1" "column-combine-at-once=0" "column-combine-rows=16" \
+      "column-combine-rows=32" "column-blocks-per-sm=12" "column-blocks-per-sm=24" \
+      "column-combine-rows=32 column-blocks-per-sm=24"; do
       echo "-- $choice, round $round" | tee -a "$report"
       timeout 90 bench --pass-option "mlpipe-emit-fusions:$choice" kernels colsum --dtype bf16 2>&1 |
+        grep -E '^(colsum|pass option)' | tee -a "$report"
+    done
+    for choice in "column-combine-at-once=-1" "column-combine-at-once=0"; do
+      echo "-- f32, $choice, round $round" | tee -a "$report"
+      timeout 90 bench --pass-option "mlpipe-emit-fusions:$choice" kernels colsum 2>&1 |
         grep -E '^(colsum|pass option)' | tee -a "$report"
     done
   done

@@ -51,6 +51,11 @@ constexpr int64_t kMinRowsPerThread = 8;
 // added 88 partials one after another: 4.4 us under the profiler, against
 // 9.6 for the kernel reading the bf16 16384 x 768 input.
 constexpr int64_t kCombineRows = 8;
+// A combining thread with at most this many partials loads them all before
+// its first add, so that it waits on L2 once rather than once a loop
+// iteration (the loop, unrolled by four, waited eight times for the 32
+// partials a thread of the bf16 16384 x 768 sum adds).
+constexpr int64_t kCombineLoadsAtOnce = 32;
 // Bytes of the input a thread reads at once: a warp's 32 reads cover a
 // 128-byte row segment, as 32 f32 columns do. Narrower elements (bf16,
 // f16) give each thread that many neighbouring columns, read as one
@@ -72,6 +77,7 @@ public:
       return mlir::failure();
     const DeviceDescription &device = *options_.device;
     chooseColumnsPerThread();
+    combineRows_ = options_.columnCombineRows > 0 ? options_.columnCombineRows : kCombineRows;
     int64_t columnTiles = llvm::divideCeilSigned(columns_, kColumns * columnsPerThread_);
     int64_t base = outer_ * columnTiles;
     int64_t blocksPerSm = options_.columnBlocksPerSm > 0 ? options_.columnBlocksPerSm
@@ -107,10 +113,10 @@ public:
       KernelSignature combine;
       combine.name = kernelName(graph_);
       combine.bytesMoved = bytesOf(workspaceType) + outputBytes();
-      combine.blockSize = {static_cast<int32_t>(kColumns), static_cast<int32_t>(kCombineRows), 1};
+      combine.blockSize = {static_cast<int32_t>(kColumns), static_cast<int32_t>(combineRows_), 1};
       combine.arguments.push_back(workspaceType);
       combine.workgroupBuffers.push_back(
-          mlir::MemRefType::get({kCombineRows, kColumns + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
+          mlir::MemRefType::get({combineRows_, kColumns + 1}, elementType, mlir::MemRefLayoutAttrInterface{}, space));
       second = buildFusionKernel(
           kernels, graph_, combine,
           [&](ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) { return emitCombine(elemental, kernel); },
@@ -124,7 +130,9 @@ public:
                     << columnsPerThread_ << " a thread, kBytesPerThreadRead or kSixteenBitBytesPerThreadRead), rows in "
                     << chunks_ << " chunks of " << rowsPerChunk_ << ", " << blocks << " blocks x " << kColumns << "x"
                     << kRowsAtOnce << " threads"
-                    << (chunks_ > 1 ? ", then a kernel combining the partials (kCombineRows threads a column)" : "")
+                    << (chunks_ > 1 ? ", then a kernel combining the partials (" + std::to_string(combineRows_) +
+                                          " threads a column, kCombineRows)"
+                                    : std::string())
                     << " (" << device.smCount << " SMs)\n");
     mlir::OpBuilder host(call);
     llvm::SmallVector<mlir::Value> operands(call.getOperands());
@@ -140,7 +148,7 @@ public:
     if (chunks_ > 1) {
       LaunchDims combineDims;
       combineDims.grid = {combineBlocks, 1, 1};
-      combineDims.block = {kColumns, kCombineRows, 1};
+      combineDims.block = {kColumns, combineRows_, 1};
       kernels.launch(host, call.getLoc(), *second, combineDims, operands);
       mlir::memref::DeallocOp::create(host, call.getLoc(), workspace);
     }
@@ -402,23 +410,42 @@ private:
       valid = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, column, elemental.index(columns_));
       clamped = elemental.minIndex(column, columns_ - 1);
     }
-    int64_t steps = llvm::divideCeilSigned(chunks_, kCombineRows);
-    auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1),
-                                         mlir::ValueRange{elemental.neutral(hero_)});
-    {
-      mlir::OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      mlir::Value chunk = elemental.add(elemental.mul(loop.getInductionVar(), kCombineRows), ty);
+    int64_t steps = llvm::divideCeilSigned(chunks_, combineRows_);
+    // Partial `step` of this thread's column (the neutral value past the
+    // last chunk).
+    auto loadPartial = [&](mlir::Value step) {
+      mlir::Value chunk = elemental.add(elemental.mul(step, combineRows_), ty);
       mlir::Value partial = mlir::memref::LoadOp::create(
           b, loc, workspace, mlir::ValueRange{outer, elemental.minIndex(chunk, chunks_ - 1), clamped});
-      if (chunks_ % kCombineRows) {
+      if (chunks_ % combineRows_) {
         mlir::Value inside =
             mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, chunk, elemental.index(chunks_));
         partial = mlir::arith::SelectOp::create(b, loc, inside, partial, elemental.neutral(hero_));
       }
-      mlir::scf::YieldOp::create(b, loc, elemental.combine(hero_, loop.getRegionIterArgs()[0], partial));
+      return partial;
+    };
+    mlir::Value sum;
+    const int64_t atOnce = options_.columnCombineLoadsAtOnce >= 0 ? options_.columnCombineLoadsAtOnce
+                                                                  : kCombineLoadsAtOnce;
+    if (steps <= atOnce) {
+      // Every load first, then the adds in the loop's order (the same bits):
+      // one trip to L2 instead of one for each few partials.
+      llvm::SmallVector<mlir::Value> partials;
+      for (int64_t step = 0; step < steps; ++step)
+        partials.push_back(loadPartial(elemental.index(step)));
+      sum = elemental.neutral(hero_);
+      for (mlir::Value partial : partials)
+        sum = elemental.combine(hero_, sum, partial);
+    } else {
+      auto loop = mlir::scf::ForOp::create(b, loc, elemental.index(0), elemental.index(steps), elemental.index(1),
+                                           mlir::ValueRange{elemental.neutral(hero_)});
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      mlir::scf::YieldOp::create(
+          b, loc, elemental.combine(hero_, loop.getRegionIterArgs()[0], loadPartial(loop.getInductionVar())));
+      sum = loop.getResult(0);
     }
-    mlir::memref::StoreOp::create(b, loc, loop.getResult(0), tile, mlir::ValueRange{ty, tx});
+    mlir::memref::StoreOp::create(b, loc, sum, tile, mlir::ValueRange{ty, tx});
     mlir::gpu::BarrierOp::create(b, loc);
     mlir::Value isFirst = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, ty, elemental.index(0));
     auto ifFirst = mlir::scf::IfOp::create(b, loc, isFirst, false);
@@ -426,7 +453,7 @@ private:
     b.setInsertionPoint(ifFirst.thenBlock()->getTerminator());
     elemental.pushScope();
     mlir::Value total = elemental.neutral(hero_);
-    for (int64_t r = 0; r < kCombineRows; ++r)
+    for (int64_t r = 0; r < combineRows_; ++r)
       total = elemental.combine(hero_, total,
                                 mlir::memref::LoadOp::create(b, loc, tile, mlir::ValueRange{elemental.index(r), tx}));
     finish(elemental, outer, clamped, total, valid);
@@ -439,6 +466,7 @@ private:
   llvm::SmallVector<int64_t> inputShape_, outerShape_, reducedShape_, innerShape_, keptShape_;
   int64_t outer_ = 1, rows_ = 1, columns_ = 1, chunks_ = 1, rowsPerChunk_ = 1, columnTiles_ = 1;
   int64_t columnsPerThread_ = 1;
+  int64_t combineRows_ = kCombineRows;
 };
 
 } // namespace

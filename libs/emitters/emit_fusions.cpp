@@ -136,6 +136,16 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
                  << static_cast<int64_t>(columnBlocksPerSm),
              signalPassFailure();
     options.columnBlocksPerSm = columnBlocksPerSm;
+    if (columnCombineRows < 0 || columnCombineRows > 32)
+      return module.emitError("mlpipe-emit-fusions: column-combine-rows must be 0 to 32, not ")
+                 << static_cast<int64_t>(columnCombineRows),
+             signalPassFailure();
+    options.columnCombineRows = columnCombineRows;
+    if (columnCombineAtOnce < -1 || columnCombineAtOnce > 64)
+      return module.emitError("mlpipe-emit-fusions: column-combine-at-once must be -1 to 64, not ")
+                 << static_cast<int64_t>(columnCombineAtOnce),
+             signalPassFailure();
+    options.columnCombineLoadsAtOnce = columnCombineAtOnce;
     MLPIPE_DEBUG(kDebugEmitters, if (options.rowPrologueMaxRows != kRowPrologueMaxRows) os
                                      << "row reductions of at most " << options.rowPrologueMaxRows
                                      << " rows computed in the matmul after them (row-prologue-rows; "

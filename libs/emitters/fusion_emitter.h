@@ -67,6 +67,12 @@ struct EmitterOptions {
   // Blocks an SM a column reduction's row split aims for (the pass's
   // column-blocks-per-sm); 0: the emitter's kBlocksPerSm.
   int64_t columnBlocksPerSm = 0;
+  // Threads a column in the kernel combining a column reduction's partials
+  // (the pass's column-combine-rows); 0: the emitter's kCombineRows.
+  int64_t columnCombineRows = 0;
+  // The most partials a combining thread loads before its first add (the
+  // pass's column-combine-at-once); -1: the emitter's kCombineLoadsAtOnce.
+  int64_t columnCombineLoadsAtOnce = -1;
 };
 
 class FusionEmitter {

@@ -16,8 +16,9 @@
 // CHECK: gpu.barrier
 // CHECK-COUNT-8: memref.load %[[TILE]]
 // The combining kernel is a column reduction of the partials: thread (x, y)
-// adds chunks y, y + 8, ... of column x, the eight sums then meet in shared
-// memory and are added in order.
+// adds chunks y, y + 8, ... of column x (here more of them than
+// kCombineLoadsAtOnce: a loop), the eight sums then meet in shared memory
+// and are added in order.
 // CHECK-LABEL: gpu.func @colsum_column_reduction(
 // CHECK-SAME: workgroup(%[[SUMS:.*]] : memref<8x33xf32, #gpu.address_space<workgroup>>)
 // CHECK: scf.for
