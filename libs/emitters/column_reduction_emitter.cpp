@@ -425,8 +425,8 @@ private:
       return partial;
     };
     mlir::Value sum;
-    const int64_t atOnce = options_.columnCombineLoadsAtOnce >= 0 ? options_.columnCombineLoadsAtOnce
-                                                                  : kCombineLoadsAtOnce;
+    const int64_t atOnce =
+        options_.columnCombineLoadsAtOnce >= 0 ? options_.columnCombineLoadsAtOnce : kCombineLoadsAtOnce;
     if (steps <= atOnce) {
       // Every load first, then the adds in the loop's order (the same bits):
       // one trip to L2 instead of one for each few partials.
