@@ -26,13 +26,16 @@
 #   8. batched decode steps of 48 and 64 sequences keeping two key splits
 #      a row (the default since kBatchedStepMinSplits) against one
 #      (batched-min-splits=1: the generic attention there), alternated;
+#   9. the logits' product on three warpgroups (192-row tiles, fewer bytes
+#      of A and B read per product) and c_proj's warpgroup tiles, against
+#      cuBLASLt (matmuls);
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
 # (default: products attention tuning tf32 fewrows tests wide) keep a call
 # within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults wide
+#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults wide matmuls
 # (STEP_ROUNDS and COLSUM_ROUNDS: rounds of those parts' alternations, 2)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -164,6 +167,17 @@ timeline() {
   timeout 150 bench/scripts/step-timeline.sh fused 49 --dtype bf16 2>&1 | tail -30 | tee -a "$report"
 }
 
+matmuls() {
+  section "warpgroup products: the logits in three warpgroups (192-row tiles) and c_proj's tiles, against cuBLASLt"
+  timeout 240 bench/scripts/sweep-matmul.sh bf16 1024x768x50257t 'chip=sm_90a' \
+    'chip=sm_90a form=warpgroup block-tile=192,240,64' 'chip=sm_90a form=warpgroup block-tile=192,192,64' \
+    'chip=sm_90a' 'chip=sm_90a form=warpgroup block-tile=192,240,64' 2>&1 | tail -6 | tee -a "$report"
+  timeout 150 bench/scripts/sweep-matmul.sh bf16 1024x3072x768 'chip=sm_90a' \
+    'chip=sm_90a form=warpgroup block-tile=64,48,64' 'chip=sm_90a form=warpgroup block-tile=64,64,64' \
+    'chip=sm_90a form=warpgroup block-tile=64,80,64' 'chip=sm_90a form=warpgroup block-tile=128,64,64' \
+    'chip=sm_90a form=warpgroup block-tile=64,96,64 stages=4' 'chip=sm_90a' 2>&1 | tail -8 | tee -a "$report"
+}
+
 colsum() {
   section "bf16 column sum: the combining kernel's loads at once (default) against its loop (the build before), threads a column, blocks an SM, alternated"
   for round in $(seq "${COLSUM_ROUNDS:-2}"); do
@@ -206,9 +220,9 @@ parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests wide)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults | wide) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults | wide | matmuls) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults wide)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults wide matmuls)" >&2
     exit 2
     ;;
   esac

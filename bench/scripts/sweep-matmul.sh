@@ -2,7 +2,7 @@
 # The generated tensor-core matmul under several option sets, each timed
 # beside cuBLASLt on the same product in the same run: which tile, K-slice
 # and stage count a product wants. On the GPU host:
-#   source .device/setup.sh && bench/scripts/sweep-matmul.sh DTYPE MxKxN [OPTIONS...]
+#   source .device/setup.sh && bench/scripts/sweep-matmul.sh DTYPE MxKxN[t] [OPTIONS...]   (t: B stored [N, K])
 # Each OPTIONS is one set of mlpipe-generated-matmuls options (e.g.
 # 'block-tile=128,128,64 stages=3'); '' is the default choice; a word
 # chip=CHIP compiles that set for CHIP (sm_90a: the warpgroup form, e.g.
@@ -17,10 +17,25 @@ shift $(($# < 2 ? $# : 2))
 sets=("$@")
 [[ ${#sets[@]} -gt 0 ]] || sets=("")
 IFS=x read -r m k n <<<"$shape"
+# N ending in t: B stored transposed ([N, K], as the logits read wte).
+shapeB=(--shape "${k}x$n")
+if [[ $n == *t ]]; then
+  n=${n%t}
+  shapeB=(--shape "${n}x$k" --transpose-b)
+fi
 work=$(mktemp -d)
-verify matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" --target cpu --save "$work/data" >/dev/null
-inputs=(--input a=@"$work/data/matmul/a.npy" --input b=@"$work/data/matmul/b.npy")
-trace matmul --shape "${m}x$k" --shape "${k}x$n" --dtype "$dtype" | fuse | bufferize >"$work/buffers.mlir"
+# Random inputs (f32 .npy, rounded to bf16 by run; f16 as f16), made by NumPy: the
+# CPU's float64 reference of the logits' product would take minutes.
+rowsB=$k colsB=$n
+[[ ${shapeB[*]} == *--transpose-b* ]] && rowsB=$n colsB=$k
+python3 -c 'import sys, numpy as np
+g = np.random.default_rng(1)
+for name, r, c in (("a", int(sys.argv[2]), int(sys.argv[3])), ("b", int(sys.argv[4]), int(sys.argv[5]))):
+    x = g.standard_normal((r, c), dtype=np.float32)
+    np.save(f"{sys.argv[1]}/{name}.npy", x.astype(np.float16) if sys.argv[6] == "f16" else x)' \
+  "$work" "$m" "$k" "$rowsB" "$colsB" "$dtype"
+inputs=(--input a=@"$work/a.npy" --input b=@"$work/b.npy")
+trace matmul --shape "${m}x$k" "${shapeB[@]}" --dtype "$dtype" | fuse | bufferize >"$work/buffers.mlir"
 # Median µs of a lowered module's run (run prints "median ... ms").
 time_of() { run "$1" "${inputs[@]}" --repeat 200 | sed -n 's/.*median[^0-9]*\([0-9.]*\) *ms.*/\1/p' | head -1; }
 outline --matmul cublas <"$work/buffers.mlir" | lower-nvvm -o "$work/cublas.mlir"

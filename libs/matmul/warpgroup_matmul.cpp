@@ -81,6 +81,11 @@ constexpr int64_t kDescriptorSwizzle128 = int64_t(1) << 62;
 // the largest area down (128 rows first at equal area: the widest tiles
 // read the fewest bytes per product).
 constexpr int64_t kWarpgroupMinColumns = 64, kWarpgroupMaxColumns = 256;
+// A forced tile may be narrower, down to 32 columns (wgmma takes N in
+// steps of 8): more blocks for a product of few tiles, two of them an SM
+// (GPT-2's c_proj at T = 1024, 1024 x 768, runs 128 blocks of 64 x 96,
+// one warpgroup an SM).
+constexpr int64_t kWarpgroupMinForcedColumns = 32;
 struct WarpgroupShape {
   int64_t blockM, blockN;
 };
@@ -180,8 +185,9 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
     c.blockM = options.blockTile[0];
     c.blockN = options.blockTile[1];
     if (c.blockM % kWgmmaM != 0 || c.blockM < kWgmmaM || c.blockM > kWarpgroupMaxRows ||
-        c.blockN < kWarpgroupMinColumns || c.blockN > kWarpgroupMaxColumns || c.blockN % columnStep(c.blockM) != 0) {
-      error = "the warpgroup form's block tile is 64 rows by 64 to 256 columns in steps of 16, 128 rows in steps "
+        c.blockN < kWarpgroupMinForcedColumns || c.blockN > kWarpgroupMaxColumns ||
+        c.blockN % columnStep(c.blockM) != 0) {
+      error = "the warpgroup form's block tile is 64 rows by 32 to 256 columns in steps of 16, 128 rows in steps "
               "of 32, or 192 rows in steps of 48";
       return mlir::failure();
     }
