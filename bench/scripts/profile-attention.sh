@@ -7,8 +7,9 @@
 #   source .device/setup.sh && bench/scripts/profile-attention.sh [DTYPE [T [OPTIONS]]]   (default: bf16 1024)
 # OPTIONS: options of the fused attention pass for the kernel profiled
 # (e.g. 'tc-stages=2').
-# Output: the report on stdout; the SASS in $OUT/attention.sass (or
-# /tmp/mlpipe-profile-attention).
+# Output: the report on stdout and in $OUT/attention-profile.txt, the SASS
+# in $OUT/attention.sass, the source counters per SASS instruction in
+# $OUT/attention-source.csv (or /tmp/mlpipe-profile-attention).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 on_the_gpu_host profile-attention
@@ -27,7 +28,11 @@ ncu --clock-control none -k regex:attention -c 1 \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
   --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
   --section MemoryWorkloadAnalysis --section SourceCounters \
-  run "$work/attention.mlir" "${qkv[@]}" --no-graphs 2>&1 | grep -v '^==PROF==' || true
+  run "$work/attention.mlir" "${qkv[@]}" --no-graphs 2>&1 | grep -v '^==PROF==' | tee "$out/attention-profile.txt" || true
+# Per SASS instruction: where the excessive sectors and shared wavefronts,
+# and the stalls, are (the source counters' table).
+ncu --clock-control none -k regex:attention -c 1 --section SourceCounters --page source --print-source sass --csv \
+  run "$work/attention.mlir" "${qkv[@]}" --no-graphs 2>/dev/null | grep -v '^==PROF==' >"$out/attention-source.csv" || true
 # The SASS of the kernel: its PTX (the isa module's assembly string)
 # assembled by ptxas for this chip, disassembled.
 chip=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)

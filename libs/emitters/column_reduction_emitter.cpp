@@ -49,8 +49,11 @@ constexpr int64_t kMinRowsPerThread = 8;
 // column tx, the block's rows then meeting in shared memory, in a fixed
 // order. With one thread a column (3 blocks for 768 columns) each thread
 // added 88 partials one after another: 4.4 us under the profiler, against
-// 9.6 for the kernel reading the bf16 16384 x 768 input.
-constexpr int64_t kCombineRows = 8;
+// 9.6 for the kernel reading the bf16 16384 x 768 input. With 32 threads a
+// column (8 of the 256 partials each), the bf16 sum took 10.59-10.60 us
+// against 10.73-10.81 with 8 (H100, alternated in one run, 2026-12-05;
+// 16: 10.56-10.75).
+constexpr int64_t kCombineRows = 32;
 // A combining thread with at most this many partials loads them all before
 // its first add, so that it waits on L2 once rather than once a loop
 // iteration (the loop, unrolled by four, waited eight times for the 32
