@@ -148,7 +148,7 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     Option<"columnBlocksPerSm", "column-blocks-per-sm", "int64_t", /*default=*/"0",
            "Blocks an SM a column reduction's row split aims for (0: kBlocksPerSm, 8, or for 16-bit inputs kSixteenBitBlocksPerSm, 16)">,
     Option<"columnCombineRows", "column-combine-rows", "int64_t", /*default=*/"0",
-           "Threads a column, 1 to 32, in the kernel combining a column reduction's partials (0: kCombineRows, 32)">,
+           "Threads a column, 1 to 32, in the kernel combining a column reduction's partials (0: a power of two from 8 to 32 giving a thread about kCombinePartialsPerThread, 8, of them)">,
     Option<"columnCombineAtOnce", "column-combine-at-once", "int64_t", /*default=*/"-1",
            "The most partials a thread of that kernel loads before its first add, more taking a loop (-1: "
            "kCombineLoadsAtOnce, 32; 0: always a loop)">,

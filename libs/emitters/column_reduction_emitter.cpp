@@ -44,16 +44,18 @@ constexpr int64_t kSixteenBitBlocksPerSm = 16;
 // partials' second pass costs more than it saves.
 constexpr int64_t kMinRowsPerThread = 8;
 // The second kernel is itself a column reduction, of the [chunks, columns]
-// partials: a block of kColumns x kCombineRows threads owns kColumns
-// columns, thread (tx, ty) adding chunks ty, ty + kCombineRows, ... of
-// column tx, the block's rows then meeting in shared memory, in a fixed
-// order. With one thread a column (3 blocks for 768 columns) each thread
-// added 88 partials one after another: 4.4 us under the profiler, against
-// 9.6 for the kernel reading the bf16 16384 x 768 input. With 32 threads a
-// column (8 of the 256 partials each), the bf16 sum took 10.59-10.60 us
-// against 10.73-10.81 with 8 (H100, alternated in one run, 2026-12-05;
-// 16: 10.56-10.75).
-constexpr int64_t kCombineRows = 32;
+// partials: a block of kColumns x R threads owns kColumns columns, thread
+// (tx, ty) adding chunks ty, ty + R, ... of column tx, the block's rows
+// then meeting in shared memory, in a fixed order. With one thread a
+// column (3 blocks for 768 columns) each thread added 88 partials one
+// after another: 4.4 us under the profiler, against 9.6 for the kernel
+// reading the bf16 16384 x 768 input. R is the power of two, from
+// kMinCombineRows to kMaxCombineRows (a block of 1024 threads), that gives
+// a thread about kCombinePartialsPerThread partials: the bf16 sum's 256
+// chunks took 10.59-10.60 us with R = 32 against 10.73-10.81 with 8; the
+// f32 sum's 44 chunks 19.30-19.34 with 8 against 19.51-19.55 with 32
+// (H100, 2026-12-05).
+constexpr int64_t kCombinePartialsPerThread = 8, kMinCombineRows = 8, kMaxCombineRows = 32;
 // A combining thread with at most this many partials loads them all before
 // its first add, so that it waits on L2 once rather than once a loop
 // iteration (the loop, unrolled by four, waited eight times for the 32
@@ -80,7 +82,6 @@ public:
       return mlir::failure();
     const DeviceDescription &device = *options_.device;
     chooseColumnsPerThread();
-    combineRows_ = options_.columnCombineRows > 0 ? options_.columnCombineRows : kCombineRows;
     int64_t columnTiles = llvm::divideCeilSigned(columns_, kColumns * columnsPerThread_);
     int64_t base = outer_ * columnTiles;
     int64_t blocksPerSm = options_.columnBlocksPerSm > 0 ? options_.columnBlocksPerSm
@@ -91,6 +92,11 @@ public:
     chunks_ = std::clamp<int64_t>(wanted, 1, mostChunks);
     rowsPerChunk_ = llvm::divideCeilSigned(rows_, chunks_);
     chunks_ = llvm::divideCeilSigned(rows_, rowsPerChunk_);
+    combineRows_ =
+        options_.columnCombineRows > 0
+            ? options_.columnCombineRows
+            : std::clamp<int64_t>(llvm::PowerOf2Ceil(llvm::divideCeilSigned(chunks_, kCombinePartialsPerThread)),
+                                  kMinCombineRows, kMaxCombineRows);
     int64_t blocks = base * chunks_;
     columnTiles_ = columnTiles;
 
@@ -134,7 +140,7 @@ public:
                     << chunks_ << " chunks of " << rowsPerChunk_ << ", " << blocks << " blocks x " << kColumns << "x"
                     << kRowsAtOnce << " threads"
                     << (chunks_ > 1 ? ", then a kernel combining the partials (" + std::to_string(combineRows_) +
-                                          " threads a column, kCombineRows)"
+                                          " threads a column, kCombinePartialsPerThread)"
                                     : std::string())
                     << " (" << device.smCount << " SMs)\n");
     mlir::OpBuilder host(call);
@@ -392,7 +398,7 @@ private:
   }
 
   // A block per (outer, tile of kColumns columns): thread (tx, ty) adds
-  // chunks ty, ty + kCombineRows, ... of its column; the kCombineRows sums
+  // chunks ty, ty + R, ... of its column (R = combineRows_); the R sums
   // meet in shared memory, and row 0 adds them in order and applies the
   // epilogue.
   mlir::LogicalResult emitCombine(ElementalEmitter &elemental, mlir::gpu::GPUFuncOp kernel) {
@@ -469,7 +475,7 @@ private:
   llvm::SmallVector<int64_t> inputShape_, outerShape_, reducedShape_, innerShape_, keptShape_;
   int64_t outer_ = 1, rows_ = 1, columns_ = 1, chunks_ = 1, rowsPerChunk_ = 1, columnTiles_ = 1;
   int64_t columnsPerThread_ = 1;
-  int64_t combineRows_ = kCombineRows;
+  int64_t combineRows_ = kMinCombineRows;
 };
 
 } // namespace

@@ -68,7 +68,8 @@ struct EmitterOptions {
   // column-blocks-per-sm); 0: the emitter's kBlocksPerSm.
   int64_t columnBlocksPerSm = 0;
   // Threads a column in the kernel combining a column reduction's partials
-  // (the pass's column-combine-rows); 0: the emitter's kCombineRows.
+  // (the pass's column-combine-rows); 0: the emitter's choice (about
+  // kCombinePartialsPerThread partials a thread).
   int64_t columnCombineRows = 0;
   // The most partials a combining thread loads before its first add (the
   // pass's column-combine-at-once); -1: the emitter's kCombineLoadsAtOnce.
