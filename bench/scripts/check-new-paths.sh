@@ -176,6 +176,12 @@ matmuls() {
     'chip=sm_90a form=warpgroup block-tile=64,48,64' 'chip=sm_90a form=warpgroup block-tile=64,64,64' \
     'chip=sm_90a form=warpgroup block-tile=64,80,64' 'chip=sm_90a form=warpgroup block-tile=128,64,64' \
     'chip=sm_90a form=warpgroup block-tile=64,96,64 stages=4' 'chip=sm_90a' 2>&1 | tail -8 | tee -a "$report"
+  section "c_proj with K split across the grid (warpgroup split-k), against cuBLASLt"
+  timeout 200 bench/scripts/sweep-matmul.sh bf16 1024x3072x768 'chip=sm_90a' \
+    'chip=sm_90a form=warpgroup block-tile=128,96,64 split-k=2' 'chip=sm_90a form=warpgroup block-tile=128,192,64 split-k=4' \
+    'chip=sm_90a form=warpgroup block-tile=128,128,64 split-k=3' 'chip=sm_90a form=warpgroup block-tile=64,96,64 split-k=2' \
+    'chip=sm_90a form=warpgroup block-tile=128,256,64 split-k=4' 'chip=sm_90a form=warpgroup block-tile=128,192,64 split-k=2' \
+    'chip=sm_90a' 2>&1 | tail -9 | tee -a "$report"
 }
 
 colsum() {

@@ -133,6 +133,9 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
     Option<"matmulStages", "matmul-stages", "int64_t", /*default=*/"0",
            "The tensor-core form's cp.async stages for every matmul fusion (0: chosen per product; as "
            "mlpipe-generated-matmuls' stages)">,
+    Option<"matmulSplitK", "matmul-split-k", "int64_t", /*default=*/"0",
+           "Splits of K across the grid for every matmul fusion (0: chosen per product; as "
+           "mlpipe-generated-matmuls' split-k)">,
     Option<"matmulForm", "matmul-form", "std::string", /*default=*/"\"auto\"",
            "The generated kernel's form for every matmul fusion: auto, tiled, skinny, row_dot, tensor_core or warpgroup (as "
            "mlpipe-generated-matmuls' form)">,

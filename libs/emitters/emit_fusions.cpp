@@ -118,6 +118,11 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
       options.matmulWarpTile = {matmulWarpTile[0], matmulWarpTile[1]};
     }
     options.matmulStages = matmulStages;
+    if (matmulSplitK < 0)
+      return module.emitError("mlpipe-emit-fusions: matmul-split-k must be 0 or more, not ")
+                 << static_cast<int64_t>(matmulSplitK),
+             signalPassFailure();
+    options.matmulSplitK = matmulSplitK;
     options.matmulForm = matmulForm;
     options.matmulPrefetchFragments = matmulPrefetchFragments;
     if (precision != "f32" && precision != "tf32")

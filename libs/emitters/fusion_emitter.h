@@ -50,6 +50,7 @@ struct EmitterOptions {
   std::array<int64_t, 3> matmulBlockTile = {0, 0, 0};
   std::array<int64_t, 2> matmulWarpTile = {0, 0};
   int64_t matmulStages = 0;
+  int64_t matmulSplitK = 0;
   bool matmulPrefetchFragments = false;
   std::string matmulForm = "auto";
   // f32 matmul fusions may round A and B to TF32 on tensor cores (the

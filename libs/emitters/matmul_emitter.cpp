@@ -50,6 +50,7 @@ public:
     forced.blockTile = options_.matmulBlockTile;
     forced.warpTile = options_.matmulWarpTile;
     forced.stages = options_.matmulStages;
+    forced.splitK = options_.matmulSplitK;
     forced.prefetchFragments = options_.matmulPrefetchFragments;
     forced.form = options_.matmulForm;
     forced.tf32 = options_.matmulTf32;

@@ -144,6 +144,11 @@ constexpr int64_t kWarpgroupRegistersBesideAccumulators = 40;
 struct WarpgroupConfig {
   int64_t blockM = 128, blockN = 128, stages = 2, blocksPerSm = 1;
   bool kMajorB = true;
+  // K split across the grid (the option split-k): each split's blocks
+  // multiply kPerSplit of K (whole slices) into their slab of the partial
+  // products, which a second kernel adds up with the epilogue.
+  int64_t splitK = 1, kPerSplit = 0;
+  int64_t slicesPerSplit() const { return kPerSplit / kWarpgroupBlockK; }
   int64_t warpgroups() const { return blockM / kWgmmaM; }
   int64_t threads() const { return warpgroups() * kWarpgroupThreads; }
   int64_t accumulators() const { return blockN / 2; }
@@ -155,7 +160,7 @@ struct WarpgroupConfig {
   // The stages, at a 1024-byte boundary found at run time.
   int64_t sharedBytes(int64_t eb) const { return stages * (stageBytesA(eb) + stageBytesB(eb)) + kSwizzleAtomBytes; }
   int64_t blocks(const Problem &p) const {
-    return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN);
+    return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN) * splitK;
   }
 };
 
@@ -178,9 +183,15 @@ std::string warpgroupRefusal(const Problem &p, const LoadPlan &planA, const Load
 
 mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPlan &planB,
                                                  const GeneratedMatmulOptions &options, const DeviceDescription &device,
-                                                 std::string &error) {
+                                                 bool splitAllowed, std::string &error) {
   WarpgroupConfig c;
   c.kMajorB = planB.alongK;
+  const int64_t allSlices = llvm::divideCeilSigned(p.k, kWarpgroupBlockK);
+  c.kPerSplit = allSlices * kWarpgroupBlockK;
+  if (options.splitK > 1 && splitAllowed) {
+    c.kPerSplit = llvm::divideCeilSigned(allSlices, options.splitK) * kWarpgroupBlockK;
+    c.splitK = llvm::divideCeilSigned(p.k, c.kPerSplit);
+  }
   if (options.blockTile[0] > 0) {
     c.blockM = options.blockTile[0];
     c.blockN = options.blockTile[1];
@@ -207,7 +218,7 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
   int64_t byRegisters = std::max<int64_t>(1, device.registersPerSm / (registers * c.threads()));
   c.blocksPerSm = std::max<int64_t>(1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / c.threads(),
                                                  llvm::divideCeilSigned(c.blocks(p), int64_t(device.smCount))}));
-  const int64_t slices = llvm::divideCeilSigned(p.k, kWarpgroupBlockK);
+  const int64_t slices = c.slicesPerSplit();
   const int64_t maxStages =
       std::clamp<int64_t>(slices + kWarpgroupStagesInUse, kWarpgroupStagesInUse + 1, kMaxWarpgroupStages);
   auto stagesFitting = [&](int64_t blocksPerSm) {
@@ -255,6 +266,8 @@ struct OperandCopies {
 
 class WarpgroupBody {
 public:
+  // `p` is the product the kernel computes (with split K, C the partial
+  // products).
   WarpgroupBody(mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f, const Problem &p, const WarpgroupConfig &cfg,
                 bool bBeforeWait)
       : b(b), f(f), loc(f.getLoc()), ix{b, loc}, p(p), cfg(cfg), bBeforeWait(bBeforeWait), storage(p.storage),
@@ -293,12 +306,24 @@ private:
     Value blockX = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x);
     Value blockY = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::y);
     const bool mFastest = llvm::divideCeilSigned(p.m, cfg.blockM) <= llvm::divideCeilSigned(p.n, cfg.blockN);
-    if (p.rank == 3)
-      batch = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    // z: the batch, or with split K the split's slab of the partial
+    // products (split x batches + batch).
+    Value blockZ;
+    if (p.rank == 3 || cfg.splitK > 1)
+      blockZ = mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::z);
+    if (cfg.splitK > 1) {
+      batch = p.rank == 3 ? ix.rem(blockZ, p.batch) : Value();
+      kStart = ix.mul(ix.div(blockZ, p.batch), cfg.kPerSplit);
+      batchOfC = blockZ;
+    } else {
+      batch = p.rank == 3 ? blockZ : Value();
+      kStart = ix.c(0);
+      batchOfC = batch;
+    }
     m0 = ix.mul(mFastest ? blockX : blockY, cfg.blockM);
     n0 = ix.mul(mFastest ? blockY : blockX, cfg.blockN);
-    steps = llvm::divideCeilSigned(p.k, kWarpgroupBlockK);
-    maskK = steps * kWarpgroupBlockK != p.k;
+    steps = cfg.slicesPerSplit();
+    maskK = steps * kWarpgroupBlockK * cfg.splitK != p.k;
     warpgroup = ix.div(tid, kWarpgroupThreads);
     Value lane = ix.rem(tid, 32);
     warpInGroup = ix.rem(ix.div(tid, 32), kWarpgroupThreads / 32);
@@ -370,7 +395,7 @@ private:
     Value live = ix.lt(slice, lastSlice + 1);
     if (std::optional<int64_t> known = mlir::getConstantIntValue(live); known && *known)
       live = Value();
-    Value k0 = ix.mul(ix.min(slice, lastSlice), kWarpgroupBlockK);
+    Value k0 = ix.add(kStart, ix.mul(ix.min(slice, lastSlice), kWarpgroupBlockK));
     Value source = copies.matrix->along(ix, /*alongRows=*/copies.isA ? false : copies.kMajor);
     for (const OperandCopies::Chunk &ch : copies.chunks) {
       Value outer = ix.add(copies.isA ? m0 : n0, ch.outer);
@@ -530,7 +555,7 @@ private:
     writeAccumulatorTiles(
         ix, writer, tiles,
         [&](int64_t i) { return mlir::LLVM::ExtractValueOp::create(b, loc, result, llvm::ArrayRef<int64_t>{i}); },
-        batch, widthCAllowed);
+        batchOfC, widthCAllowed);
   }
 
   mlir::OpBuilder &b;
@@ -545,7 +570,9 @@ private:
   Matrix a, bm, c;
   OperandCopies copiesA, copiesB;
   llvm::SmallVector<Value> epilogueOperands;
-  Value tid, batch, m0, n0, warpgroup, warpInGroup, group, inGroup;
+  // batch: A's and B's; batchOfC: C's (with split K, the partial
+  // products' slab); kStart: the split's first K.
+  Value tid, batch, batchOfC, kStart, m0, n0, warpgroup, warpInGroup, group, inGroup;
   int64_t steps = 0;
   bool maskK = false;
 };
@@ -564,12 +591,12 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
   if (std::string refusal = warpgroupRefusal(p, planA, planB, launch.device); !refusal.empty())
     return mlir::emitError(launch.loc, "generated matmul: warpgroup form: ") << refusal;
   std::string error;
-  auto chosen = chooseWarpgroup(p, planB, launch.options, launch.device, error);
+  auto chosen = chooseWarpgroup(p, planB, launch.options, launch.device, launch.splitAllowed, error);
   if (mlir::failed(chosen))
     return mlir::emitError(launch.loc, "generated matmul: warpgroup form: ") << error;
   const WarpgroupConfig cfg = *chosen;
   const bool bBeforeWait = kTensorCoreCopiesBBeforeWait && p.bUnwritten && launch.device.programmaticDependentLaunch;
-  Problem q = productProblem(p, 1);
+  Problem q = productProblem(p, cfg.splitK);
   KernelSignature signature;
   signature.name = launch.name;
   signature.arguments = argumentTypes(q, /*withAB=*/true);
@@ -579,7 +606,7 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
   int64_t tilesM = llvm::divideCeilSigned(p.m, cfg.blockM), tilesN = llvm::divideCeilSigned(p.n, cfg.blockN);
   bool mFastest = tilesM <= tilesN;
   LaunchDims dims;
-  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch};
+  dims.grid = {mFastest ? tilesM : tilesN, mFastest ? tilesN : tilesM, p.batch * cfg.splitK};
   dims.block = {cfg.threads(), 1, 1};
   if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
@@ -589,15 +616,18 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
       os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
          << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
          << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN
-         << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, B "
-         << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
+         << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, "
+         << (cfg.splitK > 1
+                 ? "split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) + " of K each), "
+                 : std::string())
+         << "B " << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
          << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
          << " stages by cp.async (128-byte swizzle), "
          << (cfg.stages >= kWarpgroupOneBarrierMinStages ? "one barrier" : "two barriers") << " a slice, sized for "
          << cfg.blocksPerSm << (cfg.blocksPerSm == 1 ? " block" : " blocks") << " an SM"
          << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "") << "\n");
   return launchProduct(
-      launch, p, 1, signature, dims,
+      launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {
         WarpgroupBody(b, f, q, cfg, bBeforeWait).build(launch.widthC);
         return mlir::success();
