@@ -398,7 +398,18 @@ def SixteenBitFastMathPass : Pass<"mlpipe-sixteen-bit-fast-math", "mlir::gpu::GP
         (tanh near -1 gives 2 / (a large number));
       - `math.exp x` becomes `math.exp2 (x * log2 e)` (`ex2.approx`);
       - every `arith.divf` is marked `afn` (an approximate reciprocal and a
-        multiply).
+        multiply);
+      - with `contract=true` (off by default), every `arith.mulf`,
+        `arith.addf` and `arith.subf` is marked `contract`, so that a
+        multiply feeding an add becomes one fused multiply-add (one rounding
+        instead of two). Without the flag the kernels have no FFMA at all
+        (the tensor-core attention's weights, exp2(logit log2 e - m log2 e),
+        take a multiply and an add each), but fusing them gained nothing
+        measurable (H200, 2026-12-05, `bench/scripts/check-contract.sh`, two
+        rounds alternated): the attention at T=1024 19.4 us against
+        18.8-19.4, the bf16 forward at T=1024 0.966-0.980 ms against
+        0.969-0.980, layer norm 14.97 against 15.09-15.10 us, GELU, softmax
+        and the column sum unchanged. So results keep their bits.
 
     Each adds an error of a few units in f32's last place (2^-22 or so),
     far below the rounding to 16 bits (2^-8, 2^-11) and the verify bound
@@ -422,6 +433,10 @@ def SixteenBitFastMathPass : Pass<"mlpipe-sixteen-bit-fast-math", "mlir::gpu::GP
     ```
     `--debug-only=mlpipe-fast-math` prints each kernel's counts.
   }];
+  let options = [
+    Option<"contract", "contract", "bool", /*default=*/"false",
+           "Mark f32 multiplies, adds and subtractions contractible into fused multiply-adds">,
+  ];
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::math::MathDialect"];
 }
 

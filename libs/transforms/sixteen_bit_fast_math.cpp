@@ -1,6 +1,7 @@
 // mlpipe-sixteen-bit-fast-math: in kernels that store only 16-bit floats,
 // f32 math to the precision the rounding keeps (1 + tanh as a sigmoid,
-// exp as exp2, divisions approximate). Passes.td holds its description,
+// exp as exp2, divisions approximate; on request multiplies and adds
+// fused). Passes.td holds its description,
 // with IR before and after.
 #include "codegen/debug.h"
 #include "transforms/passes.h"
@@ -76,6 +77,7 @@ void rewriteExp(mlir::math::ExpOp exp) {
 }
 
 struct SixteenBitFastMathPass : impl::SixteenBitFastMathPassBase<SixteenBitFastMathPass> {
+  using SixteenBitFastMathPassBase::SixteenBitFastMathPassBase;
   void runOnOperation() final {
     for (auto kernel : getOperation().getOps<mlir::gpu::GPUFuncOp>()) {
       if (!kernel.isKernel() || !storesOnlyNarrowFloats(kernel))
@@ -108,8 +110,24 @@ struct SixteenBitFastMathPass : impl::SixteenBitFastMathPassBase<SixteenBitFastM
         div.setFastmath(div.getFastmath() | mlir::arith::FastMathFlags::afn);
         ++divisions;
       });
+      // With contract=true, multiplies, adds and subtractions may fuse into
+      // one multiply-add (one rounding instead of two); off by default, as
+      // it gained nothing measured (Passes.td).
+      int64_t contractible = 0;
+      if (contract)
+        kernel.walk([&](mlir::Operation *op) {
+          if (!mlir::isa<mlir::arith::MulFOp, mlir::arith::AddFOp, mlir::arith::SubFOp>(op) ||
+              !op->getResult(0).getType().isF32())
+            return;
+          auto flags = mlir::cast<mlir::arith::ArithFastMathInterface>(op);
+          op->setAttr(flags.getFastMathAttrName(),
+                      mlir::arith::FastMathFlagsAttr::get(op->getContext(), flags.getFastMathFlagsAttr().getValue() |
+                                                                                mlir::arith::FastMathFlags::contract));
+          ++contractible;
+        });
       MLPIPE_DEBUG(kDebugFastMath, os << kernel.getName() << ": " << sums.size() << " 1 + tanh as a sigmoid, "
-                                      << exps.size() << " exp as exp2, " << divisions << " divisions approximate\n");
+                                      << exps.size() << " exp as exp2, " << divisions << " divisions approximate, "
+                                      << contractible << " multiplies and adds contractible\n");
     }
   }
 };

@@ -1,5 +1,11 @@
-// RUN: mlpipe-opt %s --pass-pipeline='builtin.module(gpu.module(mlpipe-sixteen-bit-fast-math))' --debug-only=mlpipe-fast-math 2>%t.debug | FileCheck %s
+// RUN: mlpipe-opt %s --pass-pipeline='builtin.module(gpu.module(mlpipe-sixteen-bit-fast-math{contract=true}))' --debug-only=mlpipe-fast-math 2>%t.debug | FileCheck %s
 // RUN: FileCheck %s --check-prefix=DEBUG --input-file=%t.debug
+// By default (contract=false) no op is marked contract.
+// RUN: mlpipe-opt %s --pass-pipeline='builtin.module(gpu.module(mlpipe-sixteen-bit-fast-math))' | FileCheck %s --check-prefix=NO-CONTRACT
+// NO-CONTRACT: gpu.func @gelu_bf16(
+// NO-CONTRACT-NOT: contract
+// NO-CONTRACT: fastmath<afn>
+// NO-CONTRACT-NOT: contract
 
 // Only kernels whose float buffers are all 16-bit are rewritten.
 //
@@ -7,12 +13,15 @@
 // division marked afn (a reciprocal and a multiply); the tanh goes.
 // CHECK-LABEL: gpu.func @gelu_bf16(
 // CHECK-NOT: math.tanh
+// With contract=true every f32 multiply and add is marked contract (a
+// multiply feeding an add may become one fused multiply-add).
+// CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // CHECK: arith.constant -2.885390e+00 : f32
-// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // CHECK: %[[POWER:.*]] = math.exp2 %[[SCALED]] : f32
-// CHECK: %[[DENOMINATOR:.*]] = arith.addf %[[POWER]], %{{.*}} : f32
+// CHECK: %[[DENOMINATOR:.*]] = arith.addf %[[POWER]], %{{.*}} fastmath<contract> : f32
 // CHECK: %[[SUM:.*]] = arith.divf %{{.*}}, %[[DENOMINATOR]] fastmath<afn> : f32
-// CHECK: arith.mulf %{{.*}}, %[[SUM]] : f32
+// CHECK: arith.mulf %{{.*}}, %[[SUM]] fastmath<contract> : f32
 // CHECK-NOT: math.tanh
 // CHECK: gpu.return
 
@@ -20,8 +29,10 @@
 // bits), as does a tanh with another use, or an add of something other
 // than 1.
 // CHECK-LABEL: gpu.func @gelu_f32(
+// CHECK-NOT: fastmath
 // CHECK: math.tanh
 // CHECK-NOT: math.exp2
+// CHECK-NOT: fastmath
 // CHECK-LABEL: gpu.func @tanh_used_twice(
 // CHECK: math.tanh
 // CHECK-NOT: math.exp2
@@ -34,17 +45,17 @@
 // CHECK-LABEL: gpu.func @softmax_f16(
 // CHECK-NOT: math.exp %
 // CHECK: arith.constant 1.44269502 : f32
-// CHECK-NEXT: %[[SCALED2:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: %[[SCALED2:.*]] = arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // CHECK-NEXT: %[[POWER2:.*]] = math.exp2 %[[SCALED2]] : f32
 // CHECK-NEXT: arith.divf %[[POWER2]], %{{.*}} fastmath<afn> : f32
 // CHECK-LABEL: gpu.func @softmax_f32(
 // CHECK: math.exp %
 // CHECK-NEXT: arith.divf %{{.*}}, %{{.*}} : f32
 
-// DEBUG: gelu_bf16: 1 1 + tanh as a sigmoid, 0 exp as exp2, 1 divisions approximate
-// DEBUG: tanh_used_twice: 0 1 + tanh as a sigmoid, 0 exp as exp2, 0 divisions approximate
+// DEBUG: gelu_bf16: 1 1 + tanh as a sigmoid, 0 exp as exp2, 1 divisions approximate, 5 multiplies and adds contractible
+// DEBUG: tanh_used_twice: 0 1 + tanh as a sigmoid, 0 exp as exp2, 0 divisions approximate, 1 multiplies and adds contractible
 // DEBUG: one_minus_tanh: 0 1 + tanh as a sigmoid
-// DEBUG: softmax_f16: 0 1 + tanh as a sigmoid, 1 exp as exp2, 1 divisions approximate
+// DEBUG: softmax_f16: 0 1 + tanh as a sigmoid, 1 exp as exp2, 1 divisions approximate, 1 multiplies and adds contractible
 // DEBUG-NOT: _f32
 
 gpu.module @kernels {
