@@ -244,6 +244,8 @@ def FusedAttentionPass : Pass<"mlpipe-fused-attention", "mlir::ModuleOp"> {
            "On tensor cores, causal: 1 deals the query tiles, longest first, in rounds of the SM count with every other round reversed; 0 longest first throughout (-1: kSnakeCausalTiles, off)">,
     Option<"tcStages", "tc-stages", "int64_t", /*default=*/"0",
            "On tensor cores with async-copy: shared stages of K and V tiles, 2 or more (0: the heuristic's, kAsyncStages)">,
+    Option<"tcScoresAhead", "tc-scores-ahead", "bool", /*default=*/"false",
+           "On tensor cores with async-copy: each key tile's Q K^T issued a tile ahead, before the softmax of the tile before, so that the two overlap (tc-stages of at least 3; 4 unless given)">,
     Option<"batchedMinSplits", "batched-min-splits", "int64_t", /*default=*/"0",
            "A batched decode step: the fewest key splits a row, where the keys hold that many tiles (0: the heuristic's, kBatchedStepMinSplits; 1: as the blocks alone ask, the step falling back to the generic attention where that is one)">,
     Option<"prefetchedTiles", "prefetched-tiles", "int64_t", /*default=*/"0",

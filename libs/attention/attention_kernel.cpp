@@ -145,6 +145,11 @@ constexpr int64_t kValuePairRowBankOffsetWords = 8;
 // (groups shorten the longest block's walk; one mma's 16 keys still
 // amortise a tile's barrier and softmax step over 2 D / 8 mma.sync).
 constexpr int64_t kAsyncStages = 2;
+// With the next round's scores computed ahead (tc-scores-ahead), the copies
+// of the round after this one must have landed too: three stages at least
+// (this round's, the next's, the one being copied), four by default (a
+// power of two: the stage index a mask, not a remainder).
+constexpr int64_t kScoresAheadMinStages = 3, kScoresAheadStages = 4;
 constexpr int64_t kMinAsyncKeysPerTile = 16;
 // The cp.async tiles' rows are padded by 16 bytes: a row of D 16-bit
 // elements (D a multiple of 16) is then an odd multiple of 4 words past a
@@ -807,6 +812,13 @@ mlir::LogicalResult chooseTensorCoreLaunch(Config &cfg, const DeviceDescription 
   if (overrides.stages < 0 || overrides.stages == 1)
     return why = "tc-stages must be 2 or more (0: the heuristic's)", mlir::failure();
   cfg.asyncStages = overrides.asyncCopy ? (overrides.stages > 0 ? overrides.stages : kAsyncStages) : 0;
+  if (overrides.scoresAhead && cfg.asyncStages > 0) {
+    if (overrides.stages > 0 && overrides.stages < kScoresAheadMinStages)
+      return why = "tc-scores-ahead needs tc-stages of 3 or more", mlir::failure();
+    cfg.scoresAhead = true;
+    if (overrides.stages == 0)
+      cfg.asyncStages = kScoresAheadStages;
+  }
   int64_t elementsPerWord = 4 / cfg.storageBytes;
   cfg.kTileRow = paddedWords(cfg.headSize / elementsPerWord, kKeyRowBankOffsetWords) * elementsPerWord;
   cfg.vPairRow = paddedWords(cfg.headSize, kValuePairRowBankOffsetWords) * elementsPerWord;

@@ -124,6 +124,10 @@ struct Config {
   // keys). asyncWidth: elements a cp.async copies.
   int64_t asyncStages = 0;
   int64_t asyncWidth = 0;
+  // With asyncStages >= 3: each round computes the next round's scores
+  // (Q K^T) before its own softmax, so that the two overlap
+  // (tensor_core_attention.cpp).
+  bool scoresAhead = false;
   // The kernel's shared buffers (workgroupBuffers) as views of dynamic
   // shared memory (dynamicSharedBytes of it, up to the device's opt-in
   // limit) instead of static workgroup buffers (48 KiB at most).
@@ -145,6 +149,9 @@ struct LaunchOverrides {
   int64_t snakeOrder = -1;
   // A batched decode step's fewest splits a row (0: kBatchedStepMinSplits).
   int64_t batchedMinSplits = 0;
+  // The next round's scores before this round's softmax (Config::scoresAhead;
+  // kScoresAheadStages stages unless `stages` is given, at least 3).
+  bool scoresAhead = false;
 };
 
 // The configuration's shapes, from the matched products: Q [H, Tq, D],

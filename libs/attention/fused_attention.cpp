@@ -159,8 +159,8 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
     AttentionChoice choice = chooseAttentionPath(cfg->length, cfg->keys, maxKeys, tensorCores);
     if (choice.path != AttentionPath::Fused)
       return why = choice.why + " (not on tensor cores: " + noTensorCores + ")", mlir::failure();
-    LaunchOverrides overrides{tcRowsPerBlock, tcKeyGroups,     tcKeysPerTile, tcBlocksPerSm,   tcStages,
-                              asyncCopy,      tcDynamicShared, tcSnakeOrder,  batchedMinSplits};
+    LaunchOverrides overrides{tcRowsPerBlock, tcKeyGroups,     tcKeysPerTile, tcBlocksPerSm,    tcStages,
+                              asyncCopy,      tcDynamicShared, tcSnakeOrder,  batchedMinSplits, tcScoresAhead};
     cfg->rowsPerPosition = match.rowsPerPosition;
     if (mlir::failed(chooseLaunch(*cfg, device, tensorCores, why, overrides)))
       return mlir::failure();
@@ -191,6 +191,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
       if (mlir::succeeded(chooseLaunch(throughRegisters, device, tensorCores, ignored, overrides)))
         *cfg = throughRegisters;
       cfg->asyncStages = 0;
+      cfg->scoresAhead = false;
     }
 
     PreparedLaunch launch;
@@ -474,7 +475,7 @@ struct FusedAttentionPass : impl::FusedAttentionPassBase<FusedAttentionPass> {
                                          (cfg.dynamicShared ? ", " + std::to_string(dynamicSharedBytes(cfg, context)) +
                                                                   " bytes of dynamic shared memory"
                                                             : "") +
-                                         ")"
+                                         (cfg.scoresAhead ? ", the next tile's scores ahead of the softmax" : "") + ")"
                                    : "")
            << (cfg.blocksPerSm > 0 ? ", registers bounded for " + std::to_string(cfg.blocksPerSm) + " blocks an SM"
                                    : "")

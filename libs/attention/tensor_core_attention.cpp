@@ -41,6 +41,13 @@
 //     the products and softmax step of round r from stage r mod P
 //   wait for every group
 //
+// With the scores ahead (Config::scoresAhead, P >= 3), round r+1's copies
+// are waited for at round r too, and its Q K^T is issued right after the
+// copies of round r+P-1, before round r's softmax and P V: the scores of
+// the next round are independent of this round's exponentials, so their
+// mma.sync fill the waits of the softmax's dependent chain. Round 0's
+// scores are computed before the loop; each round carries the next's.
+//
 // K and V both as [keys, D + pad] per stage and key group: B of S by
 // ldmatrix.x4 (8 keys by 32 head elements: B of two 16-element steps), B
 // of O by ldmatrix.x4.trans (16 keys by 16 head elements: B of two
@@ -109,10 +116,18 @@ public:
     // Each key group walks every keyGroups-th tile of the block's.
     tiles = keyTiles();
     Value rounds = x.div(x.add(tiles, S - 1), S);
+    stateCount = init.size();
     if (P > 0) {
       placeAsyncCopies();
       for (int64_t s = 0; s + 1 < P; ++s)
         asyncGroup = copyRound(x.c(s));
+      if (cfg.scoresAhead) {
+        // Round 0's scores before the loop (Config::scoresAhead).
+        mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, asyncGroup, b.getI32IntegerAttr(static_cast<int32_t>(P - 2)));
+        mlir::gpu::BarrierOp::create(b, loc);
+        for (const llvm::SmallVector<Value> &slice : asyncScores(stageRow(x.c(0))))
+          init.append(slice.begin(), slice.end());
+      }
     }
     auto loop = mlir::scf::ForOp::create(b, loc, x.c(0), rounds, x.c(1), init);
     if (mlir::failed(buildTileStep(loop)))
@@ -120,7 +135,7 @@ public:
     // No copy outlives the kernel (those of rounds past the last included).
     if (P > 0)
       mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, asyncGroup, b.getI32IntegerAttr(0));
-    llvm::SmallVector<Value> state(loop.getResults().begin(), loop.getResults().end());
+    llvm::SmallVector<Value> state(loop.getResults().begin(), loop.getResults().begin() + stateCount);
     // Each row's sum over its four lanes.
     for (int r = 0; r < 2; ++r)
       state[2 + r] = sumOverLanes(x, state[2 + r], kLanesPerRow);
@@ -420,7 +435,10 @@ private:
     elemental->pushScope();
     if (mask)
       mask->pushScope();
-    llvm::SmallVector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().end());
+    llvm::SmallVector<Value> carried(loop.getRegionIterArgs().begin(), loop.getRegionIterArgs().begin() + stateCount);
+    // With scores ahead: this round's scores, computed the round before.
+    llvm::SmallVector<Value> scoresNow(loop.getRegionIterArgs().begin() + stateCount, loop.getRegionIterArgs().end());
+    llvm::SmallVector<Value> scoresNext;
     // This group's tile of the round, if the block has one left for it.
     Value tile = S > 1 ? x.add(x.mul(loop.getInductionVar(), S), keyGroup) : loop.getInductionVar();
     Value active =
@@ -431,19 +449,27 @@ private:
       // This thread's copies of the round have landed; then every
       // thread's have, and every thread is done with the previous round,
       // whose stage the round P - 1 ahead is copied into.
-      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, asyncGroup, b.getI32IntegerAttr(static_cast<int32_t>(P - 2)));
+      // With scores ahead, the next round's copies too: its scores are
+      // computed now, before this round's softmax, so that their mma.sync
+      // overlap it.
+      const int64_t pending = P - 2 - (cfg.scoresAhead ? 1 : 0);
+      mlir::nvgpu::DeviceAsyncWaitOp::create(b, loc, asyncGroup, b.getI32IntegerAttr(static_cast<int32_t>(pending)));
       mlir::gpu::BarrierOp::create(b, loc);
       copyRound(x.add(loop.getInductionVar(), P - 1));
       tileRow = stageRow(x.rem(loop.getInductionVar(), P));
+      if (cfg.scoresAhead)
+        for (const llvm::SmallVector<Value> &slice : asyncScores(stageRow(x.rem(x.add(loop.getInductionVar(), 1), P))))
+          scoresNext.append(slice.begin(), slice.end());
     } else {
       mlir::gpu::BarrierOp::create(b, loc); // the previous tile is read by all
       x.guarded(active, [&] { storeTile(loadTile(firstKey)); });
       mlir::gpu::BarrierOp::create(b, loc);
     }
     if (!active) {
-      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey, tileRow);
+      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey, tileRow, scoresNow);
       if (mlir::failed(yielded))
         return mlir::failure();
+      yielded->append(scoresNext.begin(), scoresNext.end());
       mlir::scf::YieldOp::create(b, loc, *yielded);
       return popScopes();
     }
@@ -451,14 +477,16 @@ private:
     {
       mlir::OpBuilder::InsertionGuard inBranch(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
-      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey, tileRow);
+      mlir::FailureOr<llvm::SmallVector<Value>> yielded = foldTile(carried, firstKey, tileRow, scoresNow);
       if (mlir::failed(yielded))
         return mlir::failure();
       mlir::scf::YieldOp::create(b, loc, *yielded);
       b.setInsertionPointToStart(&branch.getElseRegion().front());
       mlir::scf::YieldOp::create(b, loc, carried);
     }
-    mlir::scf::YieldOp::create(b, loc, branch.getResults());
+    llvm::SmallVector<Value> results(branch.getResults().begin(), branch.getResults().end());
+    results.append(scoresNext.begin(), scoresNext.end());
+    mlir::scf::YieldOp::create(b, loc, results);
     return popScopes();
   }
 
@@ -469,40 +497,57 @@ private:
     return mlir::success();
   }
 
-  // One tile of this group's: scores, the online softmax's step, the
-  // output's accumulators. What the loop yields: the rows' max, their
-  // per-lane sums, the accumulators.
-  mlir::FailureOr<llvm::SmallVector<Value>> foldTile(llvm::ArrayRef<Value> carried, Value firstKey, Value tileRow) {
-    Value rowMax[2] = {carried[0], carried[1]};
-    Value rowSum[2] = {carried[2], carried[3]};
-
-    // S = Q K^T, slice by slice of 8 keys.
+  // S = Q K^T of the tile staged at `tileRow` (cp.async stages), slice by
+  // slice of 8 keys: four f32 a lane each, as mma.sync's C lays them out.
+  // ldmatrix.x4: the slice's 8 keys at 16 s .. 16 s + 31, lanes 8m .. 8m +
+  // 7 addressing keys 0..7 at 16 s + 8m: B of steps s and s + 1 (x2 for a
+  // last step alone).
+  llvm::SmallVector<llvm::SmallVector<Value>> asyncScores(Value tileRow) {
     int64_t slices = BK / kMmaCols;
     llvm::SmallVector<llvm::SmallVector<Value>> scores(slices);
     Value zero = x.fconst(f32, 0.0);
     for (int64_t n = 0; n < slices; ++n) {
       scores[n].assign(4, zero);
-      if (P > 0) {
-        // ldmatrix.x4: the slice's 8 keys at 16 s .. 16 s + 31, lanes
-        // 8m .. 8m + 7 addressing keys 0..7 at 16 s + 8m: B of steps s
-        // and s + 1 (x2 for a last step alone).
-        Value keyRow = x.add(x.add(tileRow, matrixRow), n * kMmaCols);
-        for (int64_t s = 0; s < D / kMmaDepth; s += 2) {
-          int64_t count = s + 1 < D / kMmaDepth ? 4 : 2;
-          Value col = x.add(x.mul(count == 4 ? matrix : x.rem(matrix, 2), 8), s * kMmaDepth);
-          llvm::SmallVector<Value> registers = loadMatrices(kTile, keyRow, col, count, /*transpose=*/false);
-          mma(queryFragments[s], {registers[0], registers[1]}, scores[n]);
-          if (count == 4)
-            mma(queryFragments[s + 1], {registers[2], registers[3]}, scores[n]);
-        }
-        continue;
+      Value keyRow = x.add(x.add(tileRow, matrixRow), n * kMmaCols);
+      for (int64_t s = 0; s < D / kMmaDepth; s += 2) {
+        int64_t count = s + 1 < D / kMmaDepth ? 4 : 2;
+        Value col = x.add(x.mul(count == 4 ? matrix : x.rem(matrix, 2), 8), s * kMmaDepth);
+        llvm::SmallVector<Value> registers = loadMatrices(kTile, keyRow, col, count, /*transpose=*/false);
+        mma(queryFragments[s], {registers[0], registers[1]}, scores[n]);
+        if (count == 4)
+          mma(queryFragments[s + 1], {registers[2], registers[3]}, scores[n]);
       }
-      Value keyRow = x.add(x.add(kRowBase, group), n * kMmaCols);
-      for (int64_t s = 0; s < D / kMmaDepth; ++s) {
-        Value col = x.add(x.mul(inGroup, 2), s * kMmaDepth);
-        Value b0 = loadPair(kTile, {keyRow, col}, true);
-        Value b1 = loadPair(kTile, {keyRow, x.add(col, 8)}, true);
-        mma(queryFragments[s], {b0, b1}, scores[n]);
+    }
+    return scores;
+  }
+
+  // One tile of this group's: scores, the online softmax's step, the
+  // output's accumulators. What the loop yields: the rows' max, their
+  // per-lane sums, the accumulators.
+  mlir::FailureOr<llvm::SmallVector<Value>> foldTile(llvm::ArrayRef<Value> carried, Value firstKey, Value tileRow,
+                                                     llvm::ArrayRef<Value> scoresAhead) {
+    Value rowMax[2] = {carried[0], carried[1]};
+    Value rowSum[2] = {carried[2], carried[3]};
+
+    // S = Q K^T, slice by slice of 8 keys (or as computed the round before).
+    int64_t slices = BK / kMmaCols;
+    llvm::SmallVector<llvm::SmallVector<Value>> scores(slices);
+    if (!scoresAhead.empty()) {
+      for (int64_t n = 0; n < slices; ++n)
+        scores[n].assign(scoresAhead.begin() + n * 4, scoresAhead.begin() + n * 4 + 4);
+    } else if (P > 0) {
+      scores = asyncScores(tileRow);
+    } else {
+      Value zero = x.fconst(f32, 0.0);
+      for (int64_t n = 0; n < slices; ++n) {
+        scores[n].assign(4, zero);
+        Value keyRow = x.add(x.add(kRowBase, group), n * kMmaCols);
+        for (int64_t s = 0; s < D / kMmaDepth; ++s) {
+          Value col = x.add(x.mul(inGroup, 2), s * kMmaDepth);
+          Value b0 = loadPair(kTile, {keyRow, col}, true);
+          Value b1 = loadPair(kTile, {keyRow, x.add(col, 8)}, true);
+          mma(queryFragments[s], {b0, b1}, scores[n]);
+        }
       }
     }
 
@@ -760,6 +805,8 @@ private:
   Value kTile, vPairs;
   mlir::Type f32;
   const int64_t D, T, TK, BK, S, P, groupThreads;
+  // The loop's carried values before the scores ahead (Config::scoresAhead).
+  size_t stateCount = 0;
   mlir::Operation *anchor = nullptr;
   std::optional<ElementalEmitter> elemental, mask;
   Value tid, head, queryTile, group, inGroup, keyGroup, groupTid, kRowBase, vRowBase, tiles;
