@@ -4,9 +4,10 @@
 #   1. bf16 products of 17 to 32 rows on the generated few-row tensor-core
 #      tiles (--pass-option mlpipe-cublas-matmuls:skinny-rows=32) against
 #      cuBLASLt: the products alone, then the batched steps of 32;
-#   2. causal attention tiles in snake order (tc-snake-order=1), and the
-#      heads' merge written by the attention kernel (on by default) against
-#      its own kernel (fold-heads-merge=false);
+#   2. the tensor-core attention with the next tile's scores ahead of the
+#      softmax (tc-scores-ahead=1), and the heads' merge written by the
+#      attention kernel (on by default) against its own kernel
+#      (fold-heads-merge=false);
 #   3. cuBLASLt's candidates timed per problem (MLPIPE_GEMM_TUNING=1);
 #   4. f32 products on the generated kernel's TF32 tensor-core form
 #      (--precision tf32) against cuBLAS's TF32 and the exact f32 kernels;
@@ -76,10 +77,11 @@ wide() {
 }
 
 attention() {
-  section "causal attention tiles in snake order (tc-snake-order=1) against longest first"
-  timeout 150 bench/scripts/sweep-attention.sh bf16 1024 '' 'tc-snake-order=1' '' 'tc-snake-order=1' 2>&1 |
-    tail -5 | tee -a "$report"
-  timeout 90 bench/scripts/sweep-attention.sh bf16 512 '' 'tc-snake-order=1' 2>&1 | tail -3 | tee -a "$report"
+  section "the next tile's scores ahead of the softmax (tc-scores-ahead=1), four and three stages, against the default"
+  timeout 150 bench/scripts/sweep-attention.sh bf16 1024 '' 'tc-scores-ahead=1' 'tc-scores-ahead=1 tc-stages=3' \
+    '' 'tc-scores-ahead=1' 2>&1 | tail -6 | tee -a "$report"
+  timeout 90 bench/scripts/sweep-attention.sh bf16 512 '' 'tc-scores-ahead=1' 2>&1 | tail -3 | tee -a "$report"
+  timeout 90 bench/scripts/sweep-attention.sh f16 333 '' 'tc-scores-ahead=1' 2>&1 | tail -3 | tee -a "$report"
   section "the heads' merge written by the attention kernel (default) against its own kernel, alternated"
   for round in 1 2; do
     for fold in true false; do
