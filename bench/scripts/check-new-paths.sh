@@ -30,13 +30,17 @@
 #   9. the logits' product on three warpgroups (192-row tiles, fewer bytes
 #      of A and B read per product) and c_proj's warpgroup tiles, against
 #      cuBLASLt (matmuls);
+#  10. the warpgroup form's C through shared memory (kWarpgroupStagedEpilogue,
+#      the default) against each thread storing its accumulators where
+#      they lie (staged-epilogue=0): GPU verifies, GPT-2's products beside
+#      cuBLASLt and the generated bf16 forward, alternated (staged);
 # then the GPU tests of those paths (the snake order's error against
 # float64 is in its sweep's lines). Prints as it goes, each part's start
 # time in seconds; the summary goes to $OUT/check-new-paths.txt. PARTs
 # (default: products attention tuning tf32 fewrows tests wide) keep a call
 # within the host's limit:
 #   source .device/setup.sh && bench/scripts/check-new-paths.sh [PART...]
-#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults wide matmuls
+#   PART: products attention tuning tf32 fewrows tests step colsum timeline defaults wide matmuls staged
 # (STEP_ROUNDS and COLSUM_ROUNDS: rounds of those parts' alternations, 2)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -186,6 +190,34 @@ matmuls() {
     'chip=sm_90a' 2>&1 | tail -9 | tee -a "$report"
 }
 
+staged() {
+  section "GPU verifies of the warpgroup form, C through shared memory (sm_90a, generated)"
+  for shape in 333x200:200x517:bias-gelu:bf16 300x300:300x512:bias-residual:bf16 1024x768:768x3072:bias-gelu:bf16 \
+    65x768:2001x768t:none:bf16 70x136:136x45:none:f16 129x64:64x1000:bias:f16; do
+    IFS=: read -r a b epilogue dtype <<<"$shape"
+    transpose=()
+    [[ $b == *t ]] && b=${b%t} && transpose=(--transpose-b)
+    timeout 90 verify matmul --dtype "$dtype" --target gpu --matmul generated --chip sm_90a --shape "$a" \
+      --shape "$b" "${transpose[@]}" --epilogue "$epilogue" 2>&1 | tail -1 |
+      sed "s/^/$dtype $a by $b${transpose[*]:+ (B transposed)} $epilogue: /" | tee -a "$report"
+  done
+  section "GPT-2's products at T=1024: C through shared memory (default) against stores from the accumulators, with cuBLASLt"
+  for shape in 1024x768x50257t 1024x768x2304 1024x768x3072 1024x3072x768 1024x768x768; do
+    timeout 200 bench/scripts/sweep-matmul.sh bf16 "$shape" 'chip=sm_90a' 'chip=sm_90a staged-epilogue=0' \
+      'chip=sm_90a' 'chip=sm_90a staged-epilogue=0' 2>&1 | tail -5 | tee -a "$report"
+  done
+  section "the generated bf16 forward on sm_90a, alternated"
+  for round in 1 2; do
+    for staged in -1 0; do
+      echo "-- matmul-staged-epilogue=$staged, round $round" | tee -a "$report"
+      timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 \
+        --warmup 2 --dtype bf16 --matmul generated --chip sm_90a \
+        --pass-option "mlpipe-emit-fusions:matmul-staged-epilogue=$staged" 2>&1 | grep -E '^fused' | head -2 |
+        tee -a "$report"
+    done
+  done
+}
+
 colsum() {
   section "bf16 column sum: the combining kernel's loads at once (default) against its loop (the build before), threads a column, blocks an SM, alternated"
   for round in $(seq "${COLSUM_ROUNDS:-2}"); do
@@ -228,9 +260,9 @@ parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(products attention tuning tf32 fewrows tests wide)
 for part in "${parts[@]}"; do
   case $part in
-  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults | wide | matmuls) "$part" ;;
+  products | attention | tuning | tf32 | fewrows | tests | step | colsum | timeline | defaults | wide | matmuls | staged) "$part" ;;
   *)
-    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults wide matmuls)" >&2
+    echo "check-new-paths: no part '$part' (products attention tuning tf32 fewrows tests step colsum timeline defaults wide matmuls staged)" >&2
     exit 2
     ;;
   esac

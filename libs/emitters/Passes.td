@@ -141,6 +141,8 @@ def EmitFusionsPass : Pass<"mlpipe-emit-fusions", "mlir::ModuleOp"> {
            "mlpipe-generated-matmuls' form)">,
     Option<"matmulLastSplitCompletes", "matmul-last-split-completes", "int64_t", /*default=*/"-1",
            "As mlpipe-generated-matmuls' last-split-completes, for every matmul fusion">,
+    Option<"matmulStagedEpilogue", "matmul-staged-epilogue", "int64_t", /*default=*/"-1",
+           "As mlpipe-generated-matmuls' staged-epilogue, for every matmul fusion">,
     Option<"rowPrologueRows", "row-prologue-rows", "int64_t", /*default=*/"-1",
            "The most rows of a row reduction (a layer norm) read only by the matmul after it, as A, that the "
            "matmul computes in its blocks: 1 (a decode step's one row, in the skinny GEMV), up to 32 (16-bit "

@@ -130,6 +130,11 @@ struct EmitFusionsPass : impl::EmitFusionsPassBase<EmitFusionsPass> {
              signalPassFailure();
     options.matmulTf32 = precision == "tf32";
     options.matmulLastSplitCompletes = matmulLastSplitCompletes;
+    if (matmulStagedEpilogue < -1 || matmulStagedEpilogue > 1)
+      return module.emitError("mlpipe-emit-fusions: matmul-staged-epilogue must be -1, 0 or 1, not ")
+                 << int64_t(matmulStagedEpilogue),
+             signalPassFailure();
+    options.matmulStagedEpilogue = matmulStagedEpilogue;
     options.rowPrologueMaxRows = rowPrologueRows >= 0 ? rowPrologueRows : kRowPrologueMaxRows;
     if (columnReadBytes != 0 && columnReadBytes != 4 && columnReadBytes != 8 && columnReadBytes != 16)
       return module.emitError("mlpipe-emit-fusions: column-read-bytes must be 4, 8 or 16, not ")

@@ -58,6 +58,8 @@ struct EmitterOptions {
   bool matmulTf32 = false;
   // As GeneratedMatmulOptions::lastSplitCompletes, for matmul fusions.
   int64_t matmulLastSplitCompletes = -1;
+  // As GeneratedMatmulOptions::stagedEpilogue, for matmul fusions.
+  int64_t matmulStagedEpilogue = -1;
   // The most rows of a row reduction that the matmul reading them as A
   // computes in its blocks (the pass's row-prologue-rows;
   // kRowPrologueMaxRows).

@@ -55,6 +55,7 @@ public:
     forced.form = options_.matmulForm;
     forced.tf32 = options_.matmulTf32;
     forced.lastSplitCompletes = options_.matmulLastSplitCompletes;
+    forced.stagedEpilogue = options_.matmulStagedEpilogue;
     if (mlir::failed(emitGeneratedMatmul(host, call.getLoc(), e.operands, e.accumulate,
                                          e.hasEpilogue ? &e.epilogue : nullptr, kernels, *options_.device, name, forced,
                                          rowCall_ ? &e.prologue : nullptr))) {

@@ -258,6 +258,20 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
       nvgpu.device_async_copy ...                                    (slice t+S-1)
     }
     ```
+    and C goes out through shared memory where the stages hold its f32
+    tile (staged-epilogue): each thread's accumulators stored where they
+    lie in the tile, then a row's consecutive columns a warp, 16 bytes a
+    thread where C's layout allows:
+
+    ```mlir
+    nvvm.wgmma.wait.group.sync.aligned 0; gpu.barrier
+    %tile = memref.view %dynamic[%pad][] : memref<?xi8, 3> to memref<128x264xf32, 3>
+    vector.store %pair, %tile[%row, %col] : memref<128x264xf32, 3>, vector<2xf32>   (N / 4 a thread)
+    gpu.barrier
+    %run = vector.load %tile[%r, %c] : memref<128x264xf32, 3>, vector<8xf32>
+    ... epilogue, arith.truncf ...
+    vector.store %out, %C[%m0r, %n0c] : memref<1024x3072xbf16>, vector<8xbf16>
+    ```
     On older
     chips (sm_75) only the skinny form's products are taken here (bf16 has
     no tensor cores there).
@@ -313,6 +327,10 @@ def GeneratedMatmulsPass : Pass<"mlpipe-generated-matmuls", "mlir::ModuleOp"> {
     Option<"lastSplitCompletes", "last-split-completes", "int64_t", /*default=*/"-1",
            "Where the few-row tensor-core tiles split K, the last split of a tile adds the splits and applies the "
            "epilogue in the same launch (1) instead of a second kernel (0) (-1: kFewRowsLastSplitCompletes, off)">,
+    Option<"stagedEpilogue", "staged-epilogue", "int64_t", /*default=*/"-1",
+           "The warpgroup form writes C through shared memory, a row's consecutive columns a warp, 16 bytes a "
+           "thread where C's layout allows (1), or each thread's accumulators where they lie in C (0) (-1: "
+           "kWarpgroupStagedEpilogue)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
            "f32 (f32 products computed exactly in f32, on CUDA cores) or tf32 (opt-in: A and B rounded to TF32 "
            "by cvt.rna, products on mma.sync m16n8k8 .tf32 with f32 accumulation, sm_80 and later, for those "

@@ -200,6 +200,11 @@ struct GeneratedMatmulsPass : impl::GeneratedMatmulsPassBase<GeneratedMatmulsPas
              signalPassFailure();
     options.tf32 = precision == "tf32";
     options.lastSplitCompletes = lastSplitCompletes;
+    if (stagedEpilogue < -1 || stagedEpilogue > 1)
+      return module.emitError("mlpipe-generated-matmuls: staged-epilogue must be -1, 0 or 1, not ")
+                 << int64_t(stagedEpilogue),
+             signalPassFailure();
+    options.stagedEpilogue = stagedEpilogue;
 
     llvm::SmallVector<mlir::linalg::LinalgOp> matmuls;
     module.walk([&](mlir::linalg::LinalgOp op) {

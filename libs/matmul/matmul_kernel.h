@@ -117,6 +117,12 @@ struct GeneratedMatmulOptions {
   // adds the splits and applies the epilogue in the same launch instead of
   // a second kernel (1), or not (0); -1: kFewRowsLastSplitCompletes.
   int64_t lastSplitCompletes = -1;
+  // The warpgroup form writes C through shared memory: each thread stores
+  // its accumulators there, then the block writes C a row's run of
+  // consecutive columns a warp, 16 bytes a thread where C's layout allows
+  // (1), or each thread stores its accumulators where they lie in C, two
+  // columns a store (0); -1: kWarpgroupStagedEpilogue.
+  int64_t stagedEpilogue = -1;
 };
 
 // Whether the generated kernel computes an unbatched product of `m` rows

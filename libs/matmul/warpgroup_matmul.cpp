@@ -18,7 +18,11 @@
 //     wgmma.fence; four wgmma (16 of K each) on stage t mod S; commit
 //     wgmma.wait_group 1           (slice t-1's products are done)
 //   wgmma.wait_group 0
-//   C <- epilogue(acc [+ C])       (two columns a store)
+//   barrier; each thread's accumulators into an f32 tile over the stages;
+//   barrier; C <- epilogue(tile [+ C]), a row's consecutive columns a warp
+//                                  (kWarpgroupStagedEpilogue; or straight
+//                                   from the accumulators, two columns a
+//                                   store)
 //
 // so that slice t's products run while slice t+1's wait and barrier pass,
 // S-2 slices are in flight while one is multiplied and the one before may
@@ -140,6 +144,20 @@ constexpr int64_t kMaxWarpgroupStages = 6;
 // Registers a thread takes beside its accumulators (addresses, copies'
 // slots, the epilogue).
 constexpr int64_t kWarpgroupRegistersBesideAccumulators = 40;
+// C goes out through shared memory, where it fits the stages' (free once
+// every warpgroup's products are done): each thread stores its
+// accumulators there, then the block writes C a row's run of consecutive
+// columns a warp, up to 16 bytes a thread. Stored where the accumulators
+// lie, a warp's store covers 8 rows of C, 4 to 8 bytes of each (with N
+// odd, as the logits' 50257, one 2-byte element a thread), and the
+// logits' 1576 tiles of 128x256 issue as many store instructions as
+// cp.async (profile: warps waiting on the LSU queue far more than on
+// anything else).
+constexpr bool kWarpgroupStagedEpilogue = true;
+// The staged tile's rows (f32) are padded by 8 floats: a warp's pairs of
+// accumulators (8 rows by 4 pairs) then fall in 32 distinct banks for
+// any block width (a multiple of 16).
+constexpr int64_t kStagingRowPad = 8;
 
 struct WarpgroupConfig {
   int64_t blockM = 128, blockN = 128, stages = 2, blocksPerSm = 1;
@@ -148,6 +166,12 @@ struct WarpgroupConfig {
   // multiply kPerSplit of K (whole slices) into their slab of the partial
   // products, which a second kernel adds up with the epilogue.
   int64_t splitK = 1, kPerSplit = 0;
+  // C through shared memory (kWarpgroupStagedEpilogue), widthC columns a
+  // thread.
+  bool stagedEpilogue = false;
+  int64_t widthC = 1;
+  int64_t stagingRowFloats() const { return blockN + kStagingRowPad; }
+  int64_t stagingBytes() const { return blockM * stagingRowFloats() * 4; }
   int64_t slicesPerSplit() const { return kPerSplit / kWarpgroupBlockK; }
   int64_t warpgroups() const { return blockM / kWgmmaM; }
   int64_t threads() const { return warpgroups() * kWarpgroupThreads; }
@@ -157,8 +181,12 @@ struct WarpgroupConfig {
   // no multiple of 64).
   int64_t atomsB() const { return llvm::divideCeilSigned(blockN, kAtomColumns); }
   int64_t stageBytesB(int64_t eb) const { return (kMajorB ? blockN : atomsB() * kAtomColumns) * kWarpgroupBlockK * eb; }
-  // The stages, at a 1024-byte boundary found at run time.
-  int64_t sharedBytes(int64_t eb) const { return stages * (stageBytesA(eb) + stageBytesB(eb)) + kSwizzleAtomBytes; }
+  int64_t stagesBytes(int64_t eb) const { return stages * (stageBytesA(eb) + stageBytesB(eb)); }
+  // The stages (and C's staged tile over them), at a 1024-byte boundary
+  // found at run time.
+  int64_t sharedBytes(int64_t eb) const {
+    return std::max(stagesBytes(eb), stagedEpilogue ? stagingBytes() : 0) + kSwizzleAtomBytes;
+  }
   int64_t blocks(const Problem &p) const {
     return p.batch * llvm::divideCeilSigned(p.m, blockM) * llvm::divideCeilSigned(p.n, blockN) * splitK;
   }
@@ -297,7 +325,10 @@ public:
     placeChunks(copiesA);
     placeChunks(copiesB);
     Value result = pipeline();
-    writeC(result, widthCAllowed);
+    if (cfg.stagedEpilogue)
+      writeCStaged(result);
+    else
+      writeC(result, widthCAllowed);
   }
 
 private:
@@ -337,10 +368,10 @@ private:
     auto space = mlir::gpu::AddressSpaceAttr::get(b.getContext(), mlir::gpu::AddressSpace::Workgroup);
     auto bytes =
         mlir::MemRefType::get({mlir::ShapedType::kDynamic}, b.getI8Type(), mlir::MemRefLayoutAttrInterface(), space);
-    Value dynamic = mlir::gpu::DynamicSharedMemoryOp::create(b, loc, bytes);
+    dynamic = mlir::gpu::DynamicSharedMemoryOp::create(b, loc, bytes);
     Value base = mlir::memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dynamic);
     // (1024 - base mod 1024) mod 1024
-    Value pad = ix.rem(ix.sub(ix.c(kSwizzleAtomBytes), ix.rem(base, kSwizzleAtomBytes)), kSwizzleAtomBytes);
+    pad = ix.rem(ix.sub(ix.c(kSwizzleAtomBytes), ix.rem(base, kSwizzleAtomBytes)), kSwizzleAtomBytes);
     const int64_t offsetB = cfg.stages * copiesA.stageBytes;
     auto place = [&](OperandCopies &copies, int64_t offset, llvm::ArrayRef<int64_t> shape) {
       Value at = ix.add(pad, offset);
@@ -558,6 +589,56 @@ private:
         batchOfC, widthCAllowed);
   }
 
+  // C through shared memory (kWarpgroupStagedEpilogue). Once every
+  // warpgroup's products are done (a barrier: the stages are free), each
+  // thread stores its accumulators' pairs at their place in an f32 tile
+  // over the stages; after a second barrier, thread q of the block takes
+  // run q of widthC consecutive columns (runs along the tile's rows, then
+  // down them) and writes it through the epilogue, one vector where widthC
+  // > 1. The values and the epilogue are the direct path's: C's bits are
+  // the same.
+  void writeCStaged(Value result) {
+    mlir::gpu::BarrierOp::create(b, loc);
+    const int64_t rowFloats = cfg.stagingRowFloats();
+    Value staging = mlir::memref::ViewOp::create(b, loc, workgroupType({cfg.blockM, rowFloats}, f32), dynamic, pad,
+                                                 mlir::ValueRange{});
+    Value rowOrigin = ix.add(ix.mul(warpgroup, kWgmmaM), ix.mul(warpInGroup, 16));
+    auto pairType = mlir::VectorType::get({2}, f32);
+    auto accumulator = [&](int64_t i) {
+      return mlir::LLVM::ExtractValueOp::create(b, loc, result, llvm::ArrayRef<int64_t>{i});
+    };
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = ix.add(ix.add(rowOrigin, group), r * 8);
+      for (int64_t j = 0; j < cfg.blockN / 8; ++j) {
+        Value col = ix.add(ix.mul(inGroup, 2), j * 8);
+        int64_t base = j * 4 + r * 2;
+        Value pair = mlir::vector::FromElementsOp::create(b, loc, pairType,
+                                                          mlir::ValueRange{accumulator(base), accumulator(base + 1)});
+        mlir::vector::StoreOp::create(b, loc, pair, staging, mlir::ValueRange{row, col}, false, llvm::MaybeAlign(8));
+      }
+    }
+    mlir::gpu::BarrierOp::create(b, loc);
+    OutputWriter writer{p, c, epilogueOperands};
+    const int64_t width = cfg.widthC, runs = cfg.blockN / width, total = cfg.blockM * runs;
+    const bool rowEdge = p.m % cfg.blockM != 0, colEdge = p.n % cfg.blockN != 0;
+    auto runType = mlir::VectorType::get({width}, f32);
+    for (int64_t first = 0; first < total; first += cfg.threads()) {
+      Value q = ix.add(tid, first);
+      Value inTile = first + cfg.threads() > total ? ix.lt(q, total) : Value();
+      guarded(ix, inTile, [&] {
+        Value rowInTile = ix.div(q, runs), colInTile = ix.mul(ix.rem(q, runs), width);
+        Value row = ix.add(m0, rowInTile), col = ix.add(n0, colInTile);
+        // widthC divides N: a run is wholly in C or wholly past it.
+        Value inC = ix.both(rowEdge ? ix.lt(row, p.m) : Value(), colEdge ? ix.lt(col, p.n) : Value());
+        guarded(ix, inC, [&] {
+          Value values = mlir::vector::LoadOp::create(b, loc, runType, staging, mlir::ValueRange{rowInTile, colInTile},
+                                                      false, llvm::MaybeAlign(4 * width));
+          writer.write(ix, values, batchOfC, row, col, width, /*vectorC=*/width > 1);
+        });
+      });
+    }
+  }
+
   mlir::OpBuilder &b;
   mlir::gpu::GPUFuncOp f;
   mlir::Location loc;
@@ -569,6 +650,8 @@ private:
   int64_t eb;
   Matrix a, bm, c;
   OperandCopies copiesA, copiesB;
+  // Dynamic shared memory, and the offset of its first 1024-byte boundary.
+  Value dynamic, pad;
   llvm::SmallVector<Value> epilogueOperands;
   // batch: A's and B's; batchOfC: C's (with split K, the partial
   // products' slab); kStart: the split's first K.
@@ -594,9 +677,24 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
   auto chosen = chooseWarpgroup(p, planB, launch.options, launch.device, launch.splitAllowed, error);
   if (mlir::failed(chosen))
     return mlir::emitError(launch.loc, "generated matmul: warpgroup form: ") << error;
-  const WarpgroupConfig cfg = *chosen;
-  const bool bBeforeWait = kTensorCoreCopiesBBeforeWait && p.bUnwritten && launch.device.programmaticDependentLaunch;
+  WarpgroupConfig cfg = *chosen;
   Problem q = productProblem(p, cfg.splitK);
+  // C's runs: the widest vector C's layout allows (with split K, the
+  // partial products'), at most 16 bytes; 1 where N is odd.
+  cfg.widthC = std::min(cfg.splitK > 1 ? vectorWidthAlong(q.cType, q.colDim(), p.maxVector) : launch.widthC,
+                        kChunkBytes / bytesOfElement(q.cType));
+  if (launch.options.stagedEpilogue == 1) {
+    cfg.stagedEpilogue = true;
+    if (cfg.sharedBytes(p.elementBytes) > launch.device.sharedMemoryPerBlockOptIn)
+      return mlir::emitError(launch.loc, "generated matmul: warpgroup form: C's staged tile (")
+             << cfg.stagingBytes() << " B) does not fit the " << launch.device.sharedMemoryPerBlockOptIn
+             << " B of shared memory a block may have";
+  } else if (launch.options.stagedEpilogue < 0) {
+    // By default only where the stages hold it: no block gives up an SM
+    // for it.
+    cfg.stagedEpilogue = kWarpgroupStagedEpilogue && cfg.stagingBytes() <= cfg.stagesBytes(p.elementBytes);
+  }
+  const bool bBeforeWait = kTensorCoreCopiesBBeforeWait && p.bUnwritten && launch.device.programmaticDependentLaunch;
   KernelSignature signature;
   signature.name = launch.name;
   signature.arguments = argumentTypes(q, /*withAB=*/true);
@@ -611,21 +709,26 @@ mlir::LogicalResult emitWarpgroupMatmul(const ProductLaunch &launch, const Probl
   if (dims.grid[1] > 65535 || dims.grid[2] > 65535)
     return mlir::emitError(launch.loc, "generated matmul: the grid is too large for this product");
   const int64_t sharedBytes = cfg.sharedBytes(p.elementBytes);
-  MLPIPE_DEBUG(
-      kDebugEmitters,
-      os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
-         << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
-         << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x" << cfg.blockN
-         << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, "
-         << (cfg.splitK > 1
-                 ? "split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) + " of K each), "
-                 : std::string())
-         << "B " << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1] << ", "
-         << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
-         << " stages by cp.async (128-byte swizzle), "
-         << (cfg.stages >= kWarpgroupOneBarrierMinStages ? "one barrier" : "two barriers") << " a slice, sized for "
-         << cfg.blocksPerSm << (cfg.blocksPerSm == 1 ? " block" : " blocks") << " an SM"
-         << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "") << "\n");
+  MLPIPE_DEBUG(kDebugEmitters,
+               os << launch.name << ": generated matmul " << p.batch << "x" << p.m << "x" << p.n << "x" << p.k
+                  << " (batch x M x N x K), warpgroups (wgmma m64n" << cfg.blockN << "k16, "
+                  << (p.storage.isBF16() ? "bf16" : "f16") << ", f32 accumulation), block " << cfg.blockM << "x"
+                  << cfg.blockN << "x" << kWarpgroupBlockK << ", " << cfg.warpgroups() << " warpgroups, "
+                  << (cfg.splitK > 1 ? "split-K " + std::to_string(cfg.splitK) + " (" + std::to_string(cfg.kPerSplit) +
+                                           " of K each), "
+                                     : std::string())
+                  << "B " << (cfg.kMajorB ? "K-major" : "N-major") << ", grid (" << dims.grid[0] << ", " << dims.grid[1]
+                  << ", " << dims.grid[2] << "), " << sharedBytes << " B shared in " << cfg.stages
+                  << " stages by cp.async (128-byte swizzle), "
+                  << (cfg.stages >= kWarpgroupOneBarrierMinStages ? "one barrier" : "two barriers")
+                  << " a slice, sized for " << cfg.blocksPerSm << (cfg.blocksPerSm == 1 ? " block" : " blocks")
+                  << " an SM"
+                  << (bBeforeWait ? ", B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait)" : "")
+                  << (cfg.stagedEpilogue
+                          ? ", C through shared memory, " + std::to_string(cfg.widthC) +
+                                (cfg.widthC == 1 ? " column" : " columns") + " a thread (kWarpgroupStagedEpilogue)"
+                          : ", C stored from the accumulators")
+                  << "\n");
   return launchProduct(
       launch, p, cfg.splitK, signature, dims,
       [&](mlir::OpBuilder &b, mlir::gpu::GPUFuncOp f) {

@@ -589,13 +589,31 @@ def attrs_alignment(attrs):
     return int(m.group(1)) if m else None
 
 
+class RetiredView:
+    """The data of a view of dynamic shared memory whose bytes a later view
+    took: any access is an error."""
+
+    def __init__(self, name, line, count):
+        self.name, self.line, self.count = name, line, count
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        raise SimError("an access to %s, whose bytes the view of line %d has taken over" % (self.name, self.line))
+
+    __setitem__ = __getitem__
+
+
 class DynamicShared:
     """A block's dynamic shared memory (gpu.dynamic_shared_memory), of the
     launch's size in bytes, as the typed buffers memref.view makes of it:
-    one per byte offset and type, shared by the block's threads (views
-    given overlapping bytes would not see each other's data: two views
-    that overlap are an error here). Each view must lie inside the size
-    and be aligned to its element."""
+    one per byte offset and type, shared by the block's threads. Each view
+    must lie inside the size and be aligned to its element. A view over
+    bytes that earlier views hold takes them over (as a kernel reuses its
+    stages for its output tile): its data starts uninitialised, and any
+    later access through the earlier views is an error, as is taking
+    bytes a wgmma not yet waited for reads."""
 
     def __init__(self, size, block):
         self.size = size
@@ -611,9 +629,11 @@ class DynamicShared:
                 raise SimError("line %d: a view of bytes %d..%d of %d bytes of dynamic shared memory" %
                                (op.line, offset, end, self.size))
             for (other, _), view in self.views.items():
-                if offset < other + view.buf.bytes and other < end:
-                    raise SimError("line %d: views of dynamic shared memory overlap at bytes %d and %d" %
-                                   (op.line, offset, other))
+                if offset < other + view.buf.bytes and other < end and not isinstance(view.buf.data, RetiredView):
+                    if any(getattr(view.buf, "inflight", {}).values()):
+                        raise SimError("line %d: a view of dynamic shared memory over %s, which a wgmma not yet "
+                                       "waited for reads" % (op.line, view.buf.name))
+                    view.buf.data = RetiredView(view.buf.name, op.line, len(view.buf.data))
             buf = Buffer(math.prod(sizes), "dynamic shared at %d" % offset, shared=True)
             buf.data = [float("nan")] * len(buf.data)  # uninitialised
             buf.bytes = end - offset
@@ -805,7 +825,7 @@ def wgmma_element(dynamic, op, address):
     address ^= ((address >> 7) & 7) << 4
     relative = address - DYNAMIC_SHARED_BASE
     for (offset, _), view in dynamic.views.items():
-        if offset <= relative < offset + view.buf.bytes:
+        if offset <= relative < offset + view.buf.bytes and not isinstance(view.buf.data, RetiredView):
             index, rest = divmod(relative - offset, view.element_bytes)
             if rest:
                 break
