@@ -53,7 +53,7 @@ for set in "${sets[@]}"; do
       continue
     fi
     options+=" $word"
-    if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* || $word == form=* || $word == split-k=* ]]; then fused+=" matmul-$word"; fi
+    if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* || $word == form=* || $word == split-k=* || $word == staged-epilogue=* ]]; then fused+=" matmul-$word"; fi
   done
   sed -e "s/mlpipe-generated-matmuls{chip={chip} precision={precision}}/mlpipe-generated-matmuls{chip={chip} precision={precision}$options}/" \
     -e "s/mlpipe-emit-fusions{chip={chip} precision={precision}}/mlpipe-emit-fusions{chip={chip} precision={precision}$fused}/" \

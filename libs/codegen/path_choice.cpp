@@ -32,6 +32,13 @@ MatmulChoice chooseMatmulPath(const MatmulProblem &p, const MatmulPathOptions &o
                                        std::to_string(rowDotRows) + ", by " + std::to_string(p.n) +
                                        " columns of B stored [N, K]: the row-dot kernel streams B faster "
                                        "(kGeneratedRowDotMaxRows, option row-dot-rows)"};
+  int64_t wideColumns = options.warpgroupMinColumns >= 0 ? options.warpgroupMinColumns : kGeneratedWarpgroupMinColumns;
+  if (sixteenBit && options.warpgroupMma && wideColumns > 0 && p.batch == 1 && p.m >= kGeneratedWarpgroupMinRows &&
+      p.n >= wideColumns && p.n % 8 != 0)
+    return {MatmulPath::Generated,
+            std::to_string(p.m) + " rows by " + std::to_string(p.n) +
+                " columns, no multiple of 8: the warpgroup form writes C's unaligned rows faster "
+                "(kGeneratedWarpgroupMinColumns, option warpgroup-min-columns)"};
   // Every other 16-bit product: cuBLASLt reads it as stored.
   if (sixteenBit)
     return {MatmulPath::Cublas, "cuBLASLt reads 16-bit operands in place"};

@@ -46,6 +46,13 @@ struct MatmulPathOptions {
   // Products of at most this many rows with B stored [N, K] go to the
   // row-dot kernel (< 0: kGeneratedRowDotMaxRows).
   int64_t rowDotMaxRows = -1;
+  // The chip has wgmma (sm_90a): the generated warpgroup form may take
+  // 16-bit products (kGeneratedWarpgroupMinColumns).
+  bool warpgroupMma = false;
+  // 16-bit products at least this wide whose rows of C are not 16-byte
+  // aligned go to the warpgroup form on such a chip (< 0:
+  // kGeneratedWarpgroupMinColumns; 0: none).
+  int64_t warpgroupMinColumns = -1;
 };
 
 // Products of at most this many rows, B read row by row and unbatched, go
@@ -91,6 +98,26 @@ constexpr int64_t kGeneratedRowDotMaxRows = 16;
 // split) leaves most SMs idle.
 constexpr int64_t kGeneratedRowDotMinColumns = 4096;
 
+// 16-bit products of at least kGeneratedWarpgroupMinRows rows and this
+// many columns, unbatched, whose N is no multiple of 8 (C's rows not
+// 16-byte aligned), go to the generated warpgroup form where the chip has
+// wgmma (sm_90a). mlpipe's cuBLASLt call cannot write such rows in place:
+// it computes N rounded down to a multiple of 8 into a temporary with
+// aligned rows, the rest by a second GEMM, and a copy compacts them; the
+// warpgroup form writes C's rows as they are, through shared memory.
+// GPT-2's logits (M x 768 by wteᵀ, N = 50257) on an H100
+// (bench/scripts/sweep-matmul.sh bf16 Mx768x50257t, 2026-12-05), the
+// warpgroup form against that call: 1024 rows 154.4-154.9 us against
+// 222.2 (1.43-1.44x), 512 rows 88.8 against 121.2 (1.36x), 256 53.6
+// against 73.4 (1.37x), 128 49.0 against 53.1 (1.08x), 64 39.1 against
+// 46.9 (1.20x); the bf16 forward at T=1024 0.943-0.956 ms against
+// 1.006-1.021 with the logits on cuBLASLt (check-new-paths.sh logits).
+// GPT-2's other products (N a multiple of 64) stay faster on cuBLASLt
+// (the warpgroup form 0.62-0.89x its speed in the same runs). Fewer rows
+// go to the row-dot kernel (up to kGeneratedRowDotMaxRows) or stay
+// cuBLASLt's (17 to 63 rows: not measured).
+constexpr int64_t kGeneratedWarpgroupMinColumns = 16384;
+constexpr int64_t kGeneratedWarpgroupMinRows = 64;
 struct MatmulChoice {
   MatmulPath path;
   std::string why;

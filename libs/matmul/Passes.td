@@ -123,6 +123,10 @@ def CublasMatmulsPass : Pass<"mlpipe-cublas-matmuls", "mlir::ModuleOp"> {
            "Leave products of at most this many rows, B read row by row, unbatched, to the generated skinny kernel (-1: kGeneratedSkinnyMaxRows, 32, or for 16-bit operands kGeneratedSkinnyMaxRowsSixteenBit, 32; 0: none)">,
     Option<"rowDotRows", "row-dot-rows", "int64_t", /*default=*/"-1",
            "Leave products of at most this many rows, B stored [N, K], unbatched and at least kGeneratedRowDotMinColumns wide, to the generated row-dot kernel (-1: kGeneratedRowDotMaxRows, 16; 0: none)">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "The GPU compiled for: where it has wgmma (sm_90a), wide 16-bit products with unaligned rows of C go to the generated warpgroup form">,
+    Option<"warpgroupMinColumns", "warpgroup-min-columns", "int64_t", /*default=*/"-1",
+           "On a chip with wgmma, leave 16-bit products of at least kGeneratedWarpgroupMinRows rows and this many columns, unbatched, N no multiple of 8, to the generated warpgroup form (-1: kGeneratedWarpgroupMinColumns, 16384; 0: none)">,
   ];
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];

@@ -10,6 +10,8 @@
 // linalg.batch_matmul in any other function becomes a GEMM in place, taking
 // the zero fill before it and the foldable elementwise ops after it along.
 #include "codegen/debug.h"
+#include "codegen/device_description.h"
+#include "codegen/pass_support.h"
 #include "codegen/path_choice.h"
 #include "fusion/fusion_graph.h"
 #include "matmul/gemm_epilogue.h"
@@ -668,6 +670,11 @@ struct CublasMatmulsPass : impl::CublasMatmulsPassBase<CublasMatmulsPass> {
     MatmulPathOptions pathOptions;
     pathOptions.skinnyMaxRows = skinnyRows;
     pathOptions.rowDotMaxRows = rowDotRows;
+    const DeviceDescription *device = passDeviceDescription(module, chip, "mlpipe-cublas-matmuls: ");
+    if (!device)
+      return signalPassFailure();
+    pathOptions.warpgroupMma = device->warpgroupMma;
+    pathOptions.warpgroupMinColumns = warpgroupMinColumns;
     for (mlir::func::FuncOp function : fusions)
       rewriteFusion(function, module, gemms, pathOptions);
     for (mlir::func::FuncOp function : others)

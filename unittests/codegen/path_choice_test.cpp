@@ -186,3 +186,44 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_operands_take_the_skinny_kernel_or_cublas) {
   many.elementBytes = 2;
   BOOST_TEST(chooseMatmulPath(many, off).path == MatmulPath::Generated);
 }
+
+BOOST_AUTO_TEST_CASE(wide_unaligned_sixteen_bit_products_go_to_the_warpgroup_form_on_sm_90a) {
+  MatmulPathOptions sm90a;
+  sm90a.warpgroupMma = deviceDescription("sm_90a").warpgroupMma;
+  MatmulPathOptions sm90;
+  sm90.warpgroupMma = deviceDescription("sm_90").warpgroupMma;
+  // GPT-2's logits at T = 1024 (x·wteᵀ, N = 50257), and the bounds.
+  for (auto [m, n, transposed] : {std::tuple{int64_t(1024), int64_t(50257), true},
+                                  {kGeneratedWarpgroupMinRows, kGeneratedWarpgroupMinColumns + 1, false},
+                                  {int64_t(4097), kGeneratedWarpgroupMinColumns + 3, true}}) {
+    MatmulProblem logits = problem(m, n, 768);
+    logits.elementBytes = 2;
+    logits.bTransposed = transposed;
+    MatmulChoice choice = chooseMatmulPath(logits, sm90a);
+    BOOST_TEST(choice.path == MatmulPath::Generated, m << " x " << n);
+    BOOST_TEST(choice.why.find("kGeneratedWarpgroupMinColumns") != std::string::npos);
+    // No wgmma (sm_90): cuBLASLt.
+    BOOST_TEST(chooseMatmulPath(logits, sm90).path == MatmulPath::Cublas);
+  }
+  // cuBLASLt keeps: f32; N a multiple of 8; too narrow; too few rows (past
+  // the row-dot kernel's); a batch; the option at 0.
+  auto withBytes = [](MatmulProblem p, int64_t bytes) {
+    p.elementBytes = bytes;
+    return p;
+  };
+  MatmulProblem f32 = withBytes(problem(1024, 50257, 768), 4);
+  MatmulProblem aligned = withBytes(problem(1024, 50264, 768), 2);
+  MatmulProblem narrow = withBytes(problem(1024, kGeneratedWarpgroupMinColumns - 1, 768), 2);
+  MatmulProblem fewRows = withBytes(problem(kGeneratedWarpgroupMinRows - 1, 50257, 768), 2);
+  MatmulProblem batched = withBytes(problem(1024, 50257, 768), 2);
+  batched.batch = 2;
+  for (const MatmulProblem &p : {f32, aligned, narrow, fewRows, batched})
+    BOOST_TEST(chooseMatmulPath(p, sm90a).path == MatmulPath::Cublas, p.m << " x " << p.n << " x " << p.batch);
+  MatmulPathOptions off = sm90a;
+  off.warpgroupMinColumns = 0;
+  BOOST_TEST(chooseMatmulPath(withBytes(problem(1024, 50257, 768), 2), off).path == MatmulPath::Cublas);
+  // The option lowers the bound.
+  MatmulPathOptions lower = sm90a;
+  lower.warpgroupMinColumns = 1001;
+  BOOST_TEST(chooseMatmulPath(withBytes(problem(1024, 1001, 768), 2), lower).path == MatmulPath::Generated);
+}
