@@ -25,7 +25,8 @@ for word in $options; do
     continue
   fi
   passOptions+=" $word"
-  if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* || $word == form=* ]]; then
+  if [[ $word == block-tile=* || $word == warp-tile=* || $word == stages=* || $word == form=* || $word == split-k=* ||
+    $word == staged-epilogue=* ]]; then
     fused+=" matmul-$word"
   fi
 done

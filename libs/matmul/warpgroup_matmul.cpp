@@ -141,6 +141,19 @@ constexpr int64_t kWarpgroupOneBarrierMinStages = 4;
 // waits: GPT-2's c_attn in 64x144 tiles runs two an SM in three stages
 // each. A product of one slice (attention's Q·Kᵀ, K = 64) takes three.
 constexpr int64_t kMaxWarpgroupStages = 6;
+// The tile is chosen among those whose blocks an SM leave at least this
+// many stages (kWarpgroupOneBarrierMinStages: two slices in flight, one
+// barrier a slice), or all the product's slices beside the two in use,
+// where any tile does. GPT-2's c_attn at T = 1024 (1024 x 2304, K = 768)
+// in 64 x 144 tiles, two blocks an SM in three stages, took 15.3 us under
+// ncu on the H200, warps waiting on the stage's copies (long scoreboard
+// 7.0 per issue); in 128 x 192 tiles, one block an SM in five stages,
+// 12.2 us (2.7 per issue), though a quarter of the SMs idle (C through
+// shared memory, 2026-12-05). With this rule c_attn takes 128 x 160 (120
+// blocks, five stages): on an H100, 14.2-14.5 us against 16.6-16.9 for
+// 64 x 144 and 13.0-13.1 for 128 x 192 in the same run (sweep-matmul.sh;
+// why 128 x 160 trails 128 x 192 is not yet profiled).
+constexpr int64_t kWarpgroupMinStagesChosen = kWarpgroupOneBarrierMinStages;
 // Registers a thread takes beside its accumulators (addresses, copies'
 // slots, the epilogue).
 constexpr int64_t kWarpgroupRegistersBesideAccumulators = 40;
@@ -230,34 +243,55 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
               "of 32, or 192 rows in steps of 48";
       return mlir::failure();
     }
-  } else {
+  }
+  const int64_t eb = p.elementBytes;
+  const int64_t slices = c.slicesPerSplit();
+  const int64_t maxStages =
+      std::clamp<int64_t>(slices + kWarpgroupStagesInUse, kWarpgroupStagesInUse + 1, kMaxWarpgroupStages);
+  auto stagesFitting = [&](const WarpgroupConfig &t, int64_t blocksPerSm) {
+    int64_t limit = std::min(device.sharedMemoryPerBlockOptIn,
+                             device.sharedMemoryPerSm / blocksPerSm - device.sharedMemoryReservedPerBlock);
+    int64_t perStage = t.stageBytesA(eb) + t.stageBytesB(eb);
+    return std::min(maxStages, (limit - kSwizzleAtomBytes) / perStage);
+  };
+  // The blocks an SM the grid puts there (within registers and threads),
+  // then as many stages as that many blocks' shared memory holds, fewer
+  // blocks where not even three stages fit.
+  auto fitToSm = [&](WarpgroupConfig &t) {
+    int64_t registers = t.accumulators() + kWarpgroupRegistersBesideAccumulators;
+    int64_t byRegisters = std::max<int64_t>(1, device.registersPerSm / (registers * t.threads()));
+    t.blocksPerSm = std::max<int64_t>(1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / t.threads(),
+                                                   llvm::divideCeilSigned(t.blocks(p), int64_t(device.smCount))}));
+    for (; t.blocksPerSm > 1 && stagesFitting(t, t.blocksPerSm) < kWarpgroupStagesInUse + 1; --t.blocksPerSm) {
+    }
+    t.stages = stagesFitting(t, t.blocksPerSm);
+  };
+  if (options.blockTile[0] <= 0) {
+    // The least work on the busiest SM, among the tiles whose pipeline
+    // keeps kWarpgroupMinStagesChosen stages (or all the product's slices
+    // beside the two in use), where any does.
+    const int64_t deepEnough = std::min(kWarpgroupMinStagesChosen, maxStages);
     int64_t best = 0;
+    bool bestDeep = false;
     for (const WarpgroupShape &shape : warpgroupShapes()) {
+      WarpgroupConfig t = c;
+      t.blockM = shape.blockM;
+      t.blockN = shape.blockN;
+      fitToSm(t);
+      bool deep = t.stages >= deepEnough;
       int64_t work = busiestSmWork(shape, p, device);
-      if (best == 0 || work < best) {
+      if (best == 0 || (deep && !bestDeep) || (deep == bestDeep && work < best)) {
         best = work;
+        bestDeep = deep;
         c.blockM = shape.blockM;
         c.blockN = shape.blockN;
       }
     }
   }
-  const int64_t eb = p.elementBytes;
-  int64_t registers = c.accumulators() + kWarpgroupRegistersBesideAccumulators;
-  int64_t byRegisters = std::max<int64_t>(1, device.registersPerSm / (registers * c.threads()));
-  c.blocksPerSm = std::max<int64_t>(1, std::min({byRegisters, int64_t(device.maxThreadsPerSm) / c.threads(),
-                                                 llvm::divideCeilSigned(c.blocks(p), int64_t(device.smCount))}));
-  const int64_t slices = c.slicesPerSplit();
-  const int64_t maxStages =
-      std::clamp<int64_t>(slices + kWarpgroupStagesInUse, kWarpgroupStagesInUse + 1, kMaxWarpgroupStages);
-  auto stagesFitting = [&](int64_t blocksPerSm) {
-    int64_t limit = std::min(device.sharedMemoryPerBlockOptIn,
-                             device.sharedMemoryPerSm / blocksPerSm - device.sharedMemoryReservedPerBlock);
-    int64_t perStage = c.stageBytesA(eb) + c.stageBytesB(eb);
-    return std::min(maxStages, (limit - kSwizzleAtomBytes) / perStage);
-  };
+  fitToSm(c);
   if (options.stages > 0) {
     c.stages = options.stages;
-    for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < c.stages; --c.blocksPerSm) {
+    for (; c.blocksPerSm > 1 && stagesFitting(c, c.blocksPerSm) < c.stages; --c.blocksPerSm) {
     }
     if (c.stages < kWarpgroupStagesInUse + 1 || c.sharedBytes(eb) > device.sharedMemoryPerBlockOptIn) {
       error = "stages=" + std::to_string(options.stages) + " must be at least 3 and fit the " +
@@ -266,9 +300,6 @@ mlir::FailureOr<WarpgroupConfig> chooseWarpgroup(const Problem &p, const LoadPla
     }
     return c;
   }
-  for (; c.blocksPerSm > 1 && stagesFitting(c.blocksPerSm) < kWarpgroupStagesInUse + 1; --c.blocksPerSm) {
-  }
-  c.stages = stagesFitting(c.blocksPerSm);
   if (c.stages < kWarpgroupStagesInUse + 1) {
     error = "three stages of the warpgroup form's tiles do not fit this device's shared memory";
     return mlir::failure();

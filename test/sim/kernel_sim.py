@@ -602,7 +602,8 @@ class RetiredView:
     def __getitem__(self, index):
         raise SimError("an access to %s, whose bytes the view of line %d has taken over" % (self.name, self.line))
 
-    __setitem__ = __getitem__
+    def __setitem__(self, index, value):
+        self.__getitem__(index)
 
 
 class DynamicShared:

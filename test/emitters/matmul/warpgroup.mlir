@@ -8,13 +8,15 @@
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls=chip=sm_90a | lower-nvvm --chip sm_90a | ptx-check --chip sm_90a | FileCheck %s --check-prefix=PTX
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls=chip=sm_90a | lower-nvvm --chip sm_90a --format isa | FileCheck %s --check-prefix=ISA
 // RUN: mlpipe-opt %s --mlpipe-generated-matmuls=chip=sm_90 | FileCheck %s --check-prefix=SM90
+// RUN: mlpipe-opt %s --mlpipe-generated-matmuls="chip=sm_90a staged-epilogue=0" --cse | FileCheck %s --check-prefix=DIRECT
 
 // 1024 x 768 by 768 x 3072: tiles of 128 x 192 (two warpgroups of m64n192,
 // 96 accumulators a thread), 128 blocks: one an SM (in 128 x 128, 192
 // blocks would put two on some SMs). K in slices of 64, five stages
 // (three slices in flight; 201 KiB, and one more KiB to place them at a
-// 1024-byte boundary).
-// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), warpgroups (wgmma m64n192k16, bf16, f32 accumulation), block 128x192x64, 2 warpgroups, B N-major, grid (8, 16, 1), 205824 B shared in 5 stages by cp.async (128-byte swizzle), one barrier a slice, sized for 1 block an SM, B's first slices copied before the wait
+// 1024-byte boundary). C goes out through shared memory (its f32 tile,
+// 128 rows of 192 + 8 floats, over the stages), four columns a thread.
+// CHOICE: c_fc_matmul: generated matmul 1x1024x3072x768 (batch x M x N x K), warpgroups (wgmma m64n192k16, bf16, f32 accumulation), block 128x192x64, 2 warpgroups, B N-major, grid (8, 16, 1), 205824 B shared in 5 stages by cp.async (128-byte swizzle), one barrier a slice, sized for 1 block an SM, B's first slices copied before the wait (kTensorCoreCopiesBBeforeWait), C through shared memory, 4 columns a thread (kWarpgroupStagedEpilogue)
 
 // CHECK-LABEL: func.func @c_fc
 // CHECK: gpu.launch_func @c_fc_matmul_module::@c_fc_matmul blocks in (%c8, %c16, %c1) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c205824_i32
@@ -54,8 +56,22 @@
 // CHECK-NEXT: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: %[[TILE:.*]] = memref.view %[[SHARED]][%[[PAD]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<128x200xf32, #gpu.address_space<workgroup>>
 // CHECK: llvm.extractvalue
-// CHECK: vector.store %{{.*}}, %arg2[%{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<1024x3072xf32>, vector<2xf32>
+// CHECK: vector.store %{{.*}}, %[[TILE]][%{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<128x200xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK-NOT: %arg2
+// CHECK: gpu.barrier
+// CHECK: vector.load %[[TILE]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<128x200xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-NEXT: vector.store %{{.*}}, %arg2[%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<1024x3072xf32>, vector<4xf32>
+
+// Each thread's accumulators stored where they lie in C, two columns a
+// store (staged-epilogue=0):
+// DIRECT: nvvm.wgmma.wait.group.sync.aligned 0
+// DIRECT-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// DIRECT-NOT: gpu.barrier
+// DIRECT: llvm.extractvalue
+// DIRECT: vector.store %{{.*}}, %arg2[%{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<1024x3072xf32>, vector<2xf32>
 
 // PTX: matmul_module::c_fc_matmul {{.*}} 0 B spill stores {{.*}} [sm_90a]
 // PTX: ptx-check: 1 kernel assembled for sm_90a
