@@ -194,6 +194,13 @@ matmuls() {
     'chip=sm_90a' 2>&1 | tail -9 | tee -a "$report"
 }
 
+# The bf16 forward at T=16 and T=1024 with FLAGS, under a line naming it.
+bf16_forward() {
+  echo "-- $1" | tee -a "$report"
+  timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 \
+    --warmup 2 --dtype bf16 "${@:2}" 2>&1 | grep -E '^fused' | head -2 | tee -a "$report"
+}
+
 staged() {
   section "GPU verifies of the warpgroup form, C through shared memory (sm_90a, generated)"
   for shape in 333x200:200x517:bias-gelu:bf16 300x300:300x512:bias-residual:bf16 1024x768:768x3072:bias-gelu:bf16 \
@@ -226,9 +233,7 @@ staged() {
       cublas-sm_90) flags=(--chip sm_90) ;;
       cublas-sm_90a-no-rule) flags+=(--pass-option mlpipe-cublas-matmuls:warpgroup-min-columns=0) ;;
       esac
-      echo "-- $choice, round $round" | tee -a "$report"
-      timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 \
-        --warmup 2 --dtype bf16 "${flags[@]}" 2>&1 | grep -E '^fused' | head -2 | tee -a "$report"
+      bf16_forward "$choice, round $round" "${flags[@]}"
     done
   done
 }
@@ -252,9 +257,7 @@ logits() {
       flags=(--chip sm_90a)
       [[ $choice == no-rule ]] && flags+=(--pass-option mlpipe-cublas-matmuls:warpgroup-min-columns=0)
       [[ $choice == sm_90 ]] && flags=(--chip sm_90)
-      echo "-- $choice, round $round" | tee -a "$report"
-      timeout 150 bench --config 124M --weights synthetic --target gpu --modes fused --seq 16,1024 --repeat 10 \
-        --warmup 2 --dtype bf16 "${flags[@]}" 2>&1 | grep -E '^fused' | head -2 | tee -a "$report"
+      bf16_forward "$choice, round $round" "${flags[@]}"
     done
   done
 }
